@@ -1,0 +1,77 @@
+// Package auth verifies the Cognito JWTs that clients present to Jetway and
+// turns them into a Principal (user, tenant, app). It follows Cognito's rules:
+// RS256 signatures from the user pool's JWKS (cached, refreshed on a schedule
+// and when an unknown key id shows up), the pool's issuer, access tokens (app
+// client in client_id) or id tokens (app client in aud), and a tenant taken
+// from a claim or a group. It also holds the dev issuer, a local stand-in for
+// Cognito used when Jetway runs without AWS.
+//
+// Every rejection wraps exactly one of the sentinel errors below; callers map
+// them with errors.Is (IsForbidden tells 403 from 401).
+package auth
+
+import (
+	"errors"
+	"time"
+)
+
+// Principal is the verified identity behind a token.
+type Principal struct {
+	// Subject is the token's sub: the stable user id.
+	Subject string
+	// Username is the Cognito user name (username or cognito:username), if present.
+	Username string
+	// Tenant is the tenant the user acts for; always the app's tenant.
+	Tenant string
+	// App is the app that owns the token's app client.
+	App string
+	// ClientID is the Cognito app client id the token was issued to.
+	ClientID string
+	// TokenUse is "access" or "id".
+	TokenUse string
+	// ExpiresAt is the token's exp.
+	ExpiresAt time.Time
+}
+
+// Directory maps a Cognito app client id to the tenant and app that own it.
+// *config.Config satisfies it.
+type Directory interface {
+	// AppForClient returns ok=false for a client id that belongs to no app.
+	AppForClient(clientID string) (tenant, app string, ok bool)
+}
+
+// Sentinel errors returned (wrapped) by Verifier.Verify. All of them mean 401
+// except ErrNoTenant and ErrTenantMismatch, which mean 403 (see IsForbidden).
+var (
+	// ErrMissingToken: no token was presented.
+	ErrMissingToken = errors.New("missing token")
+	// ErrMalformed: the token is not a well-formed compact JWS carrying a
+	// JWT with the claims Cognito always sets.
+	ErrMalformed = errors.New("malformed token")
+	// ErrBadSignature: the signature does not verify, or the token uses an
+	// algorithm other than RS256 (none, HS256, ...).
+	ErrBadSignature = errors.New("bad token signature")
+	// ErrUnknownKey: the token's kid is not in the issuer's key set, even
+	// after the refresh it was allowed to trigger.
+	ErrUnknownKey = errors.New("unknown signing key")
+	// ErrExpired: exp is in the past (beyond the leeway).
+	ErrExpired = errors.New("token expired")
+	// ErrNotYetValid: nbf or iat is in the future (beyond the leeway).
+	ErrNotYetValid = errors.New("token not yet valid")
+	// ErrWrongIssuer: iss is not the configured issuer.
+	ErrWrongIssuer = errors.New("wrong token issuer")
+	// ErrWrongTokenUse: token_use is neither "access" nor "id".
+	ErrWrongTokenUse = errors.New("wrong token use")
+	// ErrUnknownClient: the app client id belongs to no app.
+	ErrUnknownClient = errors.New("unknown app client")
+	// ErrNoTenant: the user has no tenant (no tenant claim, no tenant group).
+	ErrNoTenant = errors.New("user has no tenant")
+	// ErrTenantMismatch: the user's tenant is not the tenant of the app.
+	ErrTenantMismatch = errors.New("user tenant does not own the app")
+)
+
+// IsForbidden reports whether a Verify error means 403 (the token is genuine
+// but the user may not use this app) rather than 401.
+func IsForbidden(err error) bool {
+	return errors.Is(err, ErrNoTenant) || errors.Is(err, ErrTenantMismatch)
+}

@@ -1,0 +1,444 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/lestrrat-go/jwx/v2/jws"
+	"github.com/lestrrat-go/jwx/v2/jwt"
+	"go.uber.org/zap"
+)
+
+// Defaults for Config fields left at their zero value, and fixed bounds.
+const (
+	// DefaultTenantClaim is the claim that names the user's tenant.
+	DefaultTenantClaim = "custom:tenant"
+	// DefaultTenantGroupPrefix marks the cognito:groups entry that names the
+	// user's tenant ("tenant:contoso").
+	DefaultTenantGroupPrefix = "tenant:"
+	// DefaultLeeway is the clock skew allowed on exp, nbf and iat.
+	DefaultLeeway = 5 * time.Second
+	// DefaultRefreshInterval is how often the JWKS is fetched on schedule.
+	DefaultRefreshInterval = 15 * time.Minute
+	// DefaultMinRefreshInterval is the least time between two JWKS fetches
+	// triggered by unknown key ids.
+	DefaultMinRefreshInterval = time.Minute
+	// MaxTokenBytes is the largest token Verify parses; larger ones are
+	// ErrMalformed without further work.
+	MaxTokenBytes = 16 << 10
+	// MaxJWKSBytes is the largest JWKS response body accepted.
+	MaxJWKSBytes = 1 << 20
+	// JWKSFetchTimeout bounds one JWKS fetch.
+	JWKSFetchTimeout = 10 * time.Second
+)
+
+// minRefreshInterval is the floor for Config.RefreshInterval: the cache's
+// scheduler works in whole seconds.
+const minRefreshInterval = time.Second
+
+// Config configures a Verifier. Zero values mean the documented defaults.
+type Config struct {
+	// Issuer is the user pool's issuer URL
+	// (https://cognito-idp.<region>.amazonaws.com/<pool id>); required.
+	// Tokens whose iss differs are ErrWrongIssuer.
+	Issuer string
+	// JWKSURL is where the signing keys are fetched; default
+	// Issuer + "/.well-known/jwks.json".
+	JWKSURL string
+	// TenantClaim names the claim holding the user's tenant; default
+	// DefaultTenantClaim.
+	TenantClaim string
+	// TenantGroupPrefix marks the cognito:groups entries naming the user's
+	// tenants, used when TenantClaim is absent; default DefaultTenantGroupPrefix.
+	TenantGroupPrefix string
+	// Leeway is the clock skew allowed on exp, nbf and iat; default
+	// DefaultLeeway, negative means none.
+	Leeway time.Duration
+	// RefreshInterval is the period of the scheduled JWKS refresh; default
+	// DefaultRefreshInterval, at least one second.
+	RefreshInterval time.Duration
+	// MinRefreshInterval is the least time between two JWKS fetches triggered
+	// by tokens with an unknown kid, so a flood of bad kids cannot hammer the
+	// issuer; default DefaultMinRefreshInterval, negative means no limit.
+	MinRefreshInterval time.Duration
+	// HTTPClient fetches the JWKS; default a client with JWKSFetchTimeout.
+	HTTPClient *http.Client
+	// KeySet, when set, is the fixed set of verification keys (the dev
+	// issuer's); nothing is fetched and JWKSURL is ignored.
+	KeySet jwk.Set
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.JWKSURL == "" && c.Issuer != "" {
+		c.JWKSURL = strings.TrimSuffix(c.Issuer, "/") + "/.well-known/jwks.json"
+	}
+	if c.TenantClaim == "" {
+		c.TenantClaim = DefaultTenantClaim
+	}
+	if c.TenantGroupPrefix == "" {
+		c.TenantGroupPrefix = DefaultTenantGroupPrefix
+	}
+	switch {
+	case c.Leeway == 0:
+		c.Leeway = DefaultLeeway
+	case c.Leeway < 0:
+		c.Leeway = 0
+	}
+	switch {
+	case c.RefreshInterval == 0:
+		c.RefreshInterval = DefaultRefreshInterval
+	case c.RefreshInterval < minRefreshInterval:
+		c.RefreshInterval = minRefreshInterval
+	}
+	if c.MinRefreshInterval == 0 {
+		c.MinRefreshInterval = DefaultMinRefreshInterval
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: JWKSFetchTimeout}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Verifier verifies Cognito tokens. It is safe for concurrent use.
+type Verifier struct {
+	cfg    Config
+	dir    Directory
+	logger *zap.Logger
+
+	// keys is the current key set: the static one, or the latest fetched
+	// by either the scheduled refresh or an unknown-kid refresh.
+	keys atomic.Pointer[keyring]
+
+	// kidRefresh serializes unknown-kid refreshes (a one-slot semaphore, so
+	// waiting respects ctx) and guards lastKidFetch.
+	kidRefresh   chan struct{}
+	lastKidFetch time.Time
+
+	// stopCache ends the JWKS cache's goroutines; the ctx given to
+	// NewVerifier ending does too. Kept so the cancel func is not lost.
+	stopCache context.CancelFunc
+}
+
+type keyring struct{ set jwk.Set }
+
+// NewVerifier returns a Verifier for cfg. Unless cfg.KeySet is set, it
+// fetches the JWKS from cfg.JWKSURL before returning (an error naming the URL
+// if that fails), then keeps it fresh in the background until ctx ends:
+// every RefreshInterval, and when a token names an unknown kid (at most once
+// per MinRefreshInterval).
+func NewVerifier(ctx context.Context, cfg Config, dir Directory, logger *zap.Logger) (*Verifier, error) {
+	if dir == nil {
+		return nil, errors.New("auth: NewVerifier: nil Directory")
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Issuer == "" {
+		return nil, errors.New("auth: NewVerifier: Config.Issuer is required")
+	}
+	v := &Verifier{
+		cfg:        cfg,
+		dir:        dir,
+		logger:     logger,
+		kidRefresh: make(chan struct{}, 1),
+		stopCache:  func() {},
+	}
+	if cfg.KeySet != nil {
+		v.keys.Store(&keyring{set: cfg.KeySet})
+		return v, nil
+	}
+
+	// jwk.Cache runs the scheduled refresh. Unknown-kid refreshes bypass it
+	// (see refreshForKid), because httprc v1 schedules one more perpetual
+	// periodic refresh for every forced Cache.Refresh.
+	cacheCtx, stop := context.WithCancel(ctx)
+	v.stopCache = stop
+	cache := jwk.NewCache(cacheCtx,
+		jwk.WithRefreshWindow(refreshWindow(cfg.RefreshInterval)),
+		jwk.WithErrSink(refreshErrSink{logger: logger}),
+	)
+	err := cache.Register(cfg.JWKSURL,
+		jwk.WithHTTPClient(jwksGetter{ctx: cacheCtx, v: v}),
+		jwk.WithRefreshInterval(cfg.RefreshInterval),
+		jwk.WithPostFetcher(jwk.PostFetchFunc(func(u string, set jwk.Set) (jwk.Set, error) {
+			v.keys.Store(&keyring{set: set})
+			logger.Debug("JWKS refreshed", zap.String("url", u), zap.Int("keys", set.Len()))
+			return set, nil
+		})),
+	)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("auth: register JWKS %s: %w", cfg.JWKSURL, err)
+	}
+	set, err := cache.Refresh(ctx, cfg.JWKSURL)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("auth: fetch JWKS %s: %w", cfg.JWKSURL, err)
+	}
+	v.keys.Store(&keyring{set: set}) // PostFetch did too; this makes it plain
+	logger.Info("JWKS loaded", zap.String("url", cfg.JWKSURL), zap.Int("keys", set.Len()),
+		zap.Duration("refresh_interval", cfg.RefreshInterval))
+	return v, nil
+}
+
+// refreshWindow is how often the cache's scheduler wakes up to look for due
+// refreshes: a fraction of the interval, so a refresh is at most that late.
+func refreshWindow(interval time.Duration) time.Duration {
+	return min(max(interval/4, time.Second), time.Minute)
+}
+
+type refreshErrSink struct{ logger *zap.Logger }
+
+func (s refreshErrSink) Error(err error) {
+	s.logger.Warn("JWKS refresh failed; keeping the previous keys", zap.Error(err))
+}
+
+// Verify checks token by Cognito's rules and returns its Principal. Errors
+// wrap exactly one sentinel (ErrMissingToken ... ErrTenantMismatch); an
+// unknown kid may block on one JWKS fetch, bounded by ctx and JWKSFetchTimeout.
+func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, fmt.Errorf("verify: %w", ErrMissingToken)
+	}
+	if len(token) > MaxTokenBytes {
+		return Principal{}, fmt.Errorf("verify: %w: %d bytes, over the %d-byte limit", ErrMalformed, len(token), MaxTokenBytes)
+	}
+	msg, err := jws.Parse([]byte(token), jws.WithCompact())
+	if err != nil {
+		return Principal{}, fmt.Errorf("verify: %w: %v", ErrMalformed, err)
+	}
+	sigs := msg.Signatures()
+	if len(sigs) != 1 {
+		return Principal{}, fmt.Errorf("verify: %w: %d signatures", ErrMalformed, len(sigs))
+	}
+	hdr := sigs[0].ProtectedHeaders()
+	if alg := hdr.Algorithm(); alg != jwa.RS256 {
+		return Principal{}, fmt.Errorf("verify: %w: algorithm %q not accepted", ErrBadSignature, alg.String())
+	}
+	kid := hdr.KeyID()
+	if kid == "" {
+		return Principal{}, fmt.Errorf("verify: %w: no kid in header", ErrMalformed)
+	}
+	key, err := v.key(ctx, kid)
+	if err != nil {
+		return Principal{}, err
+	}
+	payload, err := jws.Verify([]byte(token), jws.WithKey(jwa.RS256, key), jws.WithCompact())
+	if err != nil {
+		return Principal{}, fmt.Errorf("verify: %w: %v", ErrBadSignature, err)
+	}
+	// Decode the signed payload directly: jwt.Parse would guess its format
+	// and could unwrap a nested JWS.
+	tok := jwt.New()
+	if err := json.Unmarshal(payload, tok); err != nil {
+		return Principal{}, fmt.Errorf("verify: %w: claims: %v", ErrMalformed, err)
+	}
+	return v.principal(tok)
+}
+
+// key returns the RS256 verification key named kid, refreshing the key set
+// once if kid is unknown and a refresh is permitted.
+func (v *Verifier) key(ctx context.Context, kid string) (jwk.Key, error) {
+	k, ok := v.keys.Load().set.LookupKeyID(kid)
+	if !ok && v.cfg.KeySet == nil {
+		if err := v.refreshForKid(ctx, kid); err != nil {
+			return nil, fmt.Errorf("verify: %w: kid %q: refresh: %w", ErrUnknownKey, kid, err)
+		}
+		k, ok = v.keys.Load().set.LookupKeyID(kid)
+	}
+	if !ok {
+		return nil, fmt.Errorf("verify: %w: kid %q", ErrUnknownKey, kid)
+	}
+	if k.KeyType() != jwa.RSA {
+		return nil, fmt.Errorf("verify: %w: kid %q is a %s key, not RSA", ErrUnknownKey, kid, k.KeyType())
+	}
+	if use := k.KeyUsage(); use != "" && use != jwk.ForSignature.String() {
+		return nil, fmt.Errorf("verify: %w: kid %q has use %q", ErrUnknownKey, kid, use)
+	}
+	if alg := k.Algorithm().String(); alg != "" && alg != jwa.RS256.String() {
+		return nil, fmt.Errorf("verify: %w: kid %q is for %s", ErrUnknownKey, kid, alg)
+	}
+	return k, nil
+}
+
+// refreshForKid fetches the JWKS because kid is unknown, unless another
+// caller just did (and found kid) or the last unknown-kid fetch was less than
+// MinRefreshInterval ago. Concurrent callers share one fetch.
+func (v *Verifier) refreshForKid(ctx context.Context, kid string) error {
+	select {
+	case v.kidRefresh <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-v.kidRefresh }()
+
+	if _, ok := v.keys.Load().set.LookupKeyID(kid); ok {
+		return nil
+	}
+	now := v.cfg.Now()
+	if !v.lastKidFetch.IsZero() && now.Sub(v.lastKidFetch) < v.cfg.MinRefreshInterval {
+		return nil
+	}
+	// Failed fetches count too: a down issuer is not hammered either.
+	v.lastKidFetch = now
+	set, err := v.fetchSet(ctx)
+	if err != nil {
+		v.logger.Warn("JWKS refresh for unknown kid failed", zap.String("kid", kid), zap.Error(err))
+		return err
+	}
+	v.keys.Store(&keyring{set: set})
+	_, found := set.LookupKeyID(kid)
+	v.logger.Info("JWKS refreshed for unknown kid", zap.String("kid", kid), zap.Bool("found", found),
+		zap.Int("keys", set.Len()))
+	return nil
+}
+
+// principal applies Cognito's claim rules to a token whose signature is good.
+func (v *Verifier) principal(tok jwt.Token) (Principal, error) {
+	if err := v.checkTimes(tok); err != nil {
+		return Principal{}, err
+	}
+	if iss := tok.Issuer(); iss != v.cfg.Issuer {
+		return Principal{}, fmt.Errorf("verify: %w: %q", ErrWrongIssuer, iss)
+	}
+	use, err := stringClaim(tok, "token_use")
+	if err != nil {
+		return Principal{}, err
+	}
+	var client string
+	switch use {
+	case "access":
+		if client, err = stringClaim(tok, "client_id"); err != nil {
+			return Principal{}, err
+		}
+		if client == "" {
+			return Principal{}, fmt.Errorf("verify: %w: access token without client_id", ErrMalformed)
+		}
+	case "id":
+		aud := tok.Audience()
+		if len(aud) != 1 || aud[0] == "" {
+			return Principal{}, fmt.Errorf("verify: %w: id token needs exactly one aud, has %d", ErrMalformed, len(aud))
+		}
+		client = aud[0]
+	default:
+		return Principal{}, fmt.Errorf("verify: %w: %q", ErrWrongTokenUse, use)
+	}
+	sub := tok.Subject()
+	if sub == "" {
+		return Principal{}, fmt.Errorf("verify: %w: no sub", ErrMalformed)
+	}
+	appTenant, app, ok := v.dir.AppForClient(client)
+	if !ok {
+		return Principal{}, fmt.Errorf("verify: %w: %q", ErrUnknownClient, client)
+	}
+	tenants, err := v.userTenants(tok)
+	if err != nil {
+		return Principal{}, err
+	}
+	if len(tenants) == 0 {
+		return Principal{}, fmt.Errorf("verify: %w: user %q", ErrNoTenant, sub)
+	}
+	if !slices.Contains(tenants, appTenant) {
+		return Principal{}, fmt.Errorf("verify: %w: user %q of tenant %q, app %q of tenant %q",
+			ErrTenantMismatch, sub, strings.Join(tenants, ","), app, appTenant)
+	}
+	username, err := stringClaim(tok, "username")
+	if err != nil {
+		return Principal{}, err
+	}
+	if username == "" {
+		if username, err = stringClaim(tok, "cognito:username"); err != nil {
+			return Principal{}, err
+		}
+	}
+	return Principal{
+		Subject:   sub,
+		Username:  username,
+		Tenant:    appTenant,
+		App:       app,
+		ClientID:  client,
+		TokenUse:  use,
+		ExpiresAt: tok.Expiration(),
+	}, nil
+}
+
+// checkTimes checks exp (required), nbf and iat with the leeway. It does not
+// use jwt.Validate, which treats exp=0 as "no expiry".
+func (v *Verifier) checkTimes(tok jwt.Token) error {
+	now := v.cfg.Now()
+	leeway := v.cfg.Leeway
+	exp := tok.Expiration()
+	if exp.IsZero() {
+		return fmt.Errorf("verify: %w: no exp", ErrMalformed)
+	}
+	if !now.Before(exp.Add(leeway)) {
+		return fmt.Errorf("verify: %w: at %s", ErrExpired, exp.UTC().Format(time.RFC3339))
+	}
+	if nbf := tok.NotBefore(); !nbf.IsZero() && now.Add(leeway).Before(nbf) {
+		return fmt.Errorf("verify: %w: nbf %s", ErrNotYetValid, nbf.UTC().Format(time.RFC3339))
+	}
+	if iat := tok.IssuedAt(); !iat.IsZero() && now.Add(leeway).Before(iat) {
+		return fmt.Errorf("verify: %w: issued in the future (%s)", ErrNotYetValid, iat.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// userTenants returns the tenant from TenantClaim or, when that claim is
+// absent or empty, every tenant named by a cognito:groups entry.
+func (v *Verifier) userTenants(tok jwt.Token) ([]string, error) {
+	t, err := stringClaim(tok, v.cfg.TenantClaim)
+	if err != nil {
+		return nil, err
+	}
+	if t != "" {
+		return []string{t}, nil
+	}
+	raw, ok := tok.Get("cognito:groups")
+	if !ok {
+		return nil, nil
+	}
+	groups, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("verify: %w: cognito:groups is %T, not a list", ErrMalformed, raw)
+	}
+	var tenants []string
+	for _, g := range groups {
+		s, ok := g.(string)
+		if !ok {
+			return nil, fmt.Errorf("verify: %w: cognito:groups entry is %T, not a string", ErrMalformed, g)
+		}
+		if t, ok := strings.CutPrefix(s, v.cfg.TenantGroupPrefix); ok && t != "" {
+			tenants = append(tenants, t)
+		}
+	}
+	return tenants, nil
+}
+
+// stringClaim returns a claim that must be a string when present ("" when
+// absent).
+func stringClaim(tok jwt.Token, name string) (string, error) {
+	raw, ok := tok.Get(name)
+	if !ok {
+		return "", nil
+	}
+	s, ok := raw.(string)
+	if !ok {
+		return "", fmt.Errorf("verify: %w: claim %q is %T, not a string", ErrMalformed, name, raw)
+	}
+	return s, nil
+}
