@@ -1,0 +1,180 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Ready is sent once per connection, first.
+type Ready struct {
+	Type       string `json:"type"`
+	SessionID  string `json:"session_id"`
+	User       string `json:"user"`
+	Tenant     string `json:"tenant"`
+	App        string `json:"app"`
+	Protocol   string `json:"protocol"`
+	HeartbeatS int    `json:"heartbeat_s"`
+	ExpiresAt  string `json:"expires_at"`
+}
+
+// Quota is the tightest window's state in an accepted frame.
+type Quota struct {
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+}
+
+// Accepted proves a request landed; it precedes every chunk.
+type Accepted struct {
+	Type           string `json:"type"`
+	RequestID      string `json:"request_id"`
+	Model          string `json:"model"`
+	ReservedTokens int64  `json:"reserved_tokens"`
+	Quota          *Quota `json:"quota,omitempty"`
+	Cached         bool   `json:"cached"`
+}
+
+// Usage is a request's token usage.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Done is the successful terminal frame.
+type Done struct {
+	Type       string `json:"type"`
+	RequestID  string `json:"request_id"`
+	Chunks     int    `json:"chunks"`
+	Text       string `json:"text"`
+	Model      string `json:"model"`
+	Cached     bool   `json:"cached"`
+	Usage      Usage  `json:"usage"`
+	StopReason string `json:"stop_reason"`
+	TTFTMs     int64  `json:"ttft_ms"`
+	LatencyMs  int64  `json:"latency_ms"`
+}
+
+// Error is an error frame: the terminal frame of a failed request, or the
+// only answer to a frame that was rejected.
+type Error struct {
+	Type         string  `json:"type"`
+	RequestID    string  `json:"request_id,omitempty"`
+	Code         string  `json:"code"`
+	Status       int     `json:"status"`
+	Message      string  `json:"message"`
+	Retryable    bool    `json:"retryable"`
+	RetryAfterMs int64   `json:"retry_after_ms,omitempty"`
+	Chunks       *int    `json:"chunks,omitempty"`
+	Text         *string `json:"text,omitempty"`
+	Scope        string  `json:"scope,omitempty"`
+	Window       string  `json:"window,omitempty"`
+}
+
+// Draining tells the client this server is shutting down.
+type Draining struct {
+	Type             string `json:"type"`
+	ReconnectAfterMs int64  `json:"reconnect_after_ms"`
+}
+
+// AuthOK acknowledges an auth frame.
+type AuthOK struct {
+	Type      string `json:"type"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// Pong answers a ping frame, echoing t.
+type Pong struct {
+	Type string          `json:"type"`
+	T    json.RawMessage `json:"t,omitempty"`
+}
+
+// Outbound frame types.
+const (
+	TypeReady    = "ready"
+	TypeAccepted = "accepted"
+	TypeChunk    = "chunk"
+	TypeDone     = "done"
+	TypeError    = "error"
+	TypeDraining = "draining"
+	TypeAuthOK   = "auth_ok"
+	TypePong     = "pong"
+)
+
+// Timestamp formats t the way every frame does (RFC 3339, UTC).
+func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// Encode marshals a frame. Frames are plain structs, so this cannot fail for
+// them; a failure is a programming error and yields an internal error frame.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(Error{Type: TypeError, Code: CodeInternal, Status: 500, Message: "internal error"})
+	}
+	return b
+}
+
+// AppendChunk appends a chunk frame to dst without reflection: this is the hot path.
+// The output is identical to json.Marshal of {"type":"chunk","request_id":..,"seq":..,"text":..}.
+func AppendChunk(dst []byte, requestID string, seq int, text string) []byte {
+	dst = append(dst, `{"type":"chunk","request_id":`...)
+	dst = appendJSONString(dst, requestID)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, int64(seq), 10)
+	dst = append(dst, `,"text":`...)
+	dst = appendJSONString(dst, text)
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string with encoding/json's escaping
+// (HTML-safe, invalid UTF-8 replaced), so replays are byte-identical either way.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < 0x80 {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == 0xFFFD && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,235 @@
+// Package protocol holds the Jetway wire protocol v1 (see docs/protocol.md and
+// ../shared/PROTOCOL.md): frame types, error codes and their HTTP-like
+// statuses, and the decoding of inbound frames. It knows nothing about
+// sockets, quotas or models; the session and the gateway both speak it.
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Subprotocol is the WebSocket subprotocol the server selects.
+const Subprotocol = "jetway.v1"
+
+// BearerPrefix prefixes a JWT offered as a WebSocket subprotocol by browsers.
+const BearerPrefix = "bearer."
+
+// Error codes, each with its fixed status (see Status).
+const (
+	CodeInvalidRequest   = "invalid_request"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeModelNotAllowed  = "model_not_allowed"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeQuotaExceeded    = "quota_exceeded"
+	CodeRateLimited      = "rate_limited"
+	CodeCancelled        = "cancelled"
+	CodeInternal         = "internal"
+	CodeModelError       = "model_error"
+	CodeModelUnavailable = "model_unavailable"
+	CodeBusy             = "busy"
+	CodeDraining         = "draining"
+	CodeTimeout          = "timeout"
+	CodeInterrupted      = "interrupted"
+)
+
+var statuses = map[string]int{
+	CodeInvalidRequest:   400,
+	CodeUnauthorized:     401,
+	CodeForbidden:        403,
+	CodeModelNotAllowed:  403,
+	CodeNotFound:         404,
+	CodeConflict:         409,
+	CodeQuotaExceeded:    429,
+	CodeRateLimited:      429,
+	CodeCancelled:        499,
+	CodeInternal:         500,
+	CodeModelError:       502,
+	CodeModelUnavailable: 503,
+	CodeBusy:             503,
+	CodeDraining:         503,
+	CodeTimeout:          504,
+	CodeInterrupted:      503,
+}
+
+// Status is the HTTP-like status of an error code (500 for an unknown code).
+func Status(code string) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return 500
+}
+
+// Close codes used by the server.
+const (
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001
+	ClosePolicy        = 1008
+	CloseTooBig        = 1009
+	CloseInternal      = 1011
+	CloseTokenExpired  = 4001
+	CloseSlowConsumer  = 4008
+	DefaultMaxFrame    = 256 << 10
+	maxIDLength        = 64
+	minIDLength        = 8
+	maxMessagesPerTurn = 1000
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+
+// ValidID reports whether s is a valid request or session id: 8-64 chars of [A-Za-z0-9_-].
+func ValidID(s string) bool {
+	return len(s) >= minIDLength && len(s) <= maxIDLength && idPattern.MatchString(s)
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Inbound is a decoded client frame. Only the fields of its Type are set.
+type Inbound struct {
+	Type        string          `json:"type"`
+	RequestID   string          `json:"request_id,omitempty"`
+	Messages    []Message       `json:"messages,omitempty"`
+	System      string          `json:"system,omitempty"`
+	Model       string          `json:"model,omitempty"`
+	MaxTokens   int             `json:"max_tokens,omitempty"`
+	Temperature *float64        `json:"temperature,omitempty"`
+	AfterSeq    int             `json:"after_seq,omitempty"`
+	Token       string          `json:"token,omitempty"`
+	T           json.RawMessage `json:"t,omitempty"`
+}
+
+// Inbound frame types.
+const (
+	TypeRequest = "request"
+	TypeResume  = "resume"
+	TypeCancel  = "cancel"
+	TypeAuth    = "auth"
+	TypePing    = "ping"
+)
+
+// ErrInvalid is wrapped by every decoding or validation failure; its message
+// is safe to show to the client.
+var ErrInvalid = errors.New("invalid request")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Decode parses and validates one inbound text frame. The returned error wraps
+// ErrInvalid and names the problem. When the frame carried a readable
+// request_id, it is returned even on error so the error frame can name it.
+func Decode(data []byte) (Inbound, error) {
+	var in Inbound
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&in); err != nil {
+		// Recover the request_id if the frame is JSON of another shape.
+		var probe struct {
+			RequestID any `json:"request_id"`
+		}
+		if json.Unmarshal(data, &probe) == nil {
+			if s, ok := probe.RequestID.(string); ok && ValidID(s) {
+				in.RequestID = s
+			}
+		}
+		in.Type = ""
+		return in, invalid("frame is not a valid JSON object: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return in, invalid("frame has data after the JSON object")
+	}
+	switch in.Type {
+	case TypeRequest:
+		return in, validateRequest(&in)
+	case TypeResume:
+		if err := validateRequestID(in.RequestID); err != nil {
+			return in, err
+		}
+		if in.AfterSeq < 0 {
+			return in, invalid("after_seq must be >= 0")
+		}
+	case TypeCancel:
+		return in, validateRequestID(in.RequestID)
+	case TypeAuth:
+		if in.Token == "" {
+			return in, invalid("auth needs a token")
+		}
+	case TypePing:
+	case "":
+		return in, invalid("frame has no type")
+	default:
+		return in, invalid("unknown frame type %q", truncate(in.Type, 40))
+	}
+	return in, nil
+}
+
+func validateRequestID(id string) error {
+	if id == "" {
+		return invalid("request_id is required")
+	}
+	if !ValidID(id) {
+		return invalid("request_id must be 8-64 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
+
+func validateRequest(in *Inbound) error {
+	if err := validateRequestID(in.RequestID); err != nil {
+		return err
+	}
+	if len(in.Messages) == 0 {
+		return invalid("messages must not be empty")
+	}
+	if len(in.Messages) > maxMessagesPerTurn {
+		return invalid("at most %d messages", maxMessagesPerTurn)
+	}
+	for i, m := range in.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return invalid("messages[%d].role must be \"user\" or \"assistant\"", i)
+		}
+		if m.Content == "" {
+			return invalid("messages[%d].content must not be empty", i)
+		}
+	}
+	if in.Messages[len(in.Messages)-1].Role != "user" {
+		return invalid("the last message must have role \"user\"")
+	}
+	if in.MaxTokens < 0 {
+		return invalid("max_tokens must be positive")
+	}
+	if t := in.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return invalid("temperature must be between 0 and 1")
+	}
+	if in.AfterSeq < 0 {
+		return invalid("after_seq must be >= 0")
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "field " + strconv.Quote(te.Field) + " has the wrong type"
+	}
+	return truncate(err.Error(), 120)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,160 @@
+// Package stream owns a request's stream log: sequence numbers for its
+// chunks, exactly one terminal outcome, replay of everything after a given
+// seq, and retention of finished answers for the resume window. It knows
+// nothing of sockets or quotas: producers append, followers read.
+package stream
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// Log is one request's answer as it is produced. One producer appends
+// chunks and finishes it exactly once; any number of followers read it from
+// any seq, at their own pace, without ever slowing the producer.
+type Log struct {
+	// RequestID and Owner (the user's sub) identify the request; BodyHash
+	// fingerprints the request body for idempotency conflicts.
+	RequestID string
+	Owner     string
+	BodyHash  string
+
+	mu       sync.Mutex
+	accepted []byte
+	chunks   []string
+	size     int
+	terminal []byte
+	ended    time.Time
+	rejected bool
+	wake     chan struct{}
+	cancel   func()
+}
+
+// NewLog returns an empty log.
+func NewLog(owner, requestID, bodyHash string) *Log {
+	return &Log{RequestID: requestID, Owner: owner, BodyHash: bodyHash, wake: make(chan struct{})}
+}
+
+// broadcast wakes every follower waiting on the current wake channel. Callers hold mu.
+func (l *Log) broadcast() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// Accept records the accepted frame, which followers deliver before any chunk.
+func (l *Log) Accept(frame []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.terminal != nil {
+		return
+	}
+	l.accepted = frame
+	l.broadcast()
+}
+
+// Append adds a chunk and returns its seq (1, 2, 3, ...). Appends after the
+// terminal are ignored and return 0.
+func (l *Log) Append(text string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.terminal != nil {
+		return 0
+	}
+	l.chunks = append(l.chunks, text)
+	l.size += len(text)
+	l.broadcast()
+	return len(l.chunks)
+}
+
+// Finish records the terminal frame. Only the first call wins; it reports
+// whether this call was it.
+func (l *Log) Finish(frame []byte, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.terminal != nil {
+		return false
+	}
+	l.terminal = frame
+	l.ended = now
+	l.broadcast()
+	return true
+}
+
+// Reject finishes a request that was never accepted: followers get the
+// error frame, and the registry forgets the request so it may be sent again.
+func (l *Log) Reject(frame []byte, now time.Time) bool {
+	l.mu.Lock()
+	l.rejected = true
+	l.mu.Unlock()
+	return l.Finish(frame, now)
+}
+
+// Rejected reports whether the log ended without being accepted.
+func (l *Log) Rejected() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rejected
+}
+
+// Snapshot is what a follower reads: the accepted frame (nil until
+// accepted), the chunks with seq > after (Chunks[i] has seq First+i), the
+// terminal frame (nil while running), and a channel closed at the next change.
+type Snapshot struct {
+	Accepted []byte
+	First    int
+	Chunks   []string
+	Terminal []byte
+	Changed  <-chan struct{}
+}
+
+// Read returns everything after seq `after`. The returned chunk slice is
+// shared with the log and must not be modified.
+func (l *Log) Read(after int) Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{Accepted: l.accepted, First: after + 1, Terminal: l.terminal, Changed: l.wake}
+	if after < len(l.chunks) {
+		s.Chunks = l.chunks[after:len(l.chunks):len(l.chunks)]
+	}
+	return s
+}
+
+// Text is the answer so far and its last seq.
+func (l *Log) Text() (string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	b.Grow(l.size)
+	for _, c := range l.chunks {
+		b.WriteString(c)
+	}
+	return b.String(), len(l.chunks)
+}
+
+// Ended reports when the log finished (zero while running).
+func (l *Log) Ended() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// SetCancel installs the function that stops the request's generation.
+func (l *Log) SetCancel(cancel func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel = cancel
+}
+
+// Cancel stops the generation if it is still running and reports whether
+// there was anything to stop.
+func (l *Log) Cancel() bool {
+	l.mu.Lock()
+	cancel, running := l.cancel, l.terminal == nil
+	l.mu.Unlock()
+	if cancel != nil && running {
+		cancel()
+		return true
+	}
+	return false
+}
