@@ -1,0 +1,116 @@
+package stream
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestLogReplayAfterSeq(t *testing.T) {
+	l := NewLog("alice", "req-00000001", "h")
+	l.Accept([]byte(`accepted`))
+	for i := 1; i <= 5; i++ {
+		if seq := l.Append(fmt.Sprint(i)); seq != i {
+			t.Fatalf("seq %d, want %d", seq, i)
+		}
+	}
+	s := l.Read(2)
+	if string(s.Accepted) != "accepted" || s.First != 3 || len(s.Chunks) != 3 || s.Chunks[0] != "3" || s.Terminal != nil {
+		t.Fatalf("snapshot %+v", s)
+	}
+	if !l.Finish([]byte("done"), time.Now()) || l.Finish([]byte("again"), time.Now()) {
+		t.Fatal("Finish must win exactly once")
+	}
+	if l.Append("late") != 0 {
+		t.Fatal("append after the terminal must be ignored")
+	}
+	s = l.Read(5)
+	if len(s.Chunks) != 0 || string(s.Terminal) != "done" {
+		t.Fatalf("after finish %+v", s)
+	}
+	if text, n := l.Text(); text != "12345" || n != 5 {
+		t.Fatalf("text %q %d", text, n)
+	}
+}
+
+func TestFollowersSeeEveryChunkOnce(t *testing.T) {
+	l := NewLog("alice", "req-00000001", "h")
+	const n = 2000
+	var wg sync.WaitGroup
+	for f := 0; f < 8; f++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cursor := 0
+			for {
+				s := l.Read(cursor)
+				for i, c := range s.Chunks {
+					if c != fmt.Sprint(s.First+i) {
+						t.Errorf("seq %d holds %q", s.First+i, c)
+						return
+					}
+				}
+				cursor += len(s.Chunks)
+				if s.Terminal != nil {
+					if cursor != n {
+						t.Errorf("follower saw %d chunks, want %d", cursor, n)
+					}
+					return
+				}
+				<-s.Changed
+			}
+		}()
+	}
+	for i := 1; i <= n; i++ {
+		l.Append(fmt.Sprint(i))
+	}
+	l.Finish([]byte("done"), time.Now())
+	wg.Wait()
+}
+
+func TestRegistryRetentionAndRejection(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := NewRegistry(RegistryOptions{Retention: time.Minute, Now: func() time.Time { return now }})
+	l, created := r.Create("alice", "req-00000001", "h1")
+	if !created {
+		t.Fatal("first create")
+	}
+	if again, created := r.Create("alice", "req-00000001", "h1"); created || again != l {
+		t.Fatal("second create must return the same log")
+	}
+	if _, ok := r.Get("bob", "req-00000001"); ok {
+		t.Fatal("another owner must not see the log")
+	}
+	l.Finish([]byte("done"), now)
+	now = now.Add(59 * time.Second)
+	if _, ok := r.Get("alice", "req-00000001"); !ok {
+		t.Fatal("finished log must stay within retention")
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := r.Get("alice", "req-00000001"); ok {
+		t.Fatal("log must expire after retention")
+	}
+	if n := r.Sweep(); n != 1 || r.Len() != 0 {
+		t.Fatalf("sweep removed %d, len %d", n, r.Len())
+	}
+	rej, _ := r.Create("alice", "req-00000002", "h")
+	rej.Reject([]byte("error"), now)
+	if _, created := r.Create("alice", "req-00000002", "h"); !created {
+		t.Fatal("a rejected request may be sent again")
+	}
+}
+
+func BenchmarkAppendAndReplay(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l := NewLog("u", "req-00000001", "h")
+		for j := 0; j < 300; j++ {
+			l.Append(" token")
+		}
+		s := l.Read(0)
+		if len(s.Chunks) != 300 {
+			b.Fatal("replay")
+		}
+	}
+}
