@@ -1,0 +1,263 @@
+// Package config loads Jetway's tenants, apps, models and limits from a YAML
+// file, fills in defaults and validates it before the gateway starts.
+//
+// Unknown fields are errors (a misspelt "limts" must not silently drop a
+// quota), and every error names the file, the YAML path and the problem:
+//
+//	jetway.yaml: tenants[1].apps[0].models.default: unknown model "x"
+//
+// With no file, Default returns the built-in configuration (default.yaml,
+// the example of the Core issue): Contoso with support-assistant,
+// developer-assistant and knowledge-bot, and Fabrikam with
+// document-summarizer limited to 20,000 tokens per hour.
+//
+// The package knows nothing about AWS or about how limits are enforced;
+// internal/quota does that.
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults applied by Validate (and so by Load, Parse and Default).
+const (
+	// DefaultTenantClaim is the JWT claim naming the tenant.
+	DefaultTenantClaim = "custom:tenant"
+	// DefaultTenantGroupPrefix marks a cognito:groups entry naming the tenant.
+	DefaultTenantGroupPrefix = "tenant:"
+	// DefaultMaxTokens is an app's max_tokens when the client gives none.
+	DefaultMaxTokens = 1024
+	// DefaultMaxTokensLimit is the largest max_tokens a client may ask for.
+	DefaultMaxTokensLimit = 8192
+	// DefaultCacheTTL is how long a cached answer lives when cache.ttl is unset.
+	DefaultCacheTTL = time.Hour
+)
+
+// Limit windows (calendar windows in UTC).
+const (
+	WindowMinute = "minute"
+	WindowHour   = "hour"
+	WindowDay    = "day"
+	WindowMonth  = "month"
+)
+
+// Windows lists the valid limit windows, narrowest first.
+func Windows() []string {
+	return []string{WindowMinute, WindowHour, WindowDay, WindowMonth}
+}
+
+// Cache charge policies: what a cache hit costs against the quota.
+const (
+	// CacheChargeInput charges the input estimate only (the default).
+	CacheChargeInput = "input"
+	// CacheChargeNone charges nothing.
+	CacheChargeNone = "none"
+)
+
+// Guardrail stream processing modes (Bedrock's GuardrailStreamConfiguration).
+const (
+	GuardrailStreamSync  = "sync"
+	GuardrailStreamAsync = "async"
+)
+
+// Config is the whole file: models, authentication claim names and tenants.
+type Config struct {
+	Models  []Model  `yaml:"models"`
+	Auth    Auth     `yaml:"auth"`
+	Tenants []Tenant `yaml:"tenants"`
+}
+
+// Auth names the JWT claims that carry the tenant.
+type Auth struct {
+	// TenantClaim is the claim holding the tenant id; default "custom:tenant".
+	TenantClaim string `yaml:"tenant_claim"`
+	// TenantGroupPrefix marks the cognito:groups entry "<prefix><tenant>"
+	// used when TenantClaim is absent; default "tenant:".
+	TenantGroupPrefix string `yaml:"tenant_group_prefix"`
+}
+
+// Model is a model clients may name, mapped to a Bedrock model id.
+type Model struct {
+	// ID is the name clients and the configuration use.
+	ID string `yaml:"id"`
+	// BedrockID is the Bedrock model (or inference profile) id; required.
+	BedrockID string `yaml:"bedrock_id"`
+	// Price is the cost in USD per 1,000 tokens.
+	Price Price `yaml:"price"`
+	// FirstTokenTimeout bounds the wait for the first token before a
+	// fallback is tried; 0 means the router's default.
+	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+}
+
+// Price is a model's price in USD per 1,000 tokens.
+type Price struct {
+	InputPer1K  float64 `yaml:"input_per_1k"`
+	OutputPer1K float64 `yaml:"output_per_1k"`
+}
+
+// Tenant is a customer: tenant-wide limits and its apps.
+type Tenant struct {
+	ID     string  `yaml:"id"`
+	Limits []Limit `yaml:"limits"`
+	Apps   []App   `yaml:"apps"`
+}
+
+// App is one application of a tenant, reached through its Cognito app
+// client ids.
+type App struct {
+	ID string `yaml:"id"`
+	// ClientIDs are the Cognito app client ids that belong to this app; a
+	// client id belongs to exactly one app in the whole file.
+	ClientIDs []string  `yaml:"client_ids"`
+	Models    AppModels `yaml:"models"`
+	// Limits apply to the app as a whole.
+	Limits []Limit `yaml:"limits"`
+	// UserLimits apply to each user (JWT sub) of the app separately.
+	UserLimits []Limit `yaml:"user_limits"`
+	// MaxTokens is max_tokens when the client gives none; default 1024
+	// (or MaxTokensLimit when that is smaller).
+	MaxTokens int `yaml:"max_tokens"`
+	// MaxTokensLimit is the largest max_tokens a client may ask; default 8192.
+	MaxTokensLimit int `yaml:"max_tokens_limit"`
+	// Cache enables the response cache for this app; nil means off.
+	Cache *Cache `yaml:"cache"`
+	// Guardrail names a Bedrock Guardrail applied to every call; nil means none.
+	Guardrail *Guardrail `yaml:"guardrail"`
+}
+
+// AppModels is an app's model policy.
+type AppModels struct {
+	// Default answers when the client names no model; required.
+	Default string `yaml:"default"`
+	// Fallbacks are tried in order when the chosen model fails before its
+	// first token.
+	Fallbacks []string `yaml:"fallbacks"`
+	// Allow lists the models clients may name; default Default+Fallbacks.
+	Allow []string `yaml:"allow"`
+}
+
+// Limit is one quota: at most Tokens tokens (input+output), Requests
+// requests and USD dollars per calendar Window (UTC). A zero amount means
+// that measure is not limited; at least one must be set.
+type Limit struct {
+	// Window is minute, hour, day or month.
+	Window   string  `yaml:"window"`
+	Tokens   int64   `yaml:"tokens"`
+	Requests int64   `yaml:"requests"`
+	USD      float64 `yaml:"usd"`
+}
+
+// Cache is an app's response cache policy.
+type Cache struct {
+	// TTL is how long an answer stays cached; default 1h.
+	TTL Duration `yaml:"ttl"`
+	// Charge is what a hit costs: "input" (the input estimate; default)
+	// or "none".
+	Charge string `yaml:"charge"`
+	// Nondeterministic allows caching requests with a temperature above 0.
+	Nondeterministic bool `yaml:"nondeterministic"`
+}
+
+// Guardrail names a Bedrock Guardrail.
+type Guardrail struct {
+	// ID is the guardrail identifier (id or ARN); required.
+	ID string `yaml:"id"`
+	// Version is the guardrail version ("1", "DRAFT"); required.
+	Version string `yaml:"version"`
+	// StreamMode is "sync" (default) or "async".
+	StreamMode string `yaml:"stream_mode"`
+}
+
+// Duration is a time.Duration written in YAML as "250ms", "30s" or "1h".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("expected a duration like \"250ms\" or \"1h\"")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a form like \"250ms\" or \"1h\")", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// AppForClient finds the app an app client id belongs to. It satisfies
+// auth.Directory.
+func (c *Config) AppForClient(clientID string) (tenant, app string, ok bool) {
+	if clientID == "" {
+		return "", "", false
+	}
+	for ti := range c.Tenants {
+		t := &c.Tenants[ti]
+		for ai := range t.Apps {
+			if slices.Contains(t.Apps[ai].ClientIDs, clientID) {
+				return t.ID, t.Apps[ai].ID, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// App returns a tenant and one of its apps.
+func (c *Config) App(tenant, app string) (*Tenant, *App, bool) {
+	for ti := range c.Tenants {
+		t := &c.Tenants[ti]
+		if t.ID != tenant {
+			continue
+		}
+		for ai := range t.Apps {
+			if t.Apps[ai].ID == app {
+				return t, &t.Apps[ai], true
+			}
+		}
+		return t, nil, false
+	}
+	return nil, nil, false
+}
+
+// Model returns the model with the given configuration id.
+func (c *Config) Model(id string) (*Model, bool) {
+	for i := range c.Models {
+		if c.Models[i].ID == id {
+			return &c.Models[i], true
+		}
+	}
+	return nil, false
+}
+
+// Allows reports whether clients of the app may name model id.
+func (a *App) Allows(id string) bool { return slices.Contains(a.Models.Allow, id) }
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the text of the built-in configuration.
+func DefaultYAML() []byte { return slices.Clone(defaultYAML) }
+
+// Default returns the built-in configuration (the Core issue's example),
+// a fresh copy on every call.
+func Default() *Config {
+	c, err := Parse("default.yaml", defaultYAML)
+	if err != nil {
+		// The embedded file is tested; this cannot happen in a built binary.
+		panic("config: embedded default.yaml is invalid: " + err.Error())
+	}
+	return c
+}

@@ -1,0 +1,272 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+)
+
+var (
+	// Tenant and app ids become parts of quota keys and metric labels, so
+	// they are kept to a small, separator-free alphabet.
+	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	// Model ids may also carry ':' (Bedrock-style names such as "claude:v2").
+	modelIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+// Validate fills in defaults (auth claim names, Allow = Default+Fallbacks,
+// MaxTokens, MaxTokensLimit, cache and guardrail settings) and checks the
+// configuration. It is what Parse runs after decoding; call it on a Config
+// built in Go. name is used as the file name in errors.
+func (c *Config) Validate(name string) error {
+	v := &validator{file: name}
+	if c.Auth.TenantClaim == "" {
+		c.Auth.TenantClaim = DefaultTenantClaim
+	}
+	if c.Auth.TenantGroupPrefix == "" {
+		c.Auth.TenantGroupPrefix = DefaultTenantGroupPrefix
+	}
+
+	models := map[string]string{} // id -> path of its definition
+	if len(c.Models) == 0 {
+		v.add("models", "no models defined")
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		p := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.ID == "":
+			v.add(p+".id", "required")
+		case !modelIDPattern.MatchString(m.ID):
+			v.add(p+".id", "invalid model id %q (letters, digits, '.', '_', '-', ':'; at most 128)", m.ID)
+		case models[m.ID] != "":
+			v.add(p+".id", "duplicate model id %q (also %s)", m.ID, models[m.ID])
+		default:
+			models[m.ID] = p
+		}
+		if m.BedrockID == "" {
+			v.add(p+".bedrock_id", "required")
+		}
+		v.nonNegative(p+".price.input_per_1k", m.Price.InputPer1K)
+		v.nonNegative(p+".price.output_per_1k", m.Price.OutputPer1K)
+		if m.FirstTokenTimeout < 0 {
+			v.add(p+".first_token_timeout", "must not be negative")
+		}
+	}
+
+	if len(c.Tenants) == 0 {
+		v.add("tenants", "no tenants defined")
+	}
+	tenants := map[string]string{}
+	clients := map[string]string{} // client id -> path of the app that has it
+	for ti := range c.Tenants {
+		t := &c.Tenants[ti]
+		tp := fmt.Sprintf("tenants[%d]", ti)
+		v.id(tp+".id", "tenant", t.ID, tenants)
+		v.limits(tp+".limits", t.Limits)
+		if len(t.Apps) == 0 {
+			v.add(tp+".apps", "tenant %q has no apps", t.ID)
+		}
+		apps := map[string]string{}
+		for ai := range t.Apps {
+			a := &t.Apps[ai]
+			ap := fmt.Sprintf("%s.apps[%d]", tp, ai)
+			v.id(ap+".id", "app", a.ID, apps)
+			if len(a.ClientIDs) == 0 {
+				v.add(ap+".client_ids", "app %q has no client ids", a.ID)
+			}
+			for ci, id := range a.ClientIDs {
+				cp := fmt.Sprintf("%s.client_ids[%d]", ap, ci)
+				switch {
+				case id == "":
+					v.add(cp, "empty client id")
+				case clients[id] != "":
+					v.add(cp, "client id %q already belongs to %s", id, clients[id])
+				default:
+					clients[id] = ap
+				}
+			}
+			v.appModels(ap+".models", &a.Models, models)
+			v.limits(ap+".limits", a.Limits)
+			v.limits(ap+".user_limits", a.UserLimits)
+			v.maxTokens(ap, a)
+			v.cache(ap+".cache", a.Cache)
+			v.guardrail(ap+".guardrail", a.Guardrail)
+		}
+	}
+	return v.err()
+}
+
+type validator struct {
+	file string
+	errs []error
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.file, Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 1 {
+		return v.errs[0]
+	}
+	return errors.Join(v.errs...)
+}
+
+func (v *validator) nonNegative(path string, f float64) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		v.add(path, "must be a finite number")
+	case f < 0:
+		v.add(path, "must not be negative")
+	}
+}
+
+// id checks a tenant or app id and records it in seen (id -> path).
+func (v *validator) id(path, kind, id string, seen map[string]string) {
+	switch {
+	case id == "":
+		v.add(path, "required")
+	case !idPattern.MatchString(id):
+		v.add(path, "invalid %s id %q (letters, digits, '.', '_', '-'; at most 64)", kind, id)
+	case seen[id] != "":
+		v.add(path, "duplicate %s id %q (also %s)", kind, id, seen[id])
+	default:
+		seen[id] = path
+	}
+}
+
+func (v *validator) appModels(p string, m *AppModels, models map[string]string) {
+	known := func(path, id string) bool {
+		if models[id] == "" {
+			v.add(path, "unknown model %q", id)
+			return false
+		}
+		return true
+	}
+	if m.Default == "" {
+		v.add(p+".default", "required")
+	} else {
+		known(p+".default", m.Default)
+	}
+	for i, id := range m.Fallbacks {
+		fp := fmt.Sprintf("%s.fallbacks[%d]", p, i)
+		switch {
+		case !known(fp, id):
+		case id == m.Default:
+			v.add(fp, "%q is already the default model", id)
+		case slices.Index(m.Fallbacks, id) < i:
+			v.add(fp, "duplicate fallback %q", id)
+		}
+	}
+	if len(m.Allow) == 0 {
+		if m.Default != "" {
+			m.Allow = append(m.Allow, m.Default)
+		}
+		for _, id := range m.Fallbacks {
+			if !slices.Contains(m.Allow, id) {
+				m.Allow = append(m.Allow, id)
+			}
+		}
+		return
+	}
+	for i, id := range m.Allow {
+		ap := fmt.Sprintf("%s.allow[%d]", p, i)
+		if known(ap, id) && slices.Index(m.Allow, id) < i {
+			v.add(ap, "duplicate model %q", id)
+		}
+	}
+	if m.Default != "" && models[m.Default] != "" && !slices.Contains(m.Allow, m.Default) {
+		v.add(p+".default", "%q is not in models.allow", m.Default)
+	}
+	for i, id := range m.Fallbacks {
+		if models[id] != "" && !slices.Contains(m.Allow, id) {
+			v.add(fmt.Sprintf("%s.fallbacks[%d]", p, i), "%q is not in models.allow", id)
+		}
+	}
+}
+
+func (v *validator) limits(p string, limits []Limit) {
+	seen := map[string]int{}
+	for i, l := range limits {
+		lp := fmt.Sprintf("%s[%d]", p, i)
+		if !slices.Contains(Windows(), l.Window) {
+			if l.Window == "" {
+				v.add(lp+".window", "required (one of minute, hour, day, month)")
+			} else {
+				v.add(lp+".window", "unknown window %q (one of minute, hour, day, month)", l.Window)
+			}
+		} else if j, dup := seen[l.Window]; dup {
+			v.add(lp+".window", "duplicate %s limit (also %s[%d])", l.Window, p, j)
+		} else {
+			seen[l.Window] = i
+		}
+		if l.Tokens < 0 {
+			v.add(lp+".tokens", "must not be negative")
+		}
+		if l.Requests < 0 {
+			v.add(lp+".requests", "must not be negative")
+		}
+		v.nonNegative(lp+".usd", l.USD)
+		if l.Tokens == 0 && l.Requests == 0 && l.USD == 0 {
+			v.add(lp, "limit sets none of tokens, requests, usd")
+		}
+	}
+}
+
+func (v *validator) maxTokens(ap string, a *App) {
+	switch {
+	case a.MaxTokensLimit < 0:
+		v.add(ap+".max_tokens_limit", "must not be negative")
+	case a.MaxTokensLimit == 0:
+		a.MaxTokensLimit = DefaultMaxTokensLimit
+	}
+	switch {
+	case a.MaxTokens < 0:
+		v.add(ap+".max_tokens", "must not be negative")
+	case a.MaxTokens == 0:
+		a.MaxTokens = min(DefaultMaxTokens, max(a.MaxTokensLimit, 0))
+	case a.MaxTokensLimit > 0 && a.MaxTokens > a.MaxTokensLimit:
+		v.add(ap+".max_tokens", "%d is above max_tokens_limit %d", a.MaxTokens, a.MaxTokensLimit)
+	}
+}
+
+func (v *validator) cache(p string, c *Cache) {
+	if c == nil {
+		return
+	}
+	switch {
+	case c.TTL < 0:
+		v.add(p+".ttl", "must not be negative")
+	case c.TTL == 0:
+		c.TTL = Duration(DefaultCacheTTL)
+	}
+	switch c.Charge {
+	case "":
+		c.Charge = CacheChargeInput
+	case CacheChargeInput, CacheChargeNone:
+	default:
+		v.add(p+".charge", "unknown charge %q (input or none)", c.Charge)
+	}
+}
+
+func (v *validator) guardrail(p string, g *Guardrail) {
+	if g == nil {
+		return
+	}
+	if g.ID == "" {
+		v.add(p+".id", "required")
+	}
+	if g.Version == "" {
+		v.add(p+".version", "required (for example \"1\" or \"DRAFT\")")
+	}
+	switch g.StreamMode {
+	case "":
+		g.StreamMode = GuardrailStreamSync
+	case GuardrailStreamSync, GuardrailStreamAsync:
+	default:
+		v.add(p+".stream_mode", "unknown stream mode %q (sync or async)", g.StreamMode)
+	}
+}
