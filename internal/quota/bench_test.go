@@ -1,0 +1,31 @@
+package quota_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/quota"
+)
+
+// BenchmarkMemoryReserveSettle measures one admitted request's quota work
+// on the embedded store: a reservation on three limits and its settlement.
+func BenchmarkMemoryReserveSettle(b *testing.B) {
+	ctx := context.Background()
+	q := quota.New(quota.NewMemoryStore(), quota.Options{Now: func() time.Time { return midMonth }})
+	limits := []quota.Limit{
+		{Scope: contoso, Window: quota.Month, Tokens: 1 << 60},
+		{Scope: support, Window: quota.Hour, Tokens: 1 << 60},
+		{Scope: alice, Window: quota.Minute, Tokens: 1 << 60, Requests: 1 << 60},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := q.Reserve(ctx, "req", limits, tokens(1338))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Settle(ctx, r, tokens(371)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Attribute names of the quota table (see the package documentation).
+const (
+	attrPK       = "pk"
+	attrUsed     = "used"
+	attrRequests = "requests"
+	attrMicroUSD = "micro_usd"
+	attrExpires  = "expires_at"
+)
+
+// Table creation bounds.
+const (
+	tableWaitMax      = 5 * time.Minute
+	tableWaitMinDelay = 100 * time.Millisecond
+	tableWaitMaxDelay = 5 * time.Second
+)
+
+// DynamoStore is a Store in a DynamoDB table shared by every gateway task.
+// Every call it makes is a single-item UpdateItem or GetItem: no
+// transactions, so it works unchanged on DynamoDB and on dynalite.
+//
+// Throttling and unreachable endpoints are retried by the SDK client's
+// retryer; the caller sizes that budget when building the client (for
+// example retry.AddWithMaxAttempts(retry.NewStandard(), 3) with a small
+// MaxBackoff), and Options.StoreTimeout bounds each call on top of it.
+// Errors other than a refused condition wrap ErrUnavailable.
+type DynamoStore struct {
+	client *dynamodb.Client
+	table  string
+}
+
+// NewDynamoStore returns a Store on the given table (see CreateTable). The
+// client's endpoint comes from the SDK's configuration (for local use,
+// AWS_ENDPOINT_URL_DYNAMODB).
+func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
+	return &DynamoStore{client: client, table: table}
+}
+
+// Reserve implements Store with one conditional UpdateItem:
+//
+//	ADD used :t, requests :r, micro_usd :c SET expires_at = :exp
+//	condition, per limited metric: (attribute_not_exists(used) OR used <= :max_t)
+//
+// where :max_t = limit - n, so the check and the add are one atomic step.
+func (s *DynamoStore) Reserve(ctx context.Context, it Item, n, limit Amount) (Amount, error) {
+	// A request larger than a cap can never fit; checked here because the
+	// condition would let it through on an item that does not exist yet.
+	if (limit.Tokens > 0 && n.Tokens > limit.Tokens) || (limit.Requests > 0 && n.Requests > limit.Requests) ||
+		(limit.MicroUSD > 0 && n.MicroUSD > limit.MicroUSD) {
+		used, _ := s.Get(ctx, it) // best effort, for the error's Used
+		return used, ErrExceeded
+	}
+	in := s.update(it, n)
+	var conds []string
+	addCond := func(name, attr string, capv, asked int64) {
+		if capv <= 0 {
+			return
+		}
+		ph := ":max_" + attr
+		conds = append(conds, fmt.Sprintf("(attribute_not_exists(%s) OR %s <= %s)", name, name, ph))
+		in.ExpressionAttributeValues[ph] = number(capv - asked)
+	}
+	addCond("#u", attrUsed, limit.Tokens, n.Tokens)
+	addCond("#r", attrRequests, limit.Requests, n.Requests)
+	addCond("#c", attrMicroUSD, limit.MicroUSD, n.MicroUSD)
+	if len(conds) > 0 {
+		in.ConditionExpression = aws.String(strings.Join(conds, " AND "))
+		// DynamoDB returns the refusing item with the error; dynalite does
+		// not, and then Reserve reads it.
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	out, err := s.client.UpdateItem(ctx, in)
+	var refused *types.ConditionalCheckFailedException
+	if errors.As(err, &refused) {
+		if refused.Item != nil {
+			return decodeAmount(refused.Item), ErrExceeded
+		}
+		used, _ := s.Get(ctx, it)
+		return used, ErrExceeded
+	}
+	if err != nil {
+		return Amount{}, fmt.Errorf("%w: dynamodb UpdateItem %s: %w", ErrUnavailable, it.Key(), err)
+	}
+	return decodeAmount(out.Attributes), nil
+}
+
+// Add implements Store with one unconditional UpdateItem (ADD).
+func (s *DynamoStore) Add(ctx context.Context, it Item, delta Amount) (Amount, error) {
+	out, err := s.client.UpdateItem(ctx, s.update(it, delta))
+	if err != nil {
+		return Amount{}, fmt.Errorf("%w: dynamodb UpdateItem %s: %w", ErrUnavailable, it.Key(), err)
+	}
+	return decodeAmount(out.Attributes), nil
+}
+
+// Get implements Store with one strongly consistent GetItem.
+func (s *DynamoStore) Get(ctx context.Context, it Item) (Amount, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Amount{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
+	}
+	// TTL deletion lags (up to days), so an expired item is ignored here,
+	// as MemoryStore forgets it.
+	if exp, ok := intAttr(out.Item, attrExpires); ok && exp <= time.Now().Unix() {
+		return Amount{}, nil
+	}
+	return decodeAmount(out.Item), nil
+}
+
+// update builds the UpdateItem that adds delta to the item's counters and
+// (re)sets its expiry.
+func (s *DynamoStore) update(it Item, delta Amount) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.table),
+		Key:              map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
+		UpdateExpression: aws.String("ADD #u :t, #r :r, #c :c SET #e = :exp"),
+		ExpressionAttributeNames: map[string]string{
+			"#u": attrUsed, "#r": attrRequests, "#c": attrMicroUSD, "#e": attrExpires,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t":   number(delta.Tokens),
+			":r":   number(delta.Requests),
+			":c":   number(delta.MicroUSD),
+			":exp": number(it.Expires().Unix()),
+		},
+		ReturnValues: types.ReturnValueUpdatedNew,
+	}
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func intAttr(item map[string]types.AttributeValue, name string) (int64, bool) {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	return n, err == nil
+}
+
+func decodeAmount(item map[string]types.AttributeValue) Amount {
+	var a Amount
+	a.Tokens, _ = intAttr(item, attrUsed)
+	a.Requests, _ = intAttr(item, attrRequests)
+	a.MicroUSD, _ = intAttr(item, attrMicroUSD)
+	return a
+}
+
+// CreateTable creates the quota table (partition key pk, on-demand
+// billing) if it does not exist, waits until it is ACTIVE, and enables TTL
+// on expires_at. It is idempotent. It is for local and test use
+// (`gateway tables create`); production tables come from Terraform.
+// dynalite has no TTL API, which is tolerated: items are keyed by window
+// start, so expired items are never read as current usage.
+func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = tableWaitMinDelay, tableWaitMaxDelay
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, tableWaitMax); err != nil {
+		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
+	}
+
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err == nil && ttl.TimeToLiveDescription != nil &&
+		aws.ToString(ttl.TimeToLiveDescription.AttributeName) == attrExpires &&
+		(ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
+			ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpires),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
+		// dynalite: no TTL support.
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled"):
+	default:
+		return fmt.Errorf("create table %s: enable TTL on %s: %w", table, attrExpires, err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/jetway-gateway/jetway/internal/dynalitetest"
+	"github.com/jetway-gateway/jetway/internal/quota"
+)
+
+func newDynamoStore(t *testing.T, client *dynamodb.Client) *quota.DynamoStore {
+	t.Helper()
+	table := dynalitetest.TableName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := quota.CreateTable(ctx, client, table); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	return quota.NewDynamoStore(client, table)
+}
+
+func TestDynamoStoreContract(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	testStoreContract(t, func(t *testing.T) quota.Store { return newDynamoStore(t, client) })
+}
+
+func TestCreateTableIsIdempotent(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	table := dynalitetest.TableName(t)
+	for range 2 {
+		if err := quota.CreateTable(ctx, client, table); err != nil {
+			t.Fatalf("CreateTable: %v", err)
+		}
+	}
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.Table
+	if d.TableStatus != types.TableStatusActive || len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != "pk" ||
+		d.KeySchema[0].KeyType != types.KeyTypeHash {
+		t.Errorf("table = %s %+v, want ACTIVE with hash key pk", d.TableStatus, d.KeySchema)
+	}
+}
+
+// The stored item is exactly the documented schema.
+func TestDynamoItemSchema(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	store := newDynamoStore(t, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := time.Date(2031, 11, 29, 19, 7, 3, 0, time.UTC)
+	q := quota.New(store, quota.Options{Now: func() time.Time { return now }})
+	limits := []quota.Limit{
+		{Scope: quota.TenantScope("contoso"), Window: quota.Hour, Tokens: 1000, MicroUSD: 5000},
+		{Scope: alice, Window: quota.Minute, Tokens: 1000},
+	}
+	r, err := q.Reserve(ctx, "req-1", limits, quota.Amount{Tokens: 314, Requests: 1, MicroUSD: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Settle(ctx, r, quota.Amount{Tokens: 300, Requests: 1, MicroUSD: 40}); err != nil {
+		t.Fatal(err)
+	}
+	for key, exp := range map[string]time.Time{
+		"tenant#contoso#hour#2031-11-29T19":                            time.Date(2031, 11, 30, 20, 0, 0, 0, time.UTC),
+		"user#contoso/support-assistant/alice#minute#2031-11-29T19:07": time.Date(2031, 11, 30, 19, 8, 0, 0, time.UTC),
+	} {
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(storeTable(t, client)),
+			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"used": "300", "requests": "1", "micro_usd": "40", "expires_at": strconv.FormatInt(exp.Unix(), 10)}
+		if len(out.Item) != len(want)+1 {
+			t.Errorf("%s: item has %d attributes, want %d: %v", key, len(out.Item), len(want)+1, out.Item)
+		}
+		for name, v := range want {
+			n, ok := out.Item[name].(*types.AttributeValueMemberN)
+			if !ok || n.Value != v {
+				t.Errorf("%s: %s = %v, want N %s", key, name, out.Item[name], v)
+			}
+		}
+	}
+}
+
+// storeTable finds the only table on a dynalite instance.
+func storeTable(t *testing.T, client *dynamodb.Client) string {
+	t.Helper()
+	out, err := client.ListTables(context.Background(), &dynamodb.ListTablesInput{})
+	if err != nil || len(out.TableNames) != 1 {
+		t.Fatalf("ListTables = %v, %v; want one table", out, err)
+	}
+	return out.TableNames[0]
+}
+
+// smallRetryBudget is what the gateway is expected to configure on the
+// admission path: a couple of attempts with short backoff.
+func smallRetryBudget(o *dynamodb.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = 3
+		so.MaxBackoff = 10 * time.Millisecond
+	})
+}
+
+func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close() // nothing listens there any more: connection refused
+
+	client := dynalitetest.Client(t, endpoint, smallRetryBudget)
+	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{})
+	begin := time.Now()
+	_, err = q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
+	took := time.Since(begin)
+	if !errors.Is(err, quota.ErrUnavailable) || errors.Is(err, quota.ErrExceeded) {
+		t.Fatalf("Reserve = %v, want ErrUnavailable", err)
+	}
+	if took > quota.DefaultStoreTimeout {
+		t.Errorf("Reserve took %v, want well under the %v store timeout", took, quota.DefaultStoreTimeout)
+	}
+	t.Logf("unreachable endpoint: ErrUnavailable after %v", took)
+}
+
+// A throttling DynamoDB is retried by the SDK within its budget, then
+// reported as ErrUnavailable.
+func TestDynamoThrottledIsRetriedThenUnavailable(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`))
+	}))
+	defer srv.Close()
+	client := dynalitetest.Client(t, srv.URL, smallRetryBudget)
+	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{})
+	_, err := q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
+	if !errors.Is(err, quota.ErrUnavailable) {
+		t.Fatalf("Reserve = %v, want ErrUnavailable", err)
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("DynamoDB saw %d calls, want 3 (the SDK's retry budget)", got)
+	}
+}
+
+// An endpoint that accepts but never answers is cut off by StoreTimeout.
+func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	client := dynalitetest.Client(t, srv.URL, smallRetryBudget)
+	var observed atomic.Int64
+	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{
+		StoreTimeout: 100 * time.Millisecond,
+		OnStoreCall: func(op string, took time.Duration, err error) {
+			if op == "reserve" && err != nil {
+				observed.Add(1)
+			}
+		},
+	})
+	begin := time.Now()
+	_, err := q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
+	if !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Reserve = %v, want ErrUnavailable (deadline exceeded)", err)
+	}
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("Reserve took %v with a 100ms store timeout", took)
+	}
+	if observed.Load() != 1 {
+		t.Errorf("OnStoreCall saw %d failed reserves, want 1", observed.Load())
+	}
+}

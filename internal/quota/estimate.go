@@ -1,0 +1,38 @@
+package quota
+
+// Input token estimation.
+//
+// No Go tokenizer reproduces the tokenizers of the models Bedrock serves
+// (Anthropic's, Meta's, Amazon's...) offline, and a wrong guess on the low
+// side would let a request slip past a limit before the real usage is known.
+// So the estimate is a deliberately conservative bound computed from bytes:
+// typical English runs about 4 bytes per token and source code about 3 to
+// 3.5, so ceil(bytes/3) over-counts both; a fixed overhead per message
+// covers role markers and turn separators. Text in scripts that take more
+// than 3 UTF-8 bytes per token (rare) or adversarial input can exceed it;
+// settlement charges the real usage reported by Bedrock either way, so an
+// estimate only decides admission, never the final charge.
+const (
+	// EstimateBytesPerToken is the divisor of the byte count.
+	EstimateBytesPerToken = 3
+	// EstimateMessageOverhead is added per message (and for a non-empty
+	// system prompt).
+	EstimateMessageOverhead = 8
+)
+
+// EstimateInputTokens returns a conservative upper bound of the input
+// tokens of a request with the given system prompt and message texts.
+func EstimateInputTokens(system string, messages []string) int64 {
+	var n int64
+	if system != "" {
+		n += estimateText(system)
+	}
+	for _, m := range messages {
+		n += estimateText(m)
+	}
+	return n
+}
+
+func estimateText(s string) int64 {
+	return (int64(len(s))+EstimateBytesPerToken-1)/EstimateBytesPerToken + EstimateMessageOverhead
+}
