@@ -1,0 +1,327 @@
+package telemetry
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values must come from the configuration (tenant, app and model ids)
+// or from fixed enums (outcome codes, directions, operations, error kinds,
+// sink names, rejection reasons); never user ids, request ids or free text,
+// so the number of series stays bounded. An empty value is recorded as
+// "none".
+
+// Directions for token counts.
+const (
+	DirectionInput  = "input"
+	DirectionOutput = "output"
+)
+
+// Sink names used as the "sink" label.
+const (
+	SinkFirehose = "firehose"
+	SinkFile     = "file"
+)
+
+// BreakerState is a circuit breaker's state as a gauge value. The numbers
+// match gobreaker's State (closed 0, half-open 1, open 2), so
+// BreakerState(st) converts.
+type BreakerState int
+
+// Breaker states.
+const (
+	BreakerClosed   BreakerState = 0
+	BreakerHalfOpen BreakerState = 1
+	BreakerOpen     BreakerState = 2
+)
+
+// durationBuckets (seconds) serve TTFT, latency, queue wait and AWS call
+// latency: 1 ms to 60 s.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
+
+// DurationBuckets returns the histogram buckets (seconds) used for every
+// duration metric: 1 ms to 60 s.
+func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets...) }
+
+// Metrics are Jetway's Prometheus metrics (namespace "jetway"). Every method
+// is safe for concurrent use, never blocks, and is a no-op on a nil
+// *Metrics, so callers may pass nil to switch metrics off. When an EMF
+// aggregator is attached (SetEMF), the same calls feed it.
+type Metrics struct {
+	emf atomic.Pointer[EMF]
+
+	activeSessions  prometheus.Gauge
+	inflight        prometheus.Gauge
+	requests        *prometheus.CounterVec   // tenant, app, model, outcome
+	tokens          *prometheus.CounterVec   // tenant, app, model, direction
+	ttft            *prometheus.HistogramVec // tenant, app, model
+	latency         *prometheus.HistogramVec // tenant, app, model
+	chunks          prometheus.Counter
+	slowConsumer    prometheus.Counter
+	queueWait       prometheus.Histogram
+	quotaRejections *prometheus.CounterVec   // tenant, app, scope, window
+	dynamoLatency   *prometheus.HistogramVec // operation
+	dynamoErrors    *prometheus.CounterVec   // operation, kind
+	bedrockLatency  *prometheus.HistogramVec // model
+	bedrockErrors   *prometheus.CounterVec   // model, kind
+	breaker         *prometheus.GaugeVec     // model
+	usageSent       *prometheus.CounterVec   // sink
+	usageFailed     *prometheus.CounterVec   // sink
+	usageDropped    *prometheus.CounterVec   // sink
+	connRejected    *prometheus.CounterVec   // reason
+}
+
+// NewMetrics makes the metrics and registers them with reg (nil: not
+// registered, still usable). It panics if reg already holds metrics with
+// the same names, like prometheus.MustRegister.
+//
+// The metrics, all prefixed "jetway_":
+//
+//	active_sessions                       gauge
+//	requests_in_flight                    gauge
+//	requests_total                        counter   tenant, app, model, outcome
+//	tokens_total                          counter   tenant, app, model, direction (input|output)
+//	ttft_seconds                          histogram tenant, app, model
+//	request_duration_seconds              histogram tenant, app, model
+//	chunks_sent_total                     counter
+//	slow_consumer_closes_total            counter
+//	admission_queue_wait_seconds          histogram
+//	quota_rejections_total                counter   tenant, app, scope, window
+//	dynamodb_call_duration_seconds        histogram operation
+//	dynamodb_errors_total                 counter   operation, kind
+//	bedrock_call_duration_seconds         histogram model
+//	bedrock_errors_total                  counter   model, kind
+//	breaker_state                         gauge     model (0 closed, 1 half-open, 2 open)
+//	usage_records_sent_total              counter   sink
+//	usage_records_failed_total            counter   sink
+//	usage_records_dropped_total           counter   sink
+//	connections_rejected_total            counter   reason
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns = "jetway"
+	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: durationBuckets}, labels)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		activeSessions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_sessions",
+			Help: "WebSocket sessions open on this server."}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "requests_in_flight",
+			Help: "Requests admitted and not yet ended on this server."}),
+		requests: counter("requests_total", "Requests by outcome (done or the error code).", "tenant", "app", "model", "outcome"),
+		tokens:   counter("tokens_total", "Tokens charged, by direction (input|output).", "tenant", "app", "model", "direction"),
+		ttft:     hist("ttft_seconds", "Time from request arrival to the first chunk sent.", "tenant", "app", "model"),
+		latency:  hist("request_duration_seconds", "Time from request arrival to the done frame.", "tenant", "app", "model"),
+		chunks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "chunks_sent_total",
+			Help: "Chunk frames produced for requests."}),
+		slowConsumer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "slow_consumer_closes_total",
+			Help: "Connections closed because the client stopped reading (4008)."}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "admission_queue_wait_seconds",
+			Help: "Time a request waited for admission.", Buckets: durationBuckets}),
+		quotaRejections: counter("quota_rejections_total", "Requests rejected by a quota, by the scope and window that was exhausted.", "tenant", "app", "scope", "window"),
+		dynamoLatency:   hist("dynamodb_call_duration_seconds", "DynamoDB call latency.", "operation"),
+		dynamoErrors:    counter("dynamodb_errors_total", "DynamoDB call errors by kind.", "operation", "kind"),
+		bedrockLatency:  hist("bedrock_call_duration_seconds", "Bedrock call latency (to the end of the stream).", "model"),
+		bedrockErrors:   counter("bedrock_errors_total", "Bedrock call errors by kind.", "model", "kind"),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state",
+			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open."}, []string{"model"}),
+		usageSent:    counter("usage_records_sent_total", "Usage records delivered by the sink.", "sink"),
+		usageFailed:  counter("usage_records_failed_total", "Usage records the sink gave up on.", "sink"),
+		usageDropped: counter("usage_records_dropped_total", "Usage records dropped because the sink's buffer was full.", "sink"),
+		connRejected: counter("connections_rejected_total", "WebSocket connections refused before the upgrade, by reason.", "reason"),
+	}
+	if reg != nil {
+		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
+			m.slowConsumer, m.queueWait, m.quotaRejections, m.dynamoLatency, m.dynamoErrors,
+			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
+			m.connRejected)
+	}
+	return m
+}
+
+// SetEMF attaches an EMF aggregator fed by the same calls from now on (nil
+// detaches). Safe to call at any time.
+func (m *Metrics) SetEMF(e *EMF) {
+	if m == nil {
+		return
+	}
+	m.emf.Store(e)
+}
+
+func label(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+// SessionOpened counts a WebSocket session as open.
+func (m *Metrics) SessionOpened() {
+	if m == nil {
+		return
+	}
+	m.activeSessions.Inc()
+	m.emf.Load().addSessions(1)
+}
+
+// SessionClosed counts a WebSocket session as closed.
+func (m *Metrics) SessionClosed() {
+	if m == nil {
+		return
+	}
+	m.activeSessions.Dec()
+	m.emf.Load().addSessions(-1)
+}
+
+// RequestStarted counts a request as in flight (admitted); pair it with
+// RequestFinished.
+func (m *Metrics) RequestStarted() {
+	if m == nil {
+		return
+	}
+	m.inflight.Inc()
+	m.emf.Load().addInflight(1)
+}
+
+// RequestFinished counts an in-flight request as ended.
+func (m *Metrics) RequestFinished() {
+	if m == nil {
+		return
+	}
+	m.inflight.Dec()
+	m.emf.Load().addInflight(-1)
+}
+
+// ObserveRequest records a finished request from its usage record (call it
+// once per request, with the record given to the sink): requests_total by
+// outcome, tokens by direction, chunks sent, TTFT when a chunk was sent
+// (Chunks > 0), and latency when the outcome is "done". It does not touch
+// the in-flight gauge or the queue-wait histogram (RequestFinished,
+// ObserveQueueWait).
+func (m *Metrics) ObserveRequest(r UsageRecord) {
+	if m == nil {
+		return
+	}
+	t, a, mo := label(r.Tenant), label(r.App), label(r.Model)
+	m.requests.WithLabelValues(t, a, mo, label(r.Outcome)).Inc()
+	if r.InputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionInput).Add(float64(r.InputTokens))
+	}
+	if r.OutputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionOutput).Add(float64(r.OutputTokens))
+	}
+	if r.Chunks > 0 {
+		m.chunks.Add(float64(r.Chunks))
+		m.ttft.WithLabelValues(t, a, mo).Observe(msToSeconds(r.TTFTMs))
+	}
+	if r.Outcome == OutcomeDone {
+		m.latency.WithLabelValues(t, a, mo).Observe(msToSeconds(r.LatencyMs))
+	}
+	m.emf.Load().observeRequest(r)
+}
+
+// OutcomeDone is the outcome of a request that ended with a done frame.
+const OutcomeDone = "done"
+
+func msToSeconds(ms int64) float64 { return float64(ms) / 1000 }
+
+// ObserveQueueWait records how long a request waited for admission.
+func (m *Metrics) ObserveQueueWait(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.queueWait.Observe(d.Seconds())
+	m.emf.Load().observeQueueWait(d)
+}
+
+// SlowConsumerClosed counts a connection closed because its client stopped
+// reading.
+func (m *Metrics) SlowConsumerClosed() {
+	if m == nil {
+		return
+	}
+	m.slowConsumer.Inc()
+}
+
+// ConnectionRejected counts a connection refused before the upgrade; reason
+// is a protocol code (unauthorized, forbidden, rate_limited, draining).
+func (m *Metrics) ConnectionRejected(reason string) {
+	if m == nil {
+		return
+	}
+	m.connRejected.WithLabelValues(label(reason)).Inc()
+}
+
+// QuotaRejected counts a request refused by a quota; scope is the kind of
+// the exhausted limit (tenant|app|user, never the user id) and window its
+// window (minute|hour|day|month).
+func (m *Metrics) QuotaRejected(tenant, app, scope, window string) {
+	if m == nil {
+		return
+	}
+	m.quotaRejections.WithLabelValues(label(tenant), label(app), label(scope), label(window)).Inc()
+}
+
+// ObserveDynamoDB records one DynamoDB call: operation is the API name
+// (GetItem, UpdateItem, ...); errKind is "" on success, else a fixed kind
+// (throttled, conditional_failed, unavailable, timeout, other).
+func (m *Metrics) ObserveDynamoDB(operation string, d time.Duration, errKind string) {
+	if m == nil {
+		return
+	}
+	op := label(operation)
+	m.dynamoLatency.WithLabelValues(op).Observe(d.Seconds())
+	if errKind != "" {
+		m.dynamoErrors.WithLabelValues(op, errKind).Inc()
+	}
+}
+
+// ObserveBedrock records one Bedrock call for a configured model id; errKind
+// is "" on success, else the router's error kind (throttled, unavailable,
+// timeout, validation, mid_stream, ...).
+func (m *Metrics) ObserveBedrock(model string, d time.Duration, errKind string) {
+	if m == nil {
+		return
+	}
+	mo := label(model)
+	m.bedrockLatency.WithLabelValues(mo).Observe(d.Seconds())
+	if errKind != "" {
+		m.bedrockErrors.WithLabelValues(mo, errKind).Inc()
+	}
+}
+
+// SetBreakerState records a model's circuit breaker state.
+func (m *Metrics) SetBreakerState(model string, s BreakerState) {
+	if m == nil {
+		return
+	}
+	m.breaker.WithLabelValues(label(model)).Set(float64(s))
+}
+
+// UsageRecordsSent counts records a sink delivered.
+func (m *Metrics) UsageRecordsSent(sink string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.usageSent.WithLabelValues(label(sink)).Add(float64(n))
+}
+
+// UsageRecordsFailed counts records a sink gave up on.
+func (m *Metrics) UsageRecordsFailed(sink string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.usageFailed.WithLabelValues(label(sink)).Add(float64(n))
+}
+
+// UsageRecordsDropped counts records a sink refused because its buffer was
+// full.
+func (m *Metrics) UsageRecordsDropped(sink string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.usageDropped.WithLabelValues(label(sink)).Add(float64(n))
+}
