@@ -1,0 +1,133 @@
+package telemetry
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// writeUsage writes records through a real FileSink, as the gateway does.
+func writeUsage(t *testing.T, dir string, recs []UsageRecord) {
+	t.Helper()
+	s := NewFileSink(dir, FileOptions{Server: "t1", FlushInterval: time.Hour}, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for _, r := range recs {
+		s.Record(r)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func usage(tenant, app, model, outcome string, status int, in, out int64, cost float64, ttft int64, chunks int, ts time.Time) UsageRecord {
+	return UsageRecord{RequestID: "r", TS: ts, Tenant: tenant, App: app, Model: model, Outcome: outcome, Status: status,
+		InputTokens: in, OutputTokens: out, CostUSD: cost, TTFTMs: ttft, Chunks: chunks, Server: "t1"}
+}
+
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 5, 12, 30, 0, 0, time.UTC)
+	recent := now.Add(-2 * time.Hour)
+	var recs []UsageRecord
+	// contoso/support on haiku: 20 done with TTFT 100..290 ms, 2 quota 429s, 1 error.
+	for i := range 20 {
+		recs = append(recs, usage("contoso", "support", "haiku", "done", 200, 100, 200, 0.01, int64(100+10*i), 5, recent))
+	}
+	recs = append(recs,
+		usage("contoso", "support", "haiku", "quota_exceeded", 429, 0, 0, 0, 0, 0, recent),
+		usage("contoso", "support", "haiku", "quota_exceeded", 429, 0, 0, 0, 0, 0, recent),
+		usage("contoso", "support", "haiku", "model_error", 502, 100, 10, 0.001, 400, 1, recent),
+		usage("fabrikam", "search", "sonnet", "done", 200, 1000, 500, 0.5, 800, 3, now.Add(-10*time.Minute)),
+		// Outside a 24h window: not counted, and its partition not read.
+		usage("contoso", "support", "haiku", "done", 200, 9999, 9999, 99, 1, 1, now.Add(-30*time.Hour)),
+	)
+	writeUsage(t, dir, recs)
+	// A partial last line, as while a file is being written.
+	f := filepath.Join(dir, "year=2026", "month=01", "day=05", "hour=12", "usage-t1-0.json")
+	fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString(`{"request_id":"half`)
+	fh.Close()
+
+	var out strings.Builder
+	if err := Report(&out, ReportOptions{Dir: dir, Since: 24 * time.Hour, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Logf("\n%s", text)
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if !strings.Contains(lines[0], "24 records from 2 files") {
+		t.Errorf("summary line %q", lines[0])
+	}
+	fields := func(i int) []string { return strings.Fields(lines[i]) }
+	wantHeader := "TENANT APP MODEL REQUESTS DONE ERRORS 429 INPUT_TOKENS OUTPUT_TOKENS COST_USD TTFT_P50_MS TTFT_P95_MS"
+	if strings.Join(fields(1), " ") != wantHeader {
+		t.Errorf("header %q", lines[1])
+	}
+	// p50 of {100..290 step 10, 400} (21 values): 11th = 200; p95: 20th = 290.
+	wantRows := []string{
+		"contoso support haiku 23 20 1 2 2100 4010 0.2010 200 290",
+		"fabrikam search sonnet 1 1 0 0 1000 500 0.5000 800 800",
+		"TOTAL 24 21 1 2 3100 4510 0.7010 200 400",
+	}
+	for i, want := range wantRows {
+		if got := strings.Join(fields(2+i), " "); got != want {
+			t.Errorf("row %d = %q, want %q", i, got, want)
+		}
+	}
+	if !strings.Contains(text, "1 lines were not usage records") {
+		t.Errorf("skipped partial line not reported")
+	}
+	// Aligned: every table line has the same length (numbers right-aligned).
+	for _, l := range lines[2:5] {
+		if len(l) != len(lines[1]) {
+			t.Errorf("misaligned:\n%s\n%s", lines[1], l)
+		}
+	}
+
+	// Grouped by model only, over 1 hour: only the fabrikam record.
+	out.Reset()
+	if err := Report(&out, ReportOptions{Dir: dir, Since: time.Hour, By: []string{"model"}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) < 3 || strings.Join(strings.Fields(lines[2]), " ") != "sonnet 1 1 0 0 1000 500 0.5000 800 800" {
+		t.Errorf("by model, 1h:\n%s", out.String())
+	}
+
+	// No keys: one total row.
+	out.Reset()
+	if err := Report(&out, ReportOptions{Dir: dir, Now: now, By: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "24 21 1 2 3100 4510 0.7010 200 400" {
+		t.Errorf("totals only: %q", got)
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	if err := Report(&strings.Builder{}, ReportOptions{Dir: t.TempDir(), By: []string{"user"}}); err == nil || !strings.Contains(err.Error(), `"user"`) {
+		t.Errorf("by user: %v", err)
+	}
+	if err := Report(&strings.Builder{}, ReportOptions{}); err == nil {
+		t.Error("no dir: no error")
+	}
+	if err := Report(&strings.Builder{}, ReportOptions{Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("missing dir: no error")
+	}
+	var out strings.Builder
+	if err := Report(&out, ReportOptions{Dir: t.TempDir()}); err != nil || !strings.Contains(out.String(), "no usage records") {
+		t.Errorf("empty dir: %v %q", err, out.String())
+	}
+}
