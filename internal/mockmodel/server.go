@@ -1,0 +1,422 @@
+// Package mockmodel is a fake Amazon Bedrock runtime that speaks the
+// ConverseStream wire protocol (REST JSON request, AWS event stream response)
+// so that the real aws-sdk-go-v2 bedrockruntime client talks to it unchanged.
+// It answers at a steady, configurable pace with text that is a pure function
+// of the model id and the prompt (see Tokens), and it fails on demand: the
+// Bedrock model id picks the behaviour.
+//
+//	mock-throttle       ThrottlingException, HTTP 429, before the stream
+//	mock-unavailable    ServiceUnavailableException, HTTP 503, before the stream
+//	mock-fail-after-N   N tokens, then a modelStreamErrorException event
+//	mock-stall          HTTP 200 and headers, then nothing until the client goes away
+//	mock-guardrail      a few tokens, then stopReason "guardrail_intervened"
+//	anything else       a normal answer
+//
+// It is shared by the gateway's dev mode, tests and load tests.
+package mockmodel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultTTFT     = 250 * time.Millisecond
+	DefaultPerToken = 8 * time.Millisecond
+	DefaultTokens   = 300
+)
+
+// NoDelay, given as Options.TTFT or Options.PerToken, means no wait at all
+// (the zero value means the default).
+const NoDelay time.Duration = -1
+
+// Bounds of the mock.
+const (
+	// MaxRequestBytes is the largest request body accepted.
+	MaxRequestBytes = 8 << 20
+	// guardrailTokens is how many tokens mock-guardrail sends before it intervenes.
+	guardrailTokens = 5
+)
+
+// Options set the pace and length of answers. Zero values mean the defaults.
+type Options struct {
+	// TTFT is the delay from request arrival to the first token (default
+	// 250ms; NoDelay or any negative value for none).
+	TTFT time.Duration
+	// PerToken is the delay between tokens (default 8ms; NoDelay or any
+	// negative value for none). Token i is due at TTFT + i*PerToken after
+	// arrival, so the pace does not drift with write time.
+	PerToken time.Duration
+	// Tokens is the answer length in tokens (default 300). A request's
+	// inferenceConfig.maxTokens caps it, with stopReason "max_tokens".
+	Tokens int
+}
+
+// Server is the mock Bedrock runtime endpoint, an http.Handler:
+//
+//	POST /model/{modelId}/converse-stream   ConverseStream
+//	GET  /stats                             {"requests":{"mock-a":3},"active":0}
+//	POST /stats/reset                       zero the request counts
+type Server struct {
+	ttft, perToken time.Duration
+	tokens         int
+	frames         *frames
+	mux            *http.ServeMux
+
+	seq    atomic.Uint64 // request ids
+	active atomic.Int64  // streams in progress
+
+	mu       sync.Mutex
+	requests map[string]int64 // by model id
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server answering with the given options.
+func New(o Options) *Server {
+	s := &Server{
+		ttft:     resolveDelay(o.TTFT, DefaultTTFT),
+		perToken: resolveDelay(o.PerToken, DefaultPerToken),
+		tokens:   o.Tokens,
+		frames:   newFrames(),
+		mux:      http.NewServeMux(),
+		requests: make(map[string]int64),
+	}
+	if s.tokens <= 0 {
+		s.tokens = DefaultTokens
+	}
+	s.mux.HandleFunc("POST /model/{modelId}/converse-stream", s.converseStream)
+	s.mux.HandleFunc("GET /stats", s.stats)
+	s.mux.HandleFunc("POST /stats/reset", s.resetStats)
+	return s
+}
+
+func resolveDelay(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Requests returns how many ConverseStream requests named modelID (the
+// unescaped Bedrock model id) since start or the last reset, failed ones too.
+func (s *Server) Requests(modelID string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[modelID]
+}
+
+// Active returns the number of ConverseStream requests being served now.
+func (s *Server) Active() int64 { return s.active.Load() }
+
+// ResetStats zeroes the request counts.
+func (s *Server) ResetStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.requests)
+}
+
+// Stats is the JSON document of GET /stats.
+type Stats struct {
+	Requests map[string]int64 `json:"requests"`
+	Active   int64            `json:"active"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+	st := Stats{Requests: make(map[string]int64), Active: s.active.Load()}
+	s.mu.Lock()
+	for k, v := range s.requests {
+		st.Requests[k] = v
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", contentTypeJSON)
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+func (s *Server) resetStats(w http.ResponseWriter, _ *http.Request) {
+	s.ResetStats()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// fault is the behaviour a model id asks for.
+type fault int
+
+const (
+	faultNone fault = iota
+	faultThrottle
+	faultUnavailable
+	faultFailAfter
+	faultStall
+	faultGuardrail
+)
+
+const failAfterPrefix = "mock-fail-after-"
+
+// parseFault maps a model id to its fault; n is the N of mock-fail-after-N.
+func parseFault(modelID string) (f fault, n int) {
+	switch modelID {
+	case "mock-throttle":
+		return faultThrottle, 0
+	case "mock-unavailable":
+		return faultUnavailable, 0
+	case "mock-stall":
+		return faultStall, 0
+	case "mock-guardrail":
+		return faultGuardrail, 0
+	}
+	if rest, ok := strings.CutPrefix(modelID, failAfterPrefix); ok {
+		if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
+			return faultFailAfter, n
+		}
+	}
+	return faultNone, 0
+}
+
+// request is what the mock needs from a ConverseStream request body.
+type request struct {
+	system      string
+	messages    []string
+	maxTokens   int // 0: not given
+	inputTokens int
+}
+
+// converseRequest is the subset of the ConverseStream JSON body the mock reads.
+type converseRequest struct {
+	System   []textBlock `json:"system"`
+	Messages []struct {
+		Role    string      `json:"role"`
+		Content []textBlock `json:"content"`
+	} `json:"messages"`
+	InferenceConfig *struct {
+		MaxTokens   *int     `json:"maxTokens"`
+		Temperature *float64 `json:"temperature"`
+	} `json:"inferenceConfig"`
+	// GuardrailConfig is accepted and checked; only mock-guardrail intervenes.
+	GuardrailConfig *struct {
+		GuardrailIdentifier  string `json:"guardrailIdentifier"`
+		GuardrailVersion     string `json:"guardrailVersion"`
+		StreamProcessingMode string `json:"streamProcessingMode"`
+	} `json:"guardrailConfig"`
+}
+
+type textBlock struct {
+	Text *string `json:"text"`
+}
+
+func joinText(blocks []textBlock) string {
+	switch len(blocks) {
+	case 0:
+		return ""
+	case 1:
+		if blocks[0].Text == nil {
+			return ""
+		}
+		return *blocks[0].Text
+	}
+	var b strings.Builder
+	for i, bl := range blocks {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if bl.Text != nil {
+			b.WriteString(*bl.Text)
+		}
+	}
+	return b.String()
+}
+
+// decodeRequest reads and validates the body; its errors become a
+// ValidationException, as Bedrock's would.
+func decodeRequest(w http.ResponseWriter, r *http.Request) (request, error) {
+	var body converseRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err := dec.Decode(&body); err != nil {
+		return request{}, fmt.Errorf("malformed request body: %v", err)
+	}
+	if len(body.Messages) == 0 {
+		return request{}, fmt.Errorf("messages: at least one message is required")
+	}
+	req := request{system: joinText(body.System), messages: make([]string, len(body.Messages))}
+	for i, m := range body.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return request{}, fmt.Errorf("messages[%d].role: must be user or assistant, got %q", i, m.Role)
+		}
+		if len(m.Content) == 0 {
+			return request{}, fmt.Errorf("messages[%d].content: at least one content block is required", i)
+		}
+		req.messages[i] = joinText(m.Content)
+	}
+	if ic := body.InferenceConfig; ic != nil {
+		if ic.MaxTokens != nil {
+			if *ic.MaxTokens < 1 {
+				return request{}, fmt.Errorf("inferenceConfig.maxTokens: must be at least 1, got %d", *ic.MaxTokens)
+			}
+			req.maxTokens = *ic.MaxTokens
+		}
+		if t := ic.Temperature; t != nil && (*t < 0 || *t > 1) {
+			return request{}, fmt.Errorf("inferenceConfig.temperature: must be between 0 and 1, got %v", *t)
+		}
+	}
+	if g := body.GuardrailConfig; g != nil && (g.GuardrailIdentifier == "" || g.GuardrailVersion == "") {
+		return request{}, fmt.Errorf("guardrailConfig: guardrailIdentifier and guardrailVersion are required")
+	}
+	req.inputTokens = InputTokens(req.system, req.messages)
+	return req, nil
+}
+
+func (s *Server) count(modelID string) {
+	s.mu.Lock()
+	s.requests[modelID]++
+	s.mu.Unlock()
+}
+
+func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx := r.Context()
+	modelID := r.PathValue("modelId")
+	s.count(modelID)
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	w.Header().Set("X-Amzn-Requestid", "mock-"+strconv.FormatUint(s.seq.Add(1), 10))
+
+	f, failAfter := parseFault(modelID)
+	switch f {
+	case faultThrottle:
+		writeError(w, http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
+		return
+	case faultUnavailable:
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "The service is temporarily unable to handle the request.")
+		return
+	}
+	req, err := decodeRequest(w, r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
+		return
+	}
+
+	limit, stop := s.tokens, stopEndTurn
+	if req.maxTokens > 0 && req.maxTokens < limit {
+		limit, stop = req.maxTokens, stopMaxTokens
+	}
+	send := limit
+	switch f {
+	case faultFailAfter:
+		send = min(failAfter, limit)
+	case faultGuardrail:
+		send, stop = min(guardrailTokens, limit), stopGuardrail
+	}
+
+	w.Header().Set("Content-Type", contentTypeEventStream)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if f == faultStall {
+		if rc.Flush() == nil {
+			<-ctx.Done()
+		}
+		return
+	}
+
+	// Events are written as they fall due and flushed whenever the stream is
+	// about to wait, and at the end: when paced, every event is flushed on
+	// its own, exactly when due; unpaced, a burst of due events shares one
+	// write instead of paying a syscall each.
+	p := pacer{start: start, ttft: s.ttft, perToken: s.perToken, flush: rc.Flush}
+	defer p.stop()
+	if _, err := w.Write(s.frames.messageStart); err != nil {
+		return
+	}
+	words := newWordSource(modelID, req.system, req.messages)
+	for i := range send {
+		if p.wait(ctx, i) != nil {
+			return
+		}
+		if _, err := w.Write(s.frames.delta(i, words.next())); err != nil {
+			return
+		}
+	}
+
+	enc := eventstream.NewEncoder()
+	if f == faultFailAfter {
+		// The failure arrives when the next token would have.
+		if p.wait(ctx, send) != nil {
+			return
+		}
+		payload := mustJSON(map[string]any{
+			"message":            fmt.Sprintf("mock model %s failed after %d tokens", modelID, send),
+			"originalStatusCode": http.StatusInternalServerError,
+			"originalMessage":    "mock failure",
+		})
+		if writeException(enc, w, "modelStreamErrorException", payload) == nil {
+			_ = rc.Flush()
+		}
+		return
+	}
+	if _, err := w.Write(s.frames.blockStop); err != nil {
+		return
+	}
+	if _, err := w.Write(s.frames.stop[stop]); err != nil {
+		return
+	}
+	var buf [160]byte
+	payload := metadataPayload(buf[:0], req.inputTokens, send, time.Since(start))
+	if writeEvent(enc, w, "metadata", payload) == nil {
+		_ = rc.Flush()
+	}
+}
+
+// pacer schedules token i at start + ttft + i*perToken with one reusable
+// timer, flushes what was written before it waits, and gives up as soon as
+// ctx ends.
+type pacer struct {
+	start          time.Time
+	ttft, perToken time.Duration
+	flush          func() error
+	timer          *time.Timer
+}
+
+func (p *pacer) wait(ctx context.Context, i int) error {
+	if p.ttft > 0 || p.perToken > 0 {
+		d := p.ttft + time.Duration(i)*p.perToken - time.Since(p.start)
+		if d > 0 {
+			if err := p.flush(); err != nil {
+				return err
+			}
+			if p.timer == nil {
+				p.timer = time.NewTimer(d)
+			} else {
+				p.timer.Reset(d)
+			}
+			select {
+			case <-p.timer.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+func (p *pacer) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
