@@ -1,0 +1,213 @@
+// Package router calls models for the gateway: the Bedrock adapter turns a
+// ConverseStream into ordered text deltas and classified errors, and the
+// routing policy walks a chain of models, falling back before the first token.
+package router
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
+)
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    string // "user" or "assistant"
+	Content string
+}
+
+// Guardrail names a Bedrock guardrail to apply to a call.
+type Guardrail struct {
+	ID      string
+	Version string
+	// StreamMode is "sync" or "async" (Bedrock's streamProcessingMode);
+	// empty leaves Bedrock's default (sync).
+	StreamMode string
+}
+
+// Call is one model request.
+type Call struct {
+	ModelID     string // the Bedrock model id (or inference profile / ARN)
+	System      string // empty: no system prompt
+	Messages    []Message
+	MaxTokens   int      // 0: the model's default
+	Temperature *float64 // nil: the model's default
+	Guardrail   *Guardrail
+}
+
+// Usage is what the model reports it consumed.
+type Usage struct {
+	InputTokens, OutputTokens int
+}
+
+// Result is how a successful call ended.
+type Result struct {
+	Usage Usage
+	// UsageReported is false when the stream ended without a metadata event;
+	// the caller then estimates usage itself.
+	UsageReported bool
+	// StopReason is Bedrock's: end_turn, max_tokens, stop_sequence,
+	// guardrail_intervened, content_filtered, ...
+	StopReason string
+}
+
+// Bedrock calls models through the Bedrock runtime ConverseStream API.
+type Bedrock struct {
+	client *bedrockruntime.Client
+}
+
+// NewBedrock returns an adapter over client, which the caller builds (cmd
+// wiring: config.LoadDefaultConfig, so AWS_ENDPOINT_URL_BEDROCK_RUNTIME can
+// point it at the mock endpoint).
+//
+// The caller must set the client's RetryMaxAttempts, and should set it to 1.
+// The SDK retries throttling and 5xx answers before the stream opens, with
+// backoff of up to 20 s; from the outside that is indistinguishable from a
+// slow first token, which is exactly the hidden queue the gateway exists to
+// remove. With one attempt a throttled model fails at once with ErrThrottled
+// and the router falls back to the next model, or tells the client.
+func NewBedrock(client *bedrockruntime.Client) *Bedrock {
+	return &Bedrock{client: client}
+}
+
+// errNoStop is the error of a stream that ended without a messageStop event:
+// the SDK treats a connection cut between two events as a clean end.
+var errNoStop = errors.New("bedrock stream ended without messageStop")
+
+// Stream calls ConverseStream and calls onDelta for every text delta, in
+// order, on the calling goroutine. It returns when the stream has ended,
+// failed, or ctx has ended (promptly: it does not wait for the model).
+//
+// Errors are *ModelError, matched with errors.Is against the sentinels:
+// ErrCanceled when ctx was canceled and ErrTimeout when its deadline passed
+// (before or after the first delta); otherwise ErrMidStream for any failure
+// after at least one delta; otherwise ErrThrottled, ErrNotReady,
+// ErrUnavailable, ErrValidation, ErrAccessDenied or ErrTimeout by the Bedrock
+// error type (or HTTP status). A stream that ends without a messageStop
+// event is a failure (ErrMidStream, or ErrUnavailable before any delta).
+// The Result holds what was known when an error happened.
+func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string)) (Result, error) {
+	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds)
+	if err != nil {
+		return Result{}, classify(ctx, c.ModelID, false, err)
+	}
+	stream := out.GetStream()
+	defer stream.Close()
+
+	var res Result
+	streamed, stopped := false, false
+	events := stream.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return res, classify(ctx, c.ModelID, streamed, ctx.Err())
+		case ev, ok := <-events:
+			if !ok {
+				// Err is set before the channel closes.
+				if err := stream.Err(); err != nil {
+					return res, classify(ctx, c.ModelID, streamed, err)
+				}
+				if !stopped {
+					return res, classify(ctx, c.ModelID, streamed, errNoStop)
+				}
+				return res, nil
+			}
+			switch v := ev.(type) {
+			case *types.ConverseStreamOutputMemberContentBlockDelta:
+				if d, ok := v.Value.Delta.(*types.ContentBlockDeltaMemberText); ok && d.Value != "" {
+					streamed = true
+					onDelta(d.Value)
+				}
+			case *types.ConverseStreamOutputMemberMessageStop:
+				stopped = true
+				res.StopReason = string(v.Value.StopReason)
+			case *types.ConverseStreamOutputMemberMetadata:
+				if u := v.Value.Usage; u != nil {
+					res.UsageReported = true
+					res.Usage = Usage{
+						InputTokens:  int(aws.ToInt32(u.InputTokens)),
+						OutputTokens: int(aws.ToInt32(u.OutputTokens)),
+					}
+				}
+			}
+		}
+	}
+}
+
+func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
+	in := &bedrockruntime.ConverseStreamInput{
+		ModelId:  aws.String(c.ModelID),
+		Messages: make([]types.Message, len(c.Messages)),
+	}
+	if c.System != "" {
+		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: c.System}}
+	}
+	for i, m := range c.Messages {
+		in.Messages[i] = types.Message{
+			Role:    types.ConversationRole(m.Role),
+			Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: m.Content}},
+		}
+	}
+	if c.MaxTokens > 0 || c.Temperature != nil {
+		ic := &types.InferenceConfiguration{}
+		if c.MaxTokens > 0 {
+			ic.MaxTokens = aws.Int32(int32(min(c.MaxTokens, math.MaxInt32)))
+		}
+		if c.Temperature != nil {
+			ic.Temperature = aws.Float32(float32(*c.Temperature))
+		}
+		in.InferenceConfig = ic
+	}
+	if g := c.Guardrail; g != nil {
+		in.GuardrailConfig = &types.GuardrailStreamConfiguration{
+			GuardrailIdentifier:  aws.String(g.ID),
+			GuardrailVersion:     aws.String(g.Version),
+			StreamProcessingMode: types.GuardrailStreamProcessingMode(g.StreamMode),
+		}
+	}
+	return in
+}
+
+// sdkWorkarounds is a per-call option for two defects of smithy-go v1.28.9
+// (the newest at the time of writing) that the mock endpoint exposed:
+//
+//  1. A client's restJson1 protocol keeps one event stream codec whose
+//     decoder and payload buffer every open stream writes: concurrent
+//     ConverseStream calls on one client race (go test -race reports it). A
+//     protocol of its own per call gives each stream its own codec.
+//  2. The SDK wraps the request body in a reader whose WriteTo returns
+//     io.EOF once the SDK has closed it, which it does as soon as the
+//     response headers arrive. net/http reads the body once more after
+//     Content-Length bytes; when the server answered first, io.Copy reports
+//     that io.EOF as a write failure and the transport closes the connection
+//     under the streaming answer ("use of closed network connection"). Over a
+//     network the answer rarely wins that race; against a local endpoint
+//     about one call in ten failed. Hiding WriteTo makes io.Copy use Read,
+//     whose (0, io.EOF) is a normal end.
+func sdkWorkarounds(o *bedrockruntime.Options) {
+	if _, ok := o.Protocol.(*restjson1.Protocol); ok {
+		o.Protocol = restjson1.New(schemas.AmazonBedrockFrontendService)
+	}
+	if o.HTTPClient != nil {
+		o.HTTPClient = readOnlyBodies{o.HTTPClient}
+	}
+}
+
+// readOnlyBodies hides the WriteTo method of request bodies (see sdkWorkarounds).
+type readOnlyBodies struct {
+	client bedrockruntime.HTTPClient
+}
+
+func (c readOnlyBodies) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = struct{ io.ReadCloser }{req.Body}
+	}
+	return c.client.Do(req)
+}
