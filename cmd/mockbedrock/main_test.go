@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/mockmodel/mockmodeltest"
+	"github.com/jetway-gateway/jetway/internal/router"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// chanWriter hands every write to the test.
+type chanWriter chan string
+
+func (w chanWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+var addrRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startRun runs the command and returns its URL and a channel with run's result.
+func startRun(t *testing.T, ctx context.Context, args []string, getenv func(string) string) (string, <-chan error) {
+	t.Helper()
+	out := make(chanWriter, 16)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, getenv, out) }()
+	select {
+	case line := <-out:
+		m := addrRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("unexpected first line %q", line)
+		}
+		return m[1], done
+	case err := <-done:
+		t.Fatalf("run ended before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not print its address")
+	}
+	return "", nil
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	url, done := startRun(t, ctx, []string{"--listen", "127.0.0.1:0", "--ttft", "0", "--per-token", "0"},
+		env(map[string]string{"MOCKBEDROCK_TOKENS": "12", "MOCKBEDROCK_LISTEN": "256.0.0.1:1"}))
+
+	b := router.NewBedrock(mockmodeltest.Client(t, url))
+	c := router.Call{ModelID: "mock-a", Messages: []router.Message{{Role: "user", Content: "hi"}}}
+	var deltas []string
+	res, err := b.Stream(t.Context(), c, func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(deltas, mockmodel.Tokens("mock-a", "", []string{"hi"}, 12)) || res.StopReason != "end_turn" {
+		t.Errorf("answer %q (%+v), want the 12 tokens of the environment setting", strings.Join(deltas, ""), res)
+	}
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(url + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st mockmodel.Stats
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Requests["mock-a"] != 1 {
+		t.Errorf("stats %+v (err %v), want mock-a 1", st, err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the context ended")
+	}
+}
+
+// A stalled stream ends when its client goes away, so it does not hold up
+// shutdown afterwards.
+func TestRunShutdownWithClientGone(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	url, done := startRun(t, ctx, []string{"--listen", "127.0.0.1:0"}, env(nil))
+
+	callCtx, cancelCall := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancelCall()
+	b := router.NewBedrock(mockmodeltest.Client(t, url))
+	_, err := b.Stream(callCtx, router.Call{ModelID: "mock-stall", Messages: []router.Message{{Role: "user", Content: "hi"}}}, func(string) {})
+	if err == nil {
+		t.Fatal("a stall must not succeed")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(shutdownGrace / 2):
+		t.Fatal("shutdown waited for a stream whose client had gone")
+	}
+}
+
+func TestRunRejectsBadSettings(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--tokens", "0"}, nil, "--tokens"},
+		{[]string{"--ttft", "-1s"}, nil, "--ttft"},
+		{[]string{"--per-token", "soon"}, nil, "per-token"},
+		{[]string{"extra"}, nil, "unexpected arguments"},
+		{nil, map[string]string{"MOCKBEDROCK_TTFT": "later"}, "MOCKBEDROCK_TTFT"},
+		{nil, map[string]string{"MOCKBEDROCK_TOKENS": "many"}, "MOCKBEDROCK_TOKENS"},
+		{[]string{"--listen", "127.0.0.1:-5"}, nil, "127.0.0.1:-5"},
+	}
+	for _, c := range cases {
+		err := run(t.Context(), c.args, env(c.env), chanWriter(make(chan string, 16)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("run(%q, %v) = %v, want an error about %s", c.args, c.env, err, c.want)
+		}
+	}
+	if err := run(t.Context(), []string{"--help"}, env(nil), chanWriter(make(chan string, 16))); err != nil {
+		t.Errorf("--help: %v", err)
+	}
+}
