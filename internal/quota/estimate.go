@@ -36,3 +36,10 @@ func EstimateInputTokens(system string, messages []string) int64 {
 func estimateText(s string) int64 {
 	return (int64(len(s))+EstimateBytesPerToken-1)/EstimateBytesPerToken + EstimateMessageOverhead
 }
+
+// EstimateOutputTokens bounds the tokens of text a model streamed before its
+// stream broke without reporting usage: the same bytes-based bound, without
+// the per-message overhead.
+func EstimateOutputTokens(text string) int64 {
+	return (int64(len(text)) + EstimateBytesPerToken - 1) / EstimateBytesPerToken
+}

@@ -1,0 +1,274 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Call is one request's progress and result.
+type Call struct {
+	ID     string
+	req    Request
+	client *Client
+	sentAt time.Time
+
+	accepted   chan struct{}
+	done       chan struct{}
+	resumeOnly bool
+
+	mu          sync.Mutex
+	acc         *Accepted
+	next        int // the next seq expected (last contiguous + 1)
+	text        strings.Builder
+	pending     map[int]string // chunks that arrived ahead of a gap
+	firstChunk  time.Time
+	result      *Done
+	err         error
+	finished    bool
+	stats       Stats
+	acceptTimer *time.Timer
+}
+
+// Stats count what arrived for one call, before deduplication.
+type Stats struct {
+	ChunksReceived int  // chunk frames received, duplicates included
+	Duplicates     int  // chunk frames for a seq already delivered
+	OutOfOrder     int  // chunk frames that arrived after a gap
+	Resends        int  // times the request was sent again (no accepted in time, or not_found on resume)
+	Resumes        int  // resume frames sent after reconnects
+	Terminals      int  // terminal frames received (replays included)
+	Mismatch       bool // done.text differed from the chunks joined
+}
+
+// Accepted is closed when the server acknowledged the request.
+func (c *Call) Accepted() <-chan struct{} { return c.accepted }
+
+// Done is closed when the call has its result.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// AcceptedFrame is the server's accepted frame (nil before).
+func (c *Call) AcceptedFrame() *Accepted {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acc
+}
+
+// Stats returns the call's delivery counters.
+func (c *Call) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Text is the answer reassembled so far (in seq order, no duplicates).
+func (c *Call) Text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.text.String()
+}
+
+// LastSeq is the last contiguous seq received.
+func (c *Call) LastSeq() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.next-1, 0)
+}
+
+// FirstChunkAt is when the first chunk arrived (zero if none).
+func (c *Call) FirstChunkAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.firstChunk
+}
+
+// SentAt is when the request was first sent.
+func (c *Call) SentAt() time.Time { return c.sentAt }
+
+// Wait returns the result: the done frame, or an error (*Error for the
+// server's error frame).
+func (c *Call) Wait(ctx context.Context) (*Done, error) {
+	select {
+	case <-c.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.result, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Call) send(afterSeq int, kind string) error {
+	ctx, cancel := context.WithTimeout(c.client.ctx, 30*time.Second)
+	defer cancel()
+	cn, err := c.client.waitConn(ctx)
+	if err != nil {
+		return err
+	}
+	if kind == "resume" {
+		return cn.write(map[string]any{"type": "resume", "request_id": c.ID, "after_seq": afterSeq})
+	}
+	type wire struct {
+		Type string `json:"type"`
+		Request
+		AfterSeq int `json:"after_seq,omitempty"`
+	}
+	return cn.write(wire{Type: "request", Request: c.req, AfterSeq: afterSeq})
+}
+
+// armAcceptTimer re-sends the request if no accepted arrives in time.
+func (c *Call) armAcceptTimer() {
+	d := c.client.opts.AcceptTimeout
+	if d < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acc != nil || c.finished {
+		return
+	}
+	c.acceptTimer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		waiting := c.acc == nil && !c.finished
+		if waiting {
+			c.stats.Resends++
+		}
+		c.mu.Unlock()
+		if waiting {
+			_ = c.send(0, "request")
+			c.armAcceptTimer()
+		}
+	})
+}
+
+// resume continues the call on a new connection.
+func (c *Call) resume() {
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return
+	}
+	accepted := c.acc != nil || c.resumeOnly
+	after := max(c.next-1, 0)
+	c.stats.Resumes++
+	c.mu.Unlock()
+	if accepted {
+		_ = c.send(after, "resume")
+	} else {
+		_ = c.send(after, "request")
+	}
+}
+
+func (c *Call) onAccepted(a Accepted) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acc != nil {
+		return
+	}
+	c.acc = &a
+	if c.next == 0 {
+		c.next = 1
+	}
+	if c.acceptTimer != nil {
+		c.acceptTimer.Stop()
+	}
+	select {
+	case <-c.accepted:
+	default:
+		close(c.accepted)
+	}
+}
+
+func (c *Call) onChunk(seq int, text string) {
+	c.mu.Lock()
+	c.stats.ChunksReceived++
+	if c.next == 0 {
+		c.next = 1
+	}
+	if c.firstChunk.IsZero() {
+		c.firstChunk = time.Now()
+	}
+	if seq < c.next || c.finished {
+		c.stats.Duplicates++
+		c.mu.Unlock()
+		return
+	}
+	if seq > c.next {
+		if _, dup := c.pending[seq]; dup {
+			c.stats.Duplicates++
+		} else {
+			c.stats.OutOfOrder++
+			c.pending[seq] = text
+		}
+		c.mu.Unlock()
+		return
+	}
+	var deliver []string
+	deliver = append(deliver, text)
+	c.text.WriteString(text)
+	c.next++
+	for {
+		t, ok := c.pending[c.next]
+		if !ok {
+			break
+		}
+		delete(c.pending, c.next)
+		deliver = append(deliver, t)
+		c.text.WriteString(t)
+		c.next++
+	}
+	first := c.next - len(deliver)
+	c.mu.Unlock()
+	if c.req.OnChunk != nil {
+		for i, t := range deliver {
+			c.req.OnChunk(first+i, t)
+		}
+	}
+}
+
+func (c *Call) onDone(d *Done) {
+	c.mu.Lock()
+	c.stats.Terminals++
+	if !c.finished && c.text.String() != d.Text {
+		c.stats.Mismatch = true
+	}
+	c.mu.Unlock()
+	c.finish(d, nil)
+}
+
+func (c *Call) onError(e *Error) {
+	c.mu.Lock()
+	c.stats.Terminals++
+	resumeOnly := c.resumeOnly
+	c.mu.Unlock()
+	// not_found on a resume means the request never arrived: send it again.
+	if e.Code == "not_found" && !resumeOnly && c.client.opts.Reconnect {
+		c.mu.Lock()
+		c.stats.Resends++
+		c.acc = nil
+		c.mu.Unlock()
+		go func() { _ = c.send(0, "request"); c.armAcceptTimer() }()
+		return
+	}
+	c.finish(nil, e)
+}
+
+func (c *Call) finish(d *Done, err error) {
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return
+	}
+	c.finished = true
+	c.result, c.err = d, err
+	if c.acceptTimer != nil {
+		c.acceptTimer.Stop()
+	}
+	c.mu.Unlock()
+	close(c.done)
+	if !errors.Is(err, ErrClosed) {
+		c.client.forget(c)
+	}
+}

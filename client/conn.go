@@ -1,0 +1,130 @@
+package client
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// conn is one WebSocket of the session.
+type conn struct {
+	c    *Client
+	ws   *websocket.Conn
+	wmu  sync.Mutex
+	done chan struct{}
+}
+
+func (cn *conn) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	_ = cn.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return cn.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// CloseCode is the close code of the last connection the server closed (0 if none).
+func closeCode(err error) int {
+	if ce, ok := err.(*websocket.CloseError); ok {
+		return ce.Code
+	}
+	return 0
+}
+
+func (cn *conn) readLoop() {
+	c := cn.c
+	var err error
+	defer func() {
+		_ = cn.ws.Close()
+		close(cn.done)
+		c.lost(cn, err)
+	}()
+	for {
+		var data []byte
+		_, data, err = cn.ws.ReadMessage()
+		if err != nil {
+			if code := closeCode(err); code != 0 {
+				c.lastClose.Store(int64(code))
+			}
+			return
+		}
+		var f frame
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		switch f.Type {
+		case "accepted":
+			if call := c.call(f.RequestID); call != nil {
+				var a Accepted
+				_ = json.Unmarshal(data, &a)
+				call.onAccepted(a)
+			}
+		case "chunk":
+			if call := c.call(f.RequestID); call != nil {
+				call.onChunk(f.Seq, f.Text)
+			}
+		case "done":
+			if call := c.call(f.RequestID); call != nil {
+				var d Done
+				_ = json.Unmarshal(data, &d)
+				call.onDone(&d)
+			}
+		case "error":
+			if f.RequestID == "" {
+				c.sessionErrors.Add(1)
+				continue
+			}
+			if call := c.call(f.RequestID); call != nil {
+				var e Error
+				_ = json.Unmarshal(data, &e)
+				call.onError(&e)
+			}
+		case "draining":
+			c.state("draining", nil)
+			if c.opts.Reconnect {
+				go c.moveAway(cn)
+			}
+		case "auth_ok", "pong", "ready":
+		}
+	}
+}
+
+// moveAway opens a new connection for new work while the draining one
+// finishes what it carries.
+func (c *Client) moveAway(old *conn) {
+	c.mu.Lock()
+	if c.cur != old || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.urlIndex++
+	c.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		cn, err := c.connect(c.ctx)
+		if err == nil {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				_ = cn.ws.Close()
+				return
+			}
+			if c.cur == old {
+				c.cur = cn
+			}
+			c.mu.Unlock()
+			c.Reconnects.Add(1)
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-old.done:
+			return // the old connection ended first: lost() reconnects
+		case <-time.After(c.opts.MinBackoff << min(attempt, 6)):
+		}
+	}
+}

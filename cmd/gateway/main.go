@@ -1,0 +1,56 @@
+// Command gateway runs Jetway: the multi-tenant AI gateway.
+//
+//	gateway [serve] [flags]       run the server (settings: docs/configuration.md)
+//	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
+//	gateway tables create         create the DynamoDB tables (local and test use)
+//	gateway usage [--dir] [--since 24h] [--by tenant,app,model]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default so a second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// run dispatches the subcommands; every path returns instead of exiting.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, getenv, stdout)
+	case "token":
+		return mintToken(args, getenv, stdout)
+	case "tables":
+		return tables(ctx, args, getenv, stdout)
+	case "usage":
+		return usage(args, getenv, stdout)
+	case "help":
+		fmt.Fprintln(stdout, "usage: gateway [serve|token|tables create|usage] [flags]; gateway <command> -h for flags")
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want serve, token, tables or usage)", cmd)
+	}
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/firehose"
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/session"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/web"
+)
+
+// devIssuerName is the `iss` of dev-mode tokens.
+const devIssuerName = "jetway-dev"
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Default(), nil
+	}
+	return config.Load(path)
+}
+
+// serve runs the gateway until ctx ends (SIGTERM), then drains.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	s, err := parseSettings("gateway serve", args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	logger, err := telemetry.NewLogger(s.LogLevel, stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+	cfg, err := loadConfig(s.ConfigPath)
+	if err != nil {
+		return err
+	}
+
+	// Everything background runs under bg, which outlives ctx so the drain can finish.
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+
+	verifier, dev, err := buildVerifier(bg, s, cfg, logger)
+	if err != nil {
+		return err
+	}
+	if s.devMode() && !s.DevAllowRemote {
+		for _, addr := range []string{s.Listen, s.AdminListen} {
+			if !isLoopback(addr) {
+				return fmt.Errorf("dev mode (JETWAY_AUTH_ISSUER unset) refuses the non-loopback address %q: anyone could mint tokens; set JETWAY_AUTH_ISSUER, or JETWAY_DEV_ALLOW_REMOTE=true to force it", addr)
+			}
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+
+	g, gctx := errgroup.WithContext(bg)
+
+	// The model: the real Bedrock client, pointed at the in-process mock in dev mode.
+	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region))
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	bedrockOpts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
+		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
+	}}
+	if s.useMockBedrock() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("mock bedrock listen: %w", err)
+		}
+		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken}),
+			ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error { return serveHTTP(gctx, mock, ln, time.Second) })
+		endpoint := "http://" + ln.Addr().String()
+		logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", s.MockTTFT),
+			zap.Duration("per_token", s.MockPerToken))
+		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
+		})
+	}
+	bedrock := bedrockruntime.NewFromConfig(awsCfg, bedrockOpts...)
+	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = max(s.DynamoDBMaxAttempts, 1) })
+
+	var qstore quota.Store = quota.NewMemoryStore()
+	if s.QuotaTable != "" {
+		qstore = quota.NewDynamoStore(dynamo, s.QuotaTable)
+	}
+	quotas := quota.New(qstore, quota.Options{Logger: logger, OnStoreCall: func(op string, took time.Duration, err error) {
+		metrics.ObserveDynamoDB(op, took, errKind(err))
+	}})
+
+	var sink telemetry.Sink
+	if s.FirehoseStream != "" {
+		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, telemetry.FirehoseOptions{}, logger, metrics)
+	} else {
+		sink = telemetry.NewFileSink(s.UsageDir, telemetry.FileOptions{Server: s.ServerID, Metrics: metrics}, logger)
+	}
+	sinkCtx, stopSink := context.WithCancel(context.Background())
+	defer stopSink()
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- sink.Run(sinkCtx) }()
+
+	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
+	g.Go(func() error { return logs.Run(gctx) })
+
+	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock)),
+		Quotas: quotas, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
+		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
+		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,
+		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID})
+	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{
+		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), SendQueueFrames: s.SendQueueFrames,
+		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, MaxConnsPerUser: s.MaxConnsPerUser,
+		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
+
+	if s.EMF == "stdout" {
+		emf := telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.ServerID}, logger)
+		metrics.SetEMF(emf)
+		g.Go(func() error { return emf.Run(gctx) })
+	}
+
+	var ready atomic.Bool
+	gin.SetMode(gin.ReleaseMode)
+	main := gin.New()
+	main.Use(gin.Recovery())
+	main.GET("/v1/ws", gin.WrapH(hub))
+	if s.ServeDemo {
+		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg})
+	}
+	admin := gin.New()
+	admin.Use(gin.Recovery())
+	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	admin.GET("/readyz", func(c *gin.Context) {
+		if !ready.Load() {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
+	})
+	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+
+	mainLn, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", s.AdminListen)
+	if err != nil {
+		_ = mainLn.Close()
+		return fmt.Errorf("admin listen %s: %w", s.AdminListen, err)
+	}
+	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second}
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
+	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
+	ready.Store(true)
+	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID))
+
+	// Run until a signal (ctx) or a component fails (gctx).
+	select {
+	case <-ctx.Done():
+	case <-gctx.Done():
+	}
+
+	// Drain: fail readiness, refuse new sessions and requests, let requests
+	// in flight finish within the drain timeout, then close sockets with 1001.
+	start := time.Now()
+	ready.Store(false)
+	logger.Info("draining", zap.Duration("timeout", s.DrainTimeout), zap.Int("sessions", hub.Sessions()),
+		zap.Int("inflight", gw.Inflight()))
+	hub.Drain()
+	gw.Drain()
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
+	defer cancelDrain()
+	if err := gw.Wait(drainCtx); err != nil {
+		logger.Warn("drain_deadline", zap.Error(err))
+	}
+	if err := hub.Close(drainCtx); err != nil {
+		logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+	}
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShut()
+	_ = mainSrv.Shutdown(shutCtx)
+	_ = adminSrv.Shutdown(shutCtx)
+	stopBG()
+	gErr := g.Wait()
+	stopSink()
+	if err := <-sinkDone; err != nil {
+		logger.Warn("usage_flush_failed", zap.Error(err))
+	}
+	logger.Info("stopped", zap.Duration("drain", time.Since(start)))
+	if ctx.Err() == nil && gErr != nil {
+		return gErr
+	}
+	return nil
+}
+
+// serveHTTP serves until ctx ends, then shuts down within grace.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+		if grace > 0 {
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}
+		_ = srv.Close()
+		return nil
+	}
+}
+
+// buildVerifier returns the Cognito verifier, or in dev mode the dev issuer's.
+func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
+	ac := auth.Config{Issuer: s.AuthIssuer, JWKSURL: s.AuthJWKSURL, TenantClaim: cfg.Auth.TenantClaim,
+		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway}
+	var dev *auth.DevIssuer
+	if s.devMode() {
+		var err error
+		dev, err = auth.LoadOrCreateDevIssuer(s.DevKeyFile, devIssuerName)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dev issuer: %w", err)
+		}
+		ac.Issuer, ac.KeySet = dev.Issuer(), dev.KeySet()
+		logger.Warn("dev_mode", zap.String("issuer", dev.Issuer()), zap.String("key_file", s.DevKeyFile),
+			zap.String("hint", "mint a token with: go run ./cmd/gateway token --sub alice --tenant contoso --app support-assistant"))
+	}
+	v, err := auth.NewVerifier(ctx, ac, cfg, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth: %w", err)
+	}
+	return v, dev, nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errKind labels a store error for metrics ("" when there is none).
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, quota.ErrExceeded):
+		return "condition"
+	default:
+		return "error"
+	}
+}

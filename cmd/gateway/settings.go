@@ -1,0 +1,219 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// settings are the server's environment-variable settings (docs/configuration.md).
+// Each has a flag of the same name, lower-case without the JETWAY_ prefix.
+type settings struct {
+	Listen, AdminListen, ConfigPath, LogLevel, ServerID string
+	ServeDemo                                           bool
+
+	AuthIssuer, AuthJWKSURL string
+	AuthLeeway              time.Duration
+	DevKeyFile              string
+	DevAllowRemote          bool
+	AllowedOrigins          string
+
+	Heartbeat             time.Duration
+	MaxFrameBytes         int
+	SendQueueFrames       int
+	SendQueueBytes        int
+	WriteTimeout          time.Duration
+	MaxConnsPerUser       int
+	MaxInflightPerSession int
+	MaxInflightPerUser    int
+	MaxInflightPerTenant  int
+	MaxInflight           int
+	ResumeWindow          time.Duration
+	RequestTimeout        time.Duration
+	FirstTokenTimeout     time.Duration
+	DrainTimeout          time.Duration
+
+	Region               string
+	MockBedrock          string // "", "true", "false"
+	MockTTFT             time.Duration
+	MockPerToken         time.Duration
+	BedrockMaxAttempts   int
+	DynamoDBMaxAttempts  int
+	QuotaTable           string
+	RequestsTable        string
+	CacheTable           string
+	FirehoseStream       string
+	UsageDir             string
+	EMF                  string
+	bedrockEndpointIsSet bool
+}
+
+// devMode is true when no real issuer is configured.
+func (s *settings) devMode() bool { return s.AuthIssuer == "" }
+
+// useMockBedrock: explicit setting, else dev mode without a Bedrock endpoint.
+func (s *settings) useMockBedrock() bool {
+	switch s.MockBedrock {
+	case "true", "1", "yes":
+		return true
+	case "false", "0", "no":
+		return false
+	}
+	return s.devMode() && !s.bedrockEndpointIsSet
+}
+
+func defaultDevKeyFile(getenv func(string) string) string {
+	dir := getenv("XDG_CACHE_HOME")
+	if dir == "" {
+		if home := getenv("HOME"); home != "" {
+			dir = filepath.Join(home, ".cache")
+		} else {
+			dir = os.TempDir()
+		}
+	}
+	return filepath.Join(dir, "jetway", "dev-signing-key.pem")
+}
+
+// parseSettings reads the environment, then flags (which win).
+func parseSettings(name string, args []string, getenv func(string) string, out io.Writer) (*settings, error) {
+	s := &settings{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	var errs []string
+	env := func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, key, def, usage string) {
+		fs.StringVar(p, flagName(key), env(key, def), usage+" ("+key+")")
+	}
+	dur := func(p *time.Duration, key string, def time.Duration, usage string) {
+		v := def
+		if raw := getenv(key); raw != "" {
+			d, err := time.ParseDuration(raw)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a duration such as 30s", key, raw))
+			} else {
+				v = d
+			}
+		}
+		fs.DurationVar(p, flagName(key), v, usage+" ("+key+")")
+	}
+	num := func(p *int, key string, def int, usage string) {
+		v := def
+		if raw := getenv(key); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a whole number >= 0", key, raw))
+			} else {
+				v = n
+			}
+		}
+		fs.IntVar(p, flagName(key), v, usage+" ("+key+")")
+	}
+	boolean := func(p *bool, key string, def bool, usage string) {
+		v := def
+		if raw := getenv(key); raw != "" {
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: want true or false", key, raw))
+			} else {
+				v = b
+			}
+		}
+		fs.BoolVar(p, flagName(key), v, usage+" ("+key+")")
+	}
+	host, _ := os.Hostname()
+	str(&s.Listen, "JETWAY_LISTEN", "127.0.0.1:8080", "main listener: WebSocket /v1/ws and the demo page")
+	str(&s.AdminListen, "JETWAY_ADMIN_LISTEN", "127.0.0.1:9090", "admin listener: /healthz /readyz /metrics")
+	str(&s.ConfigPath, "JETWAY_CONFIG", "", "tenants/apps/models YAML file (default: built in)")
+	str(&s.LogLevel, "JETWAY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	str(&s.ServerID, "JETWAY_SERVER_ID", host, "this task's id")
+	str(&s.AuthIssuer, "JETWAY_AUTH_ISSUER", "", "Cognito issuer URL (unset: dev mode)")
+	str(&s.AuthJWKSURL, "JETWAY_AUTH_JWKS_URL", "", "JWKS URL (default: issuer + /.well-known/jwks.json)")
+	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", 5*time.Second, "clock skew allowed on exp/nbf/iat")
+	str(&s.DevKeyFile, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv), "dev mode: the dev issuer's key file")
+	boolean(&s.DevAllowRemote, "JETWAY_DEV_ALLOW_REMOTE", false, "dev mode: allow a non-loopback listen address")
+	str(&s.AllowedOrigins, "JETWAY_ALLOWED_ORIGINS", "", "comma-separated allowed browser origins")
+	dur(&s.Heartbeat, "JETWAY_HEARTBEAT", 25*time.Second, "WebSocket ping interval")
+	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", 256<<10, "largest inbound frame in bytes")
+	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", 1024, "per-connection send queue bound, frames")
+	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", 4<<20, "per-connection send queue bound, bytes")
+	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", 10*time.Second, "longest time one socket write may take")
+	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", 16, "open WebSockets per user")
+	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", 4, "requests in flight per session")
+	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", 8, "requests in flight per user")
+	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
+	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
+	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
+	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
+	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
+	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
+	str(&s.Region, "AWS_REGION", "", "AWS region")
+	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
+	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", 250*time.Millisecond, "in-process mock: time to first token")
+	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", 8*time.Millisecond, "in-process mock: time per token")
+	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
+	num(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call")
+	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
+	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
+	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
+	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
+	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
+	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
+	serveDemo := env("JETWAY_SERVE_DEMO", "")
+	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("settings: %s", strings.Join(errs, "; "))
+	}
+	s.bedrockEndpointIsSet = getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != ""
+	if serveDemo == "" {
+		s.ServeDemo = s.devMode()
+	} else {
+		b, err := strconv.ParseBool(serveDemo)
+		if err != nil {
+			return nil, fmt.Errorf("settings: JETWAY_SERVE_DEMO=%q: want true or false", serveDemo)
+		}
+		s.ServeDemo = b
+	}
+	if s.EMF != "off" && s.EMF != "stdout" {
+		return nil, fmt.Errorf("settings: JETWAY_EMF=%q: want off or stdout", s.EMF)
+	}
+	if s.Region == "" {
+		if s.devMode() {
+			s.Region = "us-east-1"
+		} else if s.Region = getenv("AWS_DEFAULT_REGION"); s.Region == "" {
+			return nil, fmt.Errorf("settings: AWS_REGION is required outside dev mode")
+		}
+	}
+	return s, nil
+}
+
+// flagName turns JETWAY_MAX_INFLIGHT into max-inflight and AWS_REGION into aws-region.
+func flagName(key string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
+}
+
+// origins splits the allowed-origins setting.
+func (s *settings) origins() []string {
+	var out []string
+	for _, o := range strings.Split(s.AllowedOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}

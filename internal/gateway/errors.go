@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+)
+
+// Errors the pipeline itself raises. Every error, from here or from a
+// domain package, becomes a protocol error in exactly one place: ProtocolError.
+var (
+	errConflict        = errors.New("request_id was already used with a different body")
+	errNotFound        = errors.New("no such request")
+	errForbidden       = errors.New("forbidden")
+	errModelNotAllowed = errors.New("model not allowed")
+	errRateLimited     = errors.New("too many requests in flight")
+	errBusy            = errors.New("server busy")
+	errDraining        = errors.New("server draining")
+	errCancelled       = errors.New("cancelled by the client")
+	errTimeout         = errors.New("request timed out")
+
+	// ErrDraining is returned to new work while the server shuts down.
+	ErrDraining = errDraining
+)
+
+// RetryAfterBusyMs is the retry hint sent with busy and rate_limited errors.
+const RetryAfterBusyMs = 1000
+
+// ProtocolError is the one table from errors to protocol error frames. The
+// message is safe to show; anything unexpected is `internal`, with the
+// detail left to the log.
+func ProtocolError(err error) protocol.Error {
+	e := protocol.Error{Type: protocol.TypeError}
+	set := func(code, msg string, retryable bool) {
+		e.Code, e.Status, e.Message, e.Retryable = code, protocol.Status(code), msg, retryable
+	}
+	var exceeded *quota.ExceededError
+	switch {
+	case errors.Is(err, protocol.ErrInvalid):
+		msg := err.Error()
+		if i := strings.LastIndex(msg, protocol.ErrInvalid.Error()+": "); i >= 0 {
+			msg = msg[i+len(protocol.ErrInvalid.Error())+2:]
+		}
+		set(protocol.CodeInvalidRequest, msg, false)
+	case errors.As(err, &exceeded):
+		set(protocol.CodeQuotaExceeded, "Token quota exceeded", true)
+		e.RetryAfterMs = exceeded.RetryAfter.Milliseconds()
+		if e.RetryAfterMs < 1 {
+			e.RetryAfterMs = 1
+		}
+		e.Scope, e.Window = exceeded.Scope.Kind, string(exceeded.Window)
+	case errors.Is(err, errConflict):
+		set(protocol.CodeConflict, "request_id was already used with a different body", false)
+	case errors.Is(err, errNotFound):
+		set(protocol.CodeNotFound, "unknown request_id: it never arrived, so it is safe to send it again", false)
+	case errors.Is(err, errModelNotAllowed):
+		set(protocol.CodeModelNotAllowed, detail(err), false)
+	case errors.Is(err, errForbidden), auth.IsForbidden(err):
+		set(protocol.CodeForbidden, "forbidden", false)
+	case isUnauthorized(err):
+		set(protocol.CodeUnauthorized, "invalid or expired token", false)
+	case errors.Is(err, errRateLimited):
+		set(protocol.CodeRateLimited, detail(err), true)
+		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, errDraining):
+		set(protocol.CodeDraining, "server is draining: reconnect and send new work there", true)
+		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, errBusy), errors.Is(err, quota.ErrUnavailable):
+		set(protocol.CodeBusy, "server busy: retry, possibly on another server", true)
+		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, errCancelled):
+		set(protocol.CodeCancelled, "cancelled", false)
+	case errors.Is(err, errTimeout):
+		set(protocol.CodeTimeout, "the request took too long", true)
+	case errors.Is(err, router.ErrAllUnavailable) && !errors.Is(err, router.ErrTimeout):
+		set(protocol.CodeModelUnavailable, "every model for this app is throttled or unavailable", true)
+		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, router.ErrMidStream):
+		set(protocol.CodeModelError, "the model failed while answering", true)
+	case errors.Is(err, router.ErrTimeout):
+		set(protocol.CodeTimeout, "the model did not answer in time", true)
+	case errors.Is(err, router.ErrValidation):
+		set(protocol.CodeInvalidRequest, "the model rejected the request", false)
+	case errors.Is(err, router.ErrThrottled), errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrNotReady):
+		set(protocol.CodeModelUnavailable, "the model is throttled or unavailable", true)
+	case errors.Is(err, router.ErrAccessDenied):
+		set(protocol.CodeModelError, "the gateway may not call this model", false)
+	case errors.Is(err, context.Canceled):
+		set(protocol.CodeInterrupted, "the server stopped this request", true)
+	default:
+		set(protocol.CodeInternal, "internal error", true)
+	}
+	return e
+}
+
+func isUnauthorized(err error) bool {
+	for _, s := range []error{auth.ErrMissingToken, auth.ErrMalformed, auth.ErrBadSignature, auth.ErrUnknownKey,
+		auth.ErrExpired, auth.ErrNotYetValid, auth.ErrWrongIssuer, auth.ErrWrongTokenUse, auth.ErrUnknownClient} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// detail is the message after the sentinel's own text ("x: detail" -> "detail").
+func detail(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}

@@ -1,0 +1,566 @@
+// Package gateway is the request pipeline, in one place: admission, policy,
+// estimate, quota reservation, the routed model call, the stream log, exactly
+// one terminal outcome, settlement and the usage record. It also owns the one
+// table that turns domain errors into protocol errors (errors.go).
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// Router streams a call from the first model of the chain that answers.
+type Router interface {
+	Stream(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error)
+}
+
+// Quotas reserves before the model call and settles after the terminal frame.
+type Quotas interface {
+	Reserve(ctx context.Context, requestID string, limits []quota.Limit, a quota.Amount) (*quota.Reservation, error)
+	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
+}
+
+// UsageRecorder takes one usage record per request; it never blocks.
+type UsageRecorder interface {
+	Record(r telemetry.UsageRecord)
+}
+
+// Options bound the pipeline. Zero values mean the documented defaults
+// (docs/configuration.md).
+type Options struct {
+	MaxInflight           int           // model calls in flight on this server; default 2000
+	MaxInflightPerTenant  int           // default 0: no cap
+	MaxInflightPerUser    int           // default 8
+	MaxInflightPerSession int           // default 4
+	RequestTimeout        time.Duration // default 5m
+	FirstTokenTimeout     time.Duration // default 30s (a model's own setting wins)
+	ReserveTimeout        time.Duration // the quota reservation's budget; default 3s
+	SettleTimeout         time.Duration // how long settlement keeps retrying; default: until the window ends, at most 1h
+	ServerID              string
+	Now                   func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = 2000
+	}
+	if o.MaxInflightPerUser <= 0 {
+		o.MaxInflightPerUser = 8
+	}
+	if o.MaxInflightPerSession <= 0 {
+		o.MaxInflightPerSession = 4
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Minute
+	}
+	if o.FirstTokenTimeout <= 0 {
+		o.FirstTokenTimeout = 30 * time.Second
+	}
+	if o.ReserveTimeout <= 0 {
+		o.ReserveTimeout = 3 * time.Second
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Gateway runs requests. Its zero value is not usable; see New.
+type Gateway struct {
+	cfg     *config.Config
+	logs    *stream.Registry
+	router  Router
+	quotas  Quotas
+	usage   UsageRecorder
+	metrics *telemetry.Metrics
+	logger  *zap.Logger
+	opts    Options
+
+	base     context.Context // parent of every request's context
+	stopBase context.CancelFunc
+	wg       sync.WaitGroup // requests running
+
+	mu        sync.Mutex
+	draining  bool
+	inflight  int
+	byTenant  map[string]int
+	byUser    map[string]int
+	bySession map[string]int
+}
+
+// Deps are the gateway's collaborators.
+type Deps struct {
+	Config  *config.Config
+	Logs    *stream.Registry
+	Router  Router
+	Quotas  Quotas
+	Usage   UsageRecorder
+	Metrics *telemetry.Metrics // may be nil
+	Logger  *zap.Logger
+}
+
+// New returns a gateway.
+func New(d Deps, o Options) *Gateway {
+	o.defaults()
+	base, stop := context.WithCancel(context.Background())
+	return &Gateway{
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, usage: d.Usage,
+		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
+		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
+	}
+}
+
+// Caller is who sent a frame: the authenticated principal on a session.
+type Caller struct {
+	Principal auth.Principal
+	SessionID string
+}
+
+// Request is an inbound `request` frame with its arrival time.
+type Request struct {
+	protocol.Inbound
+	ReceivedAt time.Time
+}
+
+// Submit handles a request frame. It returns the request's log, which the
+// caller follows from req.AfterSeq: the log delivers the accepted frame,
+// chunks and exactly one terminal frame (or, for a request rejected before
+// acceptance, only its error frame). A request id the user already sent
+// returns the existing log without calling the model or charging again;
+// the same id with a different body returns an error (conflict).
+func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
+	hash := bodyHash(req.Inbound)
+	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
+	if !created {
+		if log.BodyHash != hash {
+			return nil, errConflict
+		}
+		g.logger.Info("resent", zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
+			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
+		return log, nil
+	}
+	r := &run{g: g, caller: c, req: req, log: log, logger: g.logger.With(
+		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
+		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
+		zap.String("user", c.Principal.Subject))}
+	r.logger.Info("received")
+	if err := r.admit(); err != nil {
+		r.reject(err)
+		return log, nil
+	}
+	g.wg.Add(1)
+	go r.run()
+	return log, nil
+}
+
+// Resume returns the user's log for requestID so the caller can replay it.
+func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
+	log, ok := g.logs.Get(c.Principal.Subject, requestID)
+	if !ok {
+		return nil, errNotFound
+	}
+	return log, nil
+}
+
+// Cancel stops the user's request; its terminal frame is `cancelled`.
+func (g *Gateway) Cancel(c Caller, requestID string) error {
+	log, ok := g.logs.Get(c.Principal.Subject, requestID)
+	if !ok {
+		return errNotFound
+	}
+	log.Cancel()
+	return nil
+}
+
+// Drain refuses new requests from now on (error `draining`).
+func (g *Gateway) Drain() {
+	g.mu.Lock()
+	g.draining = true
+	g.mu.Unlock()
+}
+
+// Wait blocks until every running request has ended or ctx ends; then it
+// stops whatever still runs and waits for those terminals.
+func (g *Gateway) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		g.stopBase()
+		<-done
+		return fmt.Errorf("wait for requests: %w", ctx.Err())
+	}
+}
+
+// Inflight is the number of model calls running on this server.
+func (g *Gateway) Inflight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inflight
+}
+
+// run is one request's journey through the pipeline.
+type run struct {
+	g      *Gateway
+	caller Caller
+	req    Request
+	log    *stream.Log
+	logger *zap.Logger
+
+	tenant      *config.Tenant
+	app         *config.App
+	chain       []router.Target
+	maxTokens   int
+	estimate    int64
+	reservation *quota.Reservation
+	admitted    bool
+}
+
+func (r *run) userKey() string    { return r.caller.Principal.Tenant + "/" + r.caller.Principal.Subject }
+func (r *run) sessionKey() string { return r.userKey() + "/" + r.caller.SessionID }
+
+// admit applies the in-flight caps, the model policy and the quota, and
+// sends `accepted`. Any error rejects the request before acceptance.
+func (r *run) admit() error {
+	g, p := r.g, r.caller.Principal
+	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
+	if !ok {
+		return fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
+	}
+	r.tenant, r.app = tenant, app
+	if err := r.policy(); err != nil {
+		return err
+	}
+	if err := g.acquire(r); err != nil {
+		return err
+	}
+	r.admitted = true
+	g.metrics.RequestStarted()
+	r.logger.Info("admitted", zap.String("model", r.chain[0].ID))
+
+	r.estimate = quota.EstimateInputTokens(r.req.System, contents(r.req.Messages))
+	reserve := quota.Amount{Tokens: r.estimate + int64(r.maxTokens), Requests: 1, MicroUSD: r.maxCostMicroUSD()}
+	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
+	defer cancel()
+	res, err := g.quotas.Reserve(ctx, r.req.RequestID, quota.LimitsFor(r.tenant, r.app, p.Subject), reserve)
+	var exceeded *quota.ExceededError
+	if errors.As(err, &exceeded) {
+		g.metrics.QuotaRejected(p.Tenant, p.App, exceeded.Scope.Kind, string(exceeded.Window))
+	}
+	if err != nil {
+		return fmt.Errorf("reserve: %w", err)
+	}
+	r.reservation = res
+	acc := protocol.Accepted{Type: protocol.TypeAccepted, RequestID: r.req.RequestID, Model: r.chain[0].ID,
+		ReservedTokens: reserve.Tokens}
+	fields := []zap.Field{zap.Int64("estimate", reserve.Tokens)}
+	if w, limit, remaining := res.Tightest(); w != "" {
+		acc.Quota = &protocol.Quota{Window: string(w), Limit: limit, Remaining: remaining}
+		fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
+	}
+	r.logger.Info("quota_reserved", fields...)
+	r.log.Accept(protocol.Encode(acc))
+	return nil
+}
+
+// policy picks the model chain: the client's model if the app allows it,
+// else the app's default followed by its fallbacks.
+func (r *run) policy() error {
+	app := r.app
+	want := r.req.Model
+	if want == "" {
+		want = app.Models.Default
+	}
+	allowed := false
+	for _, m := range app.Models.Allow {
+		if m == want {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return fmt.Errorf("%w: model %q is not allowed for app %s", errModelNotAllowed, want, app.ID)
+	}
+	ids := []string{want}
+	for _, f := range app.Models.Fallbacks {
+		if f != want {
+			ids = append(ids, f)
+		}
+	}
+	for _, id := range ids {
+		m, ok := r.g.cfg.Model(id)
+		if !ok {
+			return fmt.Errorf("model %q is not configured", id)
+		}
+		ftt := time.Duration(m.FirstTokenTimeout)
+		if ftt <= 0 {
+			ftt = r.g.opts.FirstTokenTimeout
+		}
+		r.chain = append(r.chain, router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt})
+	}
+	r.maxTokens = app.MaxTokens
+	if r.req.MaxTokens > 0 {
+		if r.req.MaxTokens > app.MaxTokensLimit {
+			return fmt.Errorf("%w: max_tokens %d is over this app's limit of %d", protocol.ErrInvalid, r.req.MaxTokens, app.MaxTokensLimit)
+		}
+		r.maxTokens = r.req.MaxTokens
+	}
+	return nil
+}
+
+// maxCostMicroUSD bounds the cost at the most expensive model of the chain.
+func (r *run) maxCostMicroUSD() int64 {
+	var worst float64
+	for _, t := range r.chain {
+		if c := r.g.cost(t.ID, r.estimate, int64(r.maxTokens)); c > worst {
+			worst = c
+		}
+	}
+	return int64(math.Ceil(worst * 1e6))
+}
+
+func (g *Gateway) cost(modelID string, in, out int64) float64 {
+	m, ok := g.cfg.Model(modelID)
+	if !ok {
+		return 0
+	}
+	return float64(in)/1000*m.Price.InputPer1K + float64(out)/1000*m.Price.OutputPer1K
+}
+
+// acquire takes the in-flight slots or says which cap is full.
+func (g *Gateway) acquire(r *run) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.draining:
+		return errDraining
+	case g.bySession[r.sessionKey()] >= g.opts.MaxInflightPerSession:
+		return fmt.Errorf("%w: %d requests in flight on this session", errRateLimited, g.opts.MaxInflightPerSession)
+	case g.byUser[r.userKey()] >= g.opts.MaxInflightPerUser:
+		return fmt.Errorf("%w: %d requests in flight for this user", errRateLimited, g.opts.MaxInflightPerUser)
+	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[r.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
+		return fmt.Errorf("%w: tenant at its in-flight cap", errBusy)
+	case g.inflight >= g.opts.MaxInflight:
+		return fmt.Errorf("%w: server at its in-flight cap of %d", errBusy, g.opts.MaxInflight)
+	}
+	g.inflight++
+	g.byTenant[r.caller.Principal.Tenant]++
+	g.byUser[r.userKey()]++
+	g.bySession[r.sessionKey()]++
+	return nil
+}
+
+func (g *Gateway) release(r *run) {
+	g.metrics.RequestFinished()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	dec(g.byTenant, r.caller.Principal.Tenant)
+	dec(g.byUser, r.userKey())
+	dec(g.bySession, r.sessionKey())
+}
+
+func dec(m map[string]int, k string) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}
+
+// reject ends a request that was never accepted: its only frame is the error.
+func (r *run) reject(err error) {
+	if r.admitted {
+		r.g.release(r)
+	}
+	pe := ProtocolError(err)
+	level := r.logger.Info
+	if pe.Code == protocol.CodeInternal || pe.Code == protocol.CodeBusy {
+		level = r.logger.Warn
+	}
+	level("rejected", zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Error(err))
+	pe.RequestID = r.req.RequestID
+	r.log.Reject(protocol.Encode(pe), r.g.opts.Now())
+	r.g.logs.Forget(r.log)
+	r.record(usageOutcome{code: pe.Code, status: pe.Status}, router.Outcome{Model: r.requestedModel()})
+}
+
+func (r *run) requestedModel() string {
+	if len(r.chain) > 0 {
+		return r.chain[0].ID
+	}
+	return r.req.Model
+}
+
+// run calls the model, streams into the log and ends in exactly one terminal.
+func (r *run) run() {
+	g := r.g
+	defer g.wg.Done()
+	defer g.release(r)
+	ctx, cancel := context.WithTimeout(g.base, g.opts.RequestTimeout)
+	cancelled := make(chan struct{})
+	var cancelOnce sync.Once
+	r.log.SetCancel(func() { cancelOnce.Do(func() { close(cancelled) }); cancel() })
+	defer cancel()
+
+	start := r.req.ReceivedAt
+	var first time.Time
+	r.logger.Info("model_started", zap.String("model", r.chain[0].ID))
+	call := router.Call{System: r.req.System, Messages: routerMessages(r.req.Messages), MaxTokens: r.maxTokens,
+		Temperature: r.req.Temperature}
+	out, err := g.router.Stream(ctx, r.chain, call, func(text string) {
+		if first.IsZero() {
+			first = g.opts.Now()
+			r.logger.Info("first_token", zap.Int64("ttft_ms", first.Sub(start).Milliseconds()))
+		}
+		r.log.Append(text)
+	})
+	end := g.opts.Now()
+	text, chunks := r.log.Text()
+	var ttft int64
+	if !first.IsZero() {
+		ttft = first.Sub(start).Milliseconds()
+	}
+	latency := end.Sub(start).Milliseconds()
+
+	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens)}
+	if !out.UsageReported {
+		// The stream broke before Bedrock reported usage: charge the input
+		// estimate plus what was actually streamed.
+		usage = protocol.Usage{InputTokens: r.estimate, OutputTokens: quota.EstimateOutputTokens(text)}
+	}
+
+	var frame []byte
+	var oc usageOutcome
+	if err == nil {
+		frame = protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: r.req.RequestID, Chunks: chunks,
+			Text: text, Model: out.Model, Usage: usage, StopReason: out.StopReason, TTFTMs: ttft, LatencyMs: latency})
+		oc = usageOutcome{code: "done", status: 200}
+		r.logger.Info("completed", zap.String("model", out.Model), zap.String("fallback_from", out.FallbackFrom),
+			zap.Int64("ttft_ms", ttft), zap.Int64("latency_ms", latency), zap.Int64("input_tokens", usage.InputTokens),
+			zap.Int64("output_tokens", usage.OutputTokens), zap.Int("chunks", chunks), zap.Int("status", 200))
+	} else {
+		select {
+		case <-cancelled:
+			err = fmt.Errorf("%w: %w", errCancelled, err)
+		default:
+			if ctx.Err() == context.DeadlineExceeded {
+				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
+			}
+		}
+		pe := ProtocolError(err)
+		pe.RequestID = r.req.RequestID
+		pe.Chunks, pe.Text = &chunks, &text
+		frame = protocol.Encode(pe)
+		oc = usageOutcome{code: pe.Code, status: pe.Status}
+		r.logger.Warn("failed", zap.String("model", out.Model), zap.String("fallback_from", out.FallbackFrom),
+			zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Int64("ttft_ms", ttft),
+			zap.Int64("latency_ms", latency), zap.Int("chunks", chunks), zap.Error(err))
+	}
+	r.log.Finish(frame, end)
+	oc.usage, oc.chunks, oc.ttft, oc.latency = usage, chunks, ttft, latency
+	r.record(oc, out)
+	r.settle(usage)
+}
+
+// settle charges the real usage and refunds the rest, off the client's path.
+func (r *run) settle(u protocol.Usage) {
+	if r.reservation == nil {
+		return
+	}
+	actual := quota.Amount{Tokens: u.InputTokens + u.OutputTokens, Requests: 1,
+		MicroUSD: int64(math.Ceil(r.g.cost(r.requestedModel(), u.InputTokens, u.OutputTokens) * 1e6))}
+	ctx, cancel := context.WithTimeout(context.Background(), r.g.opts.SettleTimeout)
+	defer cancel()
+	if err := r.g.quotas.Settle(ctx, r.reservation, actual); err != nil {
+		r.logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
+		return
+	}
+	r.logger.Info("quota_settled", zap.Int64("charged", actual.Tokens),
+		zap.Int64("refunded", r.reservation.Amount().Tokens-actual.Tokens))
+}
+
+type usageOutcome struct {
+	code          string
+	status        int
+	usage         protocol.Usage
+	chunks        int
+	ttft, latency int64
+}
+
+// record writes the request's usage record and metrics.
+func (r *run) record(oc usageOutcome, out router.Outcome) {
+	g, p := r.g, r.caller.Principal
+	var reserved int64
+	if r.reservation != nil {
+		reserved = r.reservation.Amount().Tokens
+	}
+	model := out.Model
+	if model == "" {
+		model = r.requestedModel()
+	}
+	rec := telemetry.UsageRecord{
+		RequestID: r.req.RequestID, SessionID: r.caller.SessionID, TS: r.req.ReceivedAt,
+		Tenant: p.Tenant, App: p.App, User: p.Subject, ClientID: p.ClientID, Model: model,
+		FallbackFrom: out.FallbackFrom, Outcome: oc.code, Status: oc.status,
+		InputTokens: oc.usage.InputTokens, OutputTokens: oc.usage.OutputTokens, ReservedTokens: reserved,
+		CostUSD: g.cost(model, oc.usage.InputTokens, oc.usage.OutputTokens), TTFTMs: oc.ttft, LatencyMs: oc.latency,
+		Chunks: oc.chunks, Server: g.opts.ServerID,
+	}
+	if g.usage != nil {
+		g.usage.Record(rec)
+	}
+	g.metrics.ObserveRequest(rec)
+}
+
+func routerMessages(ms []protocol.Message) []router.Message {
+	out := make([]router.Message, len(ms))
+	for i, m := range ms {
+		out[i] = router.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+func contents(ms []protocol.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Content
+	}
+	return out
+}
+
+// bodyHash fingerprints what a request asks for (not after_seq), so a
+// re-send with the same id and body is recognised and a different body is a conflict.
+func bodyHash(in protocol.Inbound) string {
+	b, _ := json.Marshal(struct {
+		Messages    []protocol.Message `json:"m"`
+		System      string             `json:"s"`
+		Model       string             `json:"mo"`
+		MaxTokens   int                `json:"mt"`
+		Temperature *float64           `json:"t"`
+	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+

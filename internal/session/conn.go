@@ -1,0 +1,423 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// Session is one WebSocket connection: one chat session of one user.
+type Session struct {
+	hub    *Hub
+	conn   *websocket.Conn
+	id     string
+	logger *zap.Logger
+	queue  *sendQueue
+
+	ctx    context.Context // ends with the connection
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	principal auth.Principal
+	expiry    *time.Timer
+	draining  bool
+	follows   map[string]*follow // request id -> the follower delivering it
+	closing   bool
+	idle      chan struct{} // closed when draining and no follower is left
+}
+
+type follow struct {
+	cancel context.CancelFunc
+}
+
+func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{
+		hub: h, conn: conn, id: id, principal: p, ctx: ctx, cancel: cancel,
+		logger: h.logger.With(zap.String("session_id", id), zap.String("user", p.Subject),
+			zap.String("tenant", p.Tenant), zap.String("app", p.App)),
+		queue:   newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes),
+		follows: map[string]*follow{},
+	}
+}
+
+func (s *Session) caller() gateway.Caller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return gateway.Caller{Principal: s.principal, SessionID: s.id}
+}
+
+// run sends ready, then reads until the connection ends.
+func (s *Session) run() {
+	defer s.cancel()
+	opts := s.hub.opts
+	s.logger.Info("session_opened")
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); s.writeLoop() }()
+
+	s.mu.Lock()
+	p := s.principal
+	s.expiry = time.AfterFunc(time.Until(p.ExpiresAt), s.expired)
+	s.mu.Unlock()
+	s.send(protocol.Encode(protocol.Ready{Type: protocol.TypeReady, SessionID: s.id, User: p.Subject,
+		Tenant: p.Tenant, App: p.App, Protocol: protocol.Subprotocol, HeartbeatS: int(opts.Heartbeat / time.Second),
+		ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
+
+	s.readLoop()
+
+	s.mu.Lock()
+	s.expiry.Stop()
+	for _, f := range s.follows {
+		f.cancel()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.queue.shut()
+	<-writerDone
+	_ = s.conn.Close()
+	s.logger.Info("session_closed")
+}
+
+// readLoop handles inbound frames until the connection fails or closes.
+func (s *Session) readLoop() {
+	opts := s.hub.opts
+	deadline := func() time.Time { return time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2) }
+	s.conn.SetReadLimit(opts.MaxFrameBytes)
+	_ = s.conn.SetReadDeadline(deadline())
+	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
+	for {
+		mt, data, err := s.conn.ReadMessage()
+		if err != nil {
+			s.readFailed(err)
+			return
+		}
+		_ = s.conn.SetReadDeadline(deadline())
+		received := opts.Now()
+		if mt != websocket.TextMessage {
+			s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
+			continue
+		}
+		in, err := protocol.Decode(data)
+		if err != nil {
+			pe := gateway.ProtocolError(err)
+			s.sendError(in.RequestID, pe)
+			continue
+		}
+		s.handle(in, received)
+	}
+}
+
+func (s *Session) readFailed(err error) {
+	var ce *websocket.CloseError
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		// gorilla has already sent close 1009.
+		s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.opts.MaxFrameBytes))
+	case errors.As(err, &ce):
+		s.logger.Info("client_closed", zap.Int("code", ce.Code))
+	default:
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
+			s.logger.Info("heartbeat_timeout")
+			s.closeNow(protocol.ClosePolicy, "heartbeat timeout")
+			return
+		}
+		s.logger.Debug("read_ended", zap.Error(err))
+	}
+}
+
+func (s *Session) handle(in protocol.Inbound, received time.Time) {
+	switch in.Type {
+	case protocol.TypePing:
+		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
+	case protocol.TypeAuth:
+		s.refresh(in.Token)
+	case protocol.TypeCancel:
+		if err := s.hub.gw.Cancel(s.caller(), in.RequestID); err != nil {
+			s.sendError(in.RequestID, gateway.ProtocolError(err))
+		}
+	case protocol.TypeResume:
+		log, err := s.hub.gw.Resume(s.caller(), in.RequestID)
+		if err != nil {
+			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			return
+		}
+		s.follow(log, in.AfterSeq, false)
+	case protocol.TypeRequest:
+		if s.isDraining() {
+			if log, err := s.hub.gw.Resume(s.caller(), in.RequestID); err == nil {
+				// A re-send of a request this server knows is a resume, even while draining.
+				s.follow(log, in.AfterSeq, true)
+				return
+			}
+			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
+			return
+		}
+		log, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
+		if err != nil {
+			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			return
+		}
+		s.follow(log, in.AfterSeq, true)
+	}
+}
+
+// follow delivers a request's log after seq `after`: the accepted frame
+// (for requests, not resumes), chunks in order, then the terminal frame. A
+// newer follow of the same request on this session replaces this one.
+func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	f := &follow{cancel: cancel}
+	s.mu.Lock()
+	if old := s.follows[log.RequestID]; old != nil {
+		old.cancel()
+	}
+	s.follows[log.RequestID] = f
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			cancel()
+			s.mu.Lock()
+			if s.follows[log.RequestID] == f {
+				delete(s.follows, log.RequestID)
+			}
+			idle := s.draining && len(s.follows) == 0 && s.idle != nil
+			s.mu.Unlock()
+			if idle {
+				s.signalIdle()
+			}
+		}()
+		s.deliver(ctx, log, after, withAccepted)
+	}()
+}
+
+func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withAccepted bool) {
+	sentAccepted := !withAccepted
+	cursor := after
+	for {
+		snap := log.Read(cursor)
+		if !sentAccepted && snap.Accepted != nil {
+			if !s.sendCtx(ctx, snap.Accepted) {
+				return
+			}
+			sentAccepted = true
+		}
+		for i, text := range snap.Chunks {
+			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, 64+len(text)), log.RequestID, snap.First+i, text)) {
+				return
+			}
+		}
+		cursor += len(snap.Chunks)
+		if snap.Terminal != nil {
+			s.sendCtx(ctx, snap.Terminal)
+			return
+		}
+		select {
+		case <-snap.Changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// send queues a frame for the writer; a full queue means a slow consumer.
+func (s *Session) send(frame []byte) bool { return s.sendCtx(s.ctx, frame) }
+
+func (s *Session) sendCtx(ctx context.Context, frame []byte) bool {
+	err := s.queue.push(item{frame: frame}, s.hub.opts.WriteTimeout, ctx.Done())
+	if errors.Is(err, errQueueFull) {
+		s.slowConsumer()
+		return false
+	}
+	return err == nil
+}
+
+func (s *Session) sendError(requestID string, e protocol.Error) {
+	e.Type = protocol.TypeError
+	e.RequestID = requestID
+	if e.Status == 0 {
+		e.Status = protocol.Status(e.Code)
+	}
+	s.send(protocol.Encode(e))
+}
+
+func (s *Session) slowConsumer() {
+	s.logger.Warn("slow_consumer", zap.Int("queue_frames", s.hub.opts.SendQueueFrames))
+	if s.hub.metrics != nil {
+		s.hub.metrics.SlowConsumerClosed()
+	}
+	s.closeNow(protocol.CloseSlowConsumer, "slow consumer: resume your requests")
+}
+
+// writeLoop is the connection's only writer: frames, pings and the close.
+func (s *Session) writeLoop() {
+	opts := s.hub.opts
+	ping := time.NewTicker(opts.Heartbeat)
+	defer ping.Stop()
+	var batch []item
+	for {
+		select {
+		case <-s.queue.ready:
+			batch = s.queue.take(batch[:0])
+			for _, it := range batch {
+				if it.close != nil {
+					s.writeClose(it.close.code, it.close.reason)
+					return
+				}
+				_ = s.conn.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
+				if err := s.conn.WriteMessage(websocket.TextMessage, it.frame); err != nil {
+					var ne interface{ Timeout() bool }
+					if errors.As(err, &ne) && ne.Timeout() {
+						s.slowConsumer()
+					}
+					s.cancel()
+					_ = s.conn.Close()
+					return
+				}
+			}
+			clear(batch)
+		case <-ping.C:
+			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(opts.WriteTimeout)); err != nil {
+				s.cancel()
+				_ = s.conn.Close()
+				return
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// writeClose sends the close frame after everything queued before it, then
+// gives the client a moment to answer before the reader gives up.
+func (s *Session) writeClose(code int, reason string) {
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+}
+
+func (s *Session) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// closeAfterQueue closes once every frame queued so far is written.
+func (s *Session) closeAfterQueue(code int, reason string) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	s.mu.Unlock()
+	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
+		s.closeNow(code, reason)
+	}
+}
+
+// closeNow sends the close frame at once (best effort) and ends the connection.
+func (s *Session) closeNow(code int, reason string) {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(100*time.Millisecond))
+	s.cancel()
+	_ = s.conn.Close()
+}
+
+// expired closes the session when its token runs out without an auth refresh.
+func (s *Session) expired() {
+	s.logger.Info("token_expired")
+	s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
+	s.closeAfterQueue(protocol.CloseTokenExpired, "token expired")
+}
+
+// refresh replaces the session's credentials (same user required).
+func (s *Session) refresh(token string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	p, err := s.hub.verifier.Verify(ctx, token)
+	s.mu.Lock()
+	cur := s.principal
+	s.mu.Unlock()
+	if err == nil && (p.Subject != cur.Subject || p.Tenant != cur.Tenant || p.App != cur.App) {
+		err = errors.New("token is for another user or app")
+	}
+	if err != nil {
+		s.logger.Info("auth_refresh_rejected", zap.Error(err))
+		s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
+		s.closeAfterQueue(protocol.CloseTokenExpired, "token rejected")
+		return
+	}
+	s.mu.Lock()
+	s.principal = p
+	s.expiry.Stop()
+	s.expiry = time.AfterFunc(time.Until(p.ExpiresAt), s.expired)
+	s.mu.Unlock()
+	s.logger.Info("auth_refreshed", zap.Time("expires_at", p.ExpiresAt))
+	s.send(protocol.Encode(protocol.AuthOK{Type: protocol.TypeAuthOK, ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
+}
+
+func (s *Session) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// drain tells the client to move to another server.
+func (s *Session) drain() {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return
+	}
+	s.draining = true
+	s.idle = make(chan struct{})
+	empty := len(s.follows) == 0
+	s.mu.Unlock()
+	s.send(protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
+		ReconnectAfterMs: s.hub.opts.ReconnectAfter.Milliseconds()}))
+	if empty {
+		s.signalIdle()
+	}
+}
+
+func (s *Session) signalIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.idle:
+	default:
+		close(s.idle)
+	}
+}
+
+// closeWhenIdle closes with 1001 once the session's requests have delivered
+// their terminal frames, or at once when ctx ends.
+func (s *Session) closeWhenIdle(ctx context.Context) {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		s.drain()
+		s.mu.Lock()
+		idle = s.idle
+		s.mu.Unlock()
+	}
+	select {
+	case <-idle:
+		s.closeAfterQueue(protocol.CloseGoingAway, "server shutting down")
+	case <-ctx.Done():
+		s.closeNow(protocol.CloseGoingAway, "server shutting down")
+	case <-s.ctx.Done():
+	}
+}

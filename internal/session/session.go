@@ -1,0 +1,355 @@
+// Package session is the WebSocket endpoint: authentication before the
+// upgrade, one reader and one writer per connection with a bounded send
+// queue, heartbeats, token refresh, drain, and the protocol frames. It hands
+// requests to the gateway and follows their stream logs; it knows nothing of
+// quotas or models.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// Verifier checks a bearer token.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (auth.Principal, error)
+}
+
+// Gateway runs the requests a session receives.
+type Gateway interface {
+	Submit(c gateway.Caller, req gateway.Request) (*stream.Log, error)
+	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
+	Cancel(c gateway.Caller, requestID string) error
+}
+
+// Options bound every session. Zero values mean the documented defaults.
+type Options struct {
+	Heartbeat       time.Duration // ping interval; default 25s
+	MaxFrameBytes   int64         // largest inbound frame; default 256 KiB
+	SendQueueFrames int           // default 1024
+	SendQueueBytes  int           // default 4 MiB
+	WriteTimeout    time.Duration // default 10s
+	MaxConnsPerUser int           // default 16
+	AllowedOrigins  []string      // exact origins, or "*"
+	AllowLoopback   bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
+	ReconnectAfter  time.Duration // the hint in draining frames; default 1s
+	Now             func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 25 * time.Second
+	}
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = protocol.DefaultMaxFrame
+	}
+	if o.SendQueueFrames <= 0 {
+		o.SendQueueFrames = 1024
+	}
+	if o.SendQueueBytes <= 0 {
+		o.SendQueueBytes = 4 << 20
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.MaxConnsPerUser <= 0 {
+		o.MaxConnsPerUser = 16
+	}
+	if o.ReconnectAfter <= 0 {
+		o.ReconnectAfter = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Hub is the WebSocket endpoint (an http.Handler for GET /v1/ws) and the
+// registry of this server's sessions.
+type Hub struct {
+	verifier Verifier
+	gw       Gateway
+	metrics  *telemetry.Metrics
+	logger   *zap.Logger
+	opts     Options
+	upgrader websocket.Upgrader
+
+	mu       sync.Mutex
+	draining bool
+	sessions map[*Session]struct{}
+	perUser  map[string]int
+	idle     chan struct{} // closed when draining and the last session ends
+}
+
+// NewHub returns the endpoint. metrics may be nil.
+func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
+	o.defaults()
+	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, opts: o,
+		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{})}
+	h.upgrader = websocket.Upgrader{
+		Subprotocols:      []string{protocol.Subprotocol},
+		ReadBufferSize:    4096,
+		WriteBufferPool:   &sync.Pool{},
+		HandshakeTimeout:  10 * time.Second,
+		EnableCompression: false,
+		// Origin is checked before the upgrade, with a JSON error; see checkOrigin.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return h
+}
+
+// httpError is a failure before the upgrade.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func writeHTTPError(w http.ResponseWriter, e httpError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.code, "message": e.message}})
+}
+
+// ServeHTTP authenticates, then upgrades and runs the session until it ends.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, sessionID, herr := h.admit(r)
+	if herr != nil {
+		h.logger.Info("upgrade_refused", zap.Int("status", herr.status), zap.String("code", herr.code),
+			zap.String("reason", herr.message), zap.String("remote", r.RemoteAddr))
+		if h.metrics != nil {
+			h.metrics.ConnectionRejected(herr.code)
+		}
+		writeHTTPError(w, *herr)
+		return
+	}
+	if !h.register(p) {
+		writeHTTPError(w, httpError{http.StatusTooManyRequests, protocol.CodeRateLimited,
+			fmt.Sprintf("too many connections for this user (at most %d)", h.opts.MaxConnsPerUser)})
+		if h.metrics != nil {
+			h.metrics.ConnectionRejected(protocol.CodeRateLimited)
+		}
+		return
+	}
+	conn, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		h.unregister(p, nil)
+		h.logger.Info("upgrade_failed", zap.Error(err))
+		return
+	}
+	s := newSession(h, conn, p, sessionID)
+	h.track(s)
+	s.run()
+	h.unregister(p, s)
+}
+
+// admit does everything before the upgrade: drain, origin, credentials, session id.
+func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
+	h.mu.Lock()
+	draining := h.draining
+	h.mu.Unlock()
+	if draining {
+		return auth.Principal{}, "", &httpError{http.StatusServiceUnavailable, protocol.CodeDraining, "server is draining: connect to another server"}
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin) {
+		return auth.Principal{}, "", &httpError{http.StatusForbidden, protocol.CodeForbidden, "origin not allowed"}
+	}
+	q := r.URL.Query()
+	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer"} {
+		if q.Has(k) {
+			return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized,
+				"tokens in the query string are refused: use the Authorization header or the bearer.<JWT> subprotocol"}
+		}
+	}
+	sessionID := q.Get("session_id")
+	if sessionID != "" && !protocol.ValidID(sessionID) {
+		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
+			"session_id must be 8-64 characters of [A-Za-z0-9_-]"}
+	}
+	if sessionID == "" {
+		sessionID = newID()
+	}
+	token, err := bearer(r)
+	if err != nil {
+		return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized, err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	p, err := h.verifier.Verify(ctx, token)
+	if err != nil {
+		pe := gateway.ProtocolError(err)
+		if pe.Code != protocol.CodeForbidden {
+			pe.Code, pe.Status, pe.Message = protocol.CodeUnauthorized, http.StatusUnauthorized, "invalid or expired token"
+		} else {
+			pe.Message = "user has no tenant or app here"
+		}
+		h.logger.Info("token_rejected", zap.Error(err))
+		return auth.Principal{}, "", &httpError{pe.Status, pe.Code, pe.Message}
+	}
+	return p, sessionID, nil
+}
+
+// bearer finds the token: the Authorization header, else a bearer.<JWT> subprotocol.
+func bearer(r *http.Request) (string, error) {
+	if hv := r.Header.Get("Authorization"); hv != "" {
+		scheme, tok, ok := strings.Cut(hv, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+			return "", errors.New("Authorization header must be \"Bearer <JWT>\"")
+		}
+		return strings.TrimSpace(tok), nil
+	}
+	for _, p := range websocket.Subprotocols(r) {
+		if strings.HasPrefix(p, protocol.BearerPrefix) {
+			return strings.TrimPrefix(p, protocol.BearerPrefix), nil
+		}
+	}
+	return "", errors.New("missing credentials: send Authorization: Bearer <JWT> or offer the bearer.<JWT> subprotocol")
+}
+
+func (h *Hub) originAllowed(origin string) bool {
+	for _, o := range h.opts.AllowedOrigins {
+		if o == "*" || strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	if h.opts.AllowLoopback {
+		if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			host := u.Hostname()
+			if host == "localhost" {
+				return true
+			}
+			if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func userKey(p auth.Principal) string { return p.Tenant + "/" + p.Subject }
+
+// register counts a connection for its user, refusing one over the cap.
+func (h *Hub) register(p auth.Principal) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perUser[userKey(p)] >= h.opts.MaxConnsPerUser {
+		return false
+	}
+	h.perUser[userKey(p)]++
+	return true
+}
+
+func (h *Hub) track(s *Session) {
+	h.mu.Lock()
+	h.sessions[s] = struct{}{}
+	draining := h.draining
+	h.mu.Unlock()
+	if h.metrics != nil {
+		h.metrics.SessionOpened()
+	}
+	if draining {
+		s.drain()
+	}
+}
+
+func (h *Hub) unregister(p auth.Principal, s *Session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := userKey(p)
+	if h.perUser[k] <= 1 {
+		delete(h.perUser, k)
+	} else {
+		h.perUser[k]--
+	}
+	if s == nil {
+		return
+	}
+	delete(h.sessions, s)
+	if h.metrics != nil {
+		h.metrics.SessionClosed()
+	}
+	if h.draining && len(h.sessions) == 0 {
+		select {
+		case <-h.idle:
+		default:
+			close(h.idle)
+		}
+	}
+}
+
+// Sessions is the number of open sessions.
+func (h *Hub) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// Drain refuses new upgrades (503 draining) and tells every session to
+// move: a `draining` frame, and `error draining` for new requests.
+func (h *Hub) Drain() {
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		return
+	}
+	h.draining = true
+	all := make([]*Session, 0, len(h.sessions))
+	for s := range h.sessions {
+		all = append(all, s)
+	}
+	if len(h.sessions) == 0 {
+		close(h.idle)
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		s.drain()
+	}
+}
+
+// Close ends every session with code 1001 once its followed requests have
+// delivered their terminal frames, or at once when ctx ends. Call after Drain.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	all := make([]*Session, 0, len(h.sessions))
+	for s := range h.sessions {
+		all = append(all, s)
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		go s.closeWhenIdle(ctx)
+	}
+	select {
+	case <-h.idle:
+		return nil
+	case <-ctx.Done():
+		for _, s := range all {
+			s.closeNow(protocol.CloseGoingAway, "server shutting down")
+		}
+		return fmt.Errorf("close sessions: %w", ctx.Err())
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,1 @@
+// Demo page script (placeholder until the full page lands).

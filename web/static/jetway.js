@@ -1,0 +1,2 @@
+// Jetway browser client (see web/README when complete).
+export {};
