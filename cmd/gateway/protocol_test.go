@@ -270,7 +270,9 @@ func TestUpgradeRefusals(t *testing.T) {
 		if resp == nil || resp.StatusCode != status {
 			t.Fatalf("%s: response %v, want %d", name, resp, status)
 		}
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != code || body.Error.Message == "" {
 			t.Fatalf("%s: body %+v (%v), want code %s", name, body, err, code)
 		}
@@ -359,4 +361,6 @@ func TestCancel(t *testing.T) {
 }
 
 // fastPaceSlow streams slowly enough for a cancel to land mid-answer.
-func fastPaceSlow() mockmodelOptions { return mockmodelOptions{TTFT: time.Millisecond, PerToken: 5 * time.Millisecond} }
+func fastPaceSlow() mockmodelOptions {
+	return mockmodelOptions{TTFT: time.Millisecond, PerToken: 5 * time.Millisecond}
+}

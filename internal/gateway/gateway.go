@@ -563,4 +563,3 @@ func bodyHash(in protocol.Inbound) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
-
