@@ -1,0 +1,70 @@
+variable "region" {
+  description = "AWS region of the environment (Bedrock must offer the models there)."
+  type        = string
+}
+
+variable "allowed_account_ids" {
+  description = "The only AWS account(s) this environment may be applied to."
+  type        = list(string)
+}
+
+variable "image_tag" {
+  description = "Gateway image tag in the environment's ECR repository."
+  type        = string
+}
+
+variable "domain_name" {
+  description = "Host name clients connect to (wss://<domain_name>/v1/ws)."
+  type        = string
+}
+
+variable "route53_zone_id" {
+  description = "Hosted zone of domain_name; null if DNS is managed elsewhere (then set certificate_arn)."
+  type        = string
+  default     = null
+}
+
+variable "certificate_arn" {
+  description = "Existing ACM certificate for domain_name; null: requested and DNS-validated here."
+  type        = string
+  default     = null
+}
+
+variable "bedrock_model_ids" {
+  description = "Foundation model ids used by the tenants file."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_inference_profile_ids" {
+  description = "Inference profile ids used by the tenants file."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_guardrail_ids" {
+  description = "Guardrail ids used by the tenants file."
+  type        = list(string)
+  default     = []
+}
+
+variable "apps" {
+  description = "Cognito app clients keyed \"<tenant>/<app>\"; every key the tenants file template uses must be here."
+  type = map(object({
+    callback_urls       = optional(list(string), [])
+    logout_urls         = optional(list(string), [])
+    allow_password_auth = optional(bool, false)
+  }))
+}
+
+variable "allowed_origins" {
+  description = "Browser origins allowed to open a WebSocket."
+  type        = list(string)
+  default     = []
+}
+
+variable "alarm_emails" {
+  description = "Addresses that receive alarm notifications."
+  type        = list(string)
+  default     = []
+}

@@ -1,0 +1,162 @@
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.region
+  account   = data.aws_caller_identity.current.account_id
+
+  # An inference profile id is a geography prefix plus a model id
+  # (us.anthropic.claude-...); the profile routes to that model in several regions.
+  profile_model_ids = [for id in var.bedrock_inference_profile_ids : replace(id, "/^[a-z]+\\./", "")]
+
+  bedrock_resources = concat(
+    [for id in var.bedrock_model_ids : "arn:${local.partition}:bedrock:${local.region}::foundation-model/${id}"],
+    [for id in var.bedrock_inference_profile_ids : "arn:${local.partition}:bedrock:${local.region}:${local.account}:inference-profile/${id}"],
+    [for id in local.profile_model_ids : "arn:${local.partition}:bedrock:*::foundation-model/${id}"],
+  )
+
+  guardrail_arns = [for id in var.bedrock_guardrail_ids : "arn:${local.partition}:bedrock:${local.region}:${local.account}:guardrail/${id}"]
+
+  log_streams = "${var.log_group_arn}:log-stream:*"
+}
+
+data "aws_iam_policy_document" "ecs_tasks_assume" {
+  statement {
+    sid     = "EcsTasksAssume"
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+
+    # Confused-deputy guard: only ECS acting for this account may assume the roles.
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account]
+    }
+
+    condition {
+      test     = "ArnLike"
+      variable = "aws:SourceArn"
+      values   = ["arn:${local.partition}:ecs:${local.region}:${local.account}:*"]
+    }
+  }
+}
+
+# The task role: what the gateway process itself may do. Nothing else.
+resource "aws_iam_role" "task" {
+  name               = "${var.name}-task"
+  description        = "Jetway gateway task: stream from the configured Bedrock models, its three tables, its delivery stream, its log group"
+  assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
+
+  tags = var.tags
+}
+
+data "aws_iam_policy_document" "task" {
+  statement {
+    sid       = "BedrockStream"
+    effect    = "Allow"
+    actions   = ["bedrock:InvokeModelWithResponseStream"]
+    resources = local.bedrock_resources
+  }
+
+  dynamic "statement" {
+    for_each = length(local.guardrail_arns) > 0 ? [1] : []
+
+    content {
+      sid       = "BedrockGuardrails"
+      effect    = "Allow"
+      actions   = ["bedrock:ApplyGuardrail"]
+      resources = local.guardrail_arns
+    }
+  }
+
+  statement {
+    sid    = "Tables"
+    effect = "Allow"
+    actions = [
+      "dynamodb:DescribeTable",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:UpdateItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:Query",
+    ]
+    resources = var.dynamodb_table_arns
+  }
+
+  statement {
+    sid       = "UsageStream"
+    effect    = "Allow"
+    actions   = ["firehose:PutRecord", "firehose:PutRecordBatch"]
+    resources = [var.firehose_stream_arn]
+  }
+
+  statement {
+    sid       = "OwnLogGroup"
+    effect    = "Allow"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = [var.log_group_arn, local.log_streams]
+  }
+}
+
+resource "aws_iam_role_policy" "task" {
+  name   = "jetway-gateway"
+  role   = aws_iam_role.task.id
+  policy = data.aws_iam_policy_document.task.json
+
+  lifecycle {
+    precondition {
+      condition     = length(local.bedrock_resources) > 0
+      error_message = "Set bedrock_model_ids or bedrock_inference_profile_ids: the gateway needs at least one model."
+    }
+  }
+}
+
+# The execution role: what ECS needs to start the task (pull the image, ship logs).
+resource "aws_iam_role" "execution" {
+  name               = "${var.name}-execution"
+  description        = "ECS agent for the Jetway task: pull its image, write its log group"
+  assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
+
+  tags = var.tags
+}
+
+data "aws_iam_policy_document" "execution" {
+  # GetAuthorizationToken has no resource-level permissions.
+  statement {
+    sid       = "EcrLogin"
+    effect    = "Allow"
+    actions   = ["ecr:GetAuthorizationToken"]
+    resources = ["*"]
+  }
+
+  statement {
+    sid    = "EcrPull"
+    effect = "Allow"
+    actions = [
+      "ecr:BatchCheckLayerAvailability",
+      "ecr:BatchGetImage",
+      "ecr:GetDownloadUrlForLayer",
+    ]
+    resources = [var.ecr_repository_arn]
+  }
+
+  statement {
+    sid       = "Logs"
+    effect    = "Allow"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = [var.log_group_arn, local.log_streams]
+  }
+}
+
+resource "aws_iam_role_policy" "execution" {
+  name   = "jetway-execution"
+  role   = aws_iam_role.execution.id
+  policy = data.aws_iam_policy_document.execution.json
+}

@@ -1,0 +1,48 @@
+variable "name" {
+  description = "Name prefix of the roles (for example jetway-dev)."
+  type        = string
+}
+
+variable "bedrock_model_ids" {
+  description = "Bedrock foundation model ids the gateway may stream from in this region (for example anthropic.claude-3-5-haiku-20241022-v1:0)."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_inference_profile_ids" {
+  description = "Cross-region inference profile ids the gateway may use (for example us.anthropic.claude-sonnet-4-20250514-v1:0). The profile and its foundation model in every region it routes to are allowed."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_guardrail_ids" {
+  description = "Bedrock guardrail ids the apps use (apps[].guardrail in the tenants file); empty: no guardrail permission."
+  type        = list(string)
+  default     = []
+}
+
+variable "dynamodb_table_arns" {
+  description = "ARNs of the quota, requests and cache tables."
+  type        = list(string)
+}
+
+variable "firehose_stream_arn" {
+  description = "ARN of the usage delivery stream."
+  type        = string
+}
+
+variable "log_group_arn" {
+  description = "ARN of the task's own log group (without the :* suffix)."
+  type        = string
+}
+
+variable "ecr_repository_arn" {
+  description = "ARN of the image repository the execution role pulls from."
+  type        = string
+}
+
+variable "tags" {
+  description = "Tags added to every resource."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,14 @@
+output "dashboard_name" {
+  description = "Name of the CloudWatch dashboard."
+  value       = aws_cloudwatch_dashboard.this.dashboard_name
+}
+
+output "dashboard_url" {
+  description = "Console URL of the dashboard."
+  value       = "https://${local.region}.console.aws.amazon.com/cloudwatch/home?region=${local.region}#dashboards/dashboard/${aws_cloudwatch_dashboard.this.dashboard_name}"
+}
+
+output "alarm_topic_arn" {
+  description = "SNS topic every alarm notifies (subscribe pagers or chat here)."
+  value       = aws_sns_topic.alarms.arn
+}

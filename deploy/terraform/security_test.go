@@ -1,0 +1,230 @@
+package terraform
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+var (
+	accountID = regexp.MustCompile(`(^|[^0-9])[0-9]{12}([^0-9]|$)`)
+	region    = regexp.MustCompile(`\b(us|eu|ap|sa|ca|me|af|il|mx|cn)-(gov-|iso-|isob-)?(north|south|east|west|central|northeast|southeast|northwest|southwest)-[0-9]\b`)
+	arn       = regexp.MustCompile(`arn:aws`)
+	iamAction = regexp.MustCompile(`^[a-z0-9-]+:[A-Za-z0-9]+$`)
+)
+
+// literalStrings calls fn for every literal string in the directory's code:
+// quoted strings, the literal parts of templates and heredocs, and quoted
+// object keys.
+func literalStrings(d *tfDir, fn func(s string, rng hcl.Range)) {
+	for _, f := range d.files {
+		hclsyntax.VisitAll(f.body, func(n hclsyntax.Node) hcl.Diagnostics {
+			lit, ok := n.(*hclsyntax.LiteralValueExpr)
+			if ok && lit.Val.Type() == cty.String && !lit.Val.IsNull() {
+				fn(lit.Val.AsString(), lit.SrcRange)
+			}
+			return nil
+		})
+	}
+}
+
+// checkNoHardcodedAccountsRegionsOrARNs: every account, region and ARN comes
+// from variables or data sources (aws_caller_identity, aws_region,
+// aws_partition), so the same code serves every account and region.
+func checkNoHardcodedAccountsRegionsOrARNs(t *testing.T, s *stack) {
+	checked := 0
+	for _, d := range s.sortedDirs() {
+		literalStrings(d, func(str string, rng hcl.Range) {
+			checked++
+			switch {
+			case accountID.MatchString(str):
+				t.Errorf("%s: literal account id in %q", rng, str)
+			case region.MatchString(str):
+				t.Errorf("%s: literal region in %q", rng, str)
+			case arn.MatchString(str):
+				t.Errorf("%s: literal ARN in %q (build it from data.aws_partition and variables)", rng, str)
+			}
+		})
+	}
+	if checked < 200 {
+		t.Fatalf("only %d literal strings checked; the walk is broken", checked)
+	}
+}
+
+// TestTheLiteralCheckCatches proves the patterns above find what they must.
+func TestTheLiteralCheckCatches(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		"123456789012", "arn:aws:iam::123456789012:role/x", "arn:aws:s3:::bucket", "us-east-1",
+		"https://cognito-idp.eu-west-1.amazonaws.com/pool", "ap-southeast-2", "us-gov-west-1",
+	} {
+		if !accountID.MatchString(bad) && !region.MatchString(bad) && !arn.MatchString(bad) {
+			t.Errorf("%q is not caught", bad)
+		}
+	}
+	for _, good := range []string{
+		"arn:${local.partition}:bedrock:", "amazon.nova-lite-v1:0", "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+		"10737418240", "0.0.0.0/0", "ELBSecurityPolicy-TLS13-1-2-2021-06",
+	} {
+		if accountID.MatchString(good) || region.MatchString(good) || arn.MatchString(good) {
+			t.Errorf("%q is flagged but is fine", good)
+		}
+	}
+}
+
+// iamStatement is one policy statement found in the code.
+type iamStatement struct {
+	where   string
+	effect  string
+	actions []string
+}
+
+// iamStatements finds every statement of every aws_iam_policy_document (also
+// inside dynamic "statement" blocks) and every jsonencode'd Action/NotAction.
+// Actions must be literal lists, so no wildcard can hide behind a variable.
+func iamStatements(t *testing.T, d *tfDir) []iamStatement {
+	t.Helper()
+	var out []iamStatement
+	var walk func(where string, body *hclsyntax.Body)
+	walk = func(where string, body *hclsyntax.Body) {
+		for _, b := range body.Blocks {
+			switch {
+			case b.Type == "statement":
+				out = append(out, statementOf(t, where, b.Body))
+			case b.Type == "dynamic" && len(b.Labels) == 1 && b.Labels[0] == "statement":
+				for _, c := range nested(b.Body, "content") {
+					out = append(out, statementOf(t, where+" (dynamic)", c.Body))
+				}
+			default:
+				walk(where, b.Body)
+			}
+		}
+	}
+	for _, b := range d.blocks("data") {
+		if b.Labels[0] == "aws_iam_policy_document" {
+			walk(fmt.Sprintf("%s: data.aws_iam_policy_document.%s", d.rel, b.Labels[1]), b.Body)
+		}
+	}
+	for _, f := range d.files {
+		for _, key := range []string{"Action", "NotAction"} {
+			for _, v := range objectItems(f.body, key) {
+				where := fmt.Sprintf("%s: %s", v.Range(), key)
+				val := eval(t, where, v, nil)
+				var actions []string
+				if val.Type() == cty.String {
+					actions = []string{val.AsString()}
+				} else {
+					actions = stringsOf(t, where, val)
+				}
+				out = append(out, iamStatement{where: where, effect: "json", actions: actions})
+			}
+		}
+	}
+	return out
+}
+
+func statementOf(t *testing.T, where string, body *hclsyntax.Body) iamStatement {
+	t.Helper()
+	st := iamStatement{where: where, effect: "Allow"}
+	if a, ok := body.Attributes["sid"]; ok {
+		st.where += " sid " + eval(t, where, a.Expr, nil).AsString()
+	}
+	if a, ok := body.Attributes["effect"]; ok {
+		st.effect = eval(t, st.where, a.Expr, nil).AsString()
+	}
+	found := false
+	for _, name := range []string{"actions", "not_actions"} {
+		a, ok := body.Attributes[name]
+		if !ok {
+			continue
+		}
+		found = true
+		v, diags := a.Expr.Value(nil)
+		if diags.HasErrors() || !v.IsWhollyKnown() {
+			t.Errorf("%s: %s must be a literal list (got %s)", st.where, name, a.Expr.Range())
+			continue
+		}
+		st.actions = append(st.actions, stringsOf(t, st.where, v)...)
+	}
+	if !found {
+		t.Errorf("%s: statement without actions", st.where)
+	}
+	return st
+}
+
+// checkNoWildcardIAMActions: no statement, Allow or Deny, names "*",
+// "service:*" or any other wildcard action; each role gets the actions it needs.
+func checkNoWildcardIAMActions(t *testing.T, s *stack) {
+	total := 0
+	for _, d := range s.sortedDirs() {
+		for _, st := range iamStatements(t, d) {
+			total++
+			if len(st.actions) == 0 {
+				t.Errorf("%s: no actions", st.where)
+			}
+			for _, a := range st.actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %q", st.where, a)
+				}
+				if !iamAction.MatchString(a) {
+					t.Errorf("%s: %q is not a service:Action name", st.where, a)
+				}
+			}
+		}
+	}
+	if total < 12 {
+		t.Fatalf("found only %d IAM statements; the walk is broken", total)
+	}
+}
+
+// checkTaskRoleIsLeastPrivilege pins the gateway's task role to exactly what
+// the issue allows: streaming from the configured models, its three tables,
+// its delivery stream and its own log group.
+func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
+	iam := s.dir(t, "modules/iam")
+	doc := iam.block(t, "data", "aws_iam_policy_document", "task")
+	got := map[string][]string{}
+	for _, st := range iamStatements(t, &tfDir{rel: iam.rel, files: []*tfFile{{path: "task", body: &hclsyntax.Body{Blocks: hclsyntax.Blocks{doc}}}}}) {
+		if st.effect != "Allow" {
+			t.Errorf("%s: effect %q", st.where, st.effect)
+		}
+		got[st.where] = st.actions
+	}
+	want := map[string]string{
+		"BedrockStream":     "bedrock:InvokeModelWithResponseStream",
+		"BedrockGuardrails": "bedrock:ApplyGuardrail",
+		"Tables":            "dynamodb:DescribeTable,dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Query",
+		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
+		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
+	}
+	if len(got) != len(want) {
+		t.Errorf("task role has %d statements, want %d: %v", len(got), len(want), got)
+	}
+	for where, actions := range got {
+		sid := where[strings.LastIndex(where, " ")+1:]
+		if want[sid] != strings.Join(actions, ",") {
+			t.Errorf("%s: actions %v, want %s", where, actions, want[sid])
+		}
+	}
+	resources := map[string]string{
+		"BedrockStream": "local.bedrock_resources",
+		"Tables":        "var.dynamodb_table_arns",
+		"UsageStream":   "[var.firehose_stream_arn]",
+		"OwnLogGroup":   "[var.log_group_arn, local.log_streams]",
+	}
+	for _, b := range nested(doc.Body, "statement") {
+		sid := eval(t, "sid", attr(t, "statement", b.Body, "sid").Expr, nil).AsString()
+		want, ok := resources[sid]
+		if !ok {
+			continue
+		}
+		if got := iam.source(attr(t, sid, b.Body, "resources").Expr.Range()); got != want {
+			t.Errorf("statement %s: resources = %s, want %s", sid, got, want)
+		}
+	}
+}

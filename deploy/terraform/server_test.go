@@ -1,0 +1,554 @@
+package terraform
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// The settings the ECS task must set; each must also be documented.
+var requiredSettings = []string{
+	"JETWAY_LISTEN", "JETWAY_ADMIN_LISTEN", "JETWAY_CONFIG", "JETWAY_AUTH_ISSUER", "JETWAY_ALLOWED_ORIGINS",
+	"JETWAY_DRAIN_TIMEOUT", "JETWAY_LOG_LEVEL", "JETWAY_QUOTA_TABLE", "JETWAY_REQUESTS_TABLE", "JETWAY_CACHE_TABLE",
+	"JETWAY_FIREHOSE_STREAM", "JETWAY_EMF", "JETWAY_MAX_INFLIGHT", "AWS_REGION",
+}
+
+// The gateway's EMF metrics (internal/telemetry, namespace Jetway).
+var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency", "QueueWait"}
+
+// configurationDoc is docs/configuration.md, the server's own statement of
+// its settings and their defaults.
+type configurationDoc string
+
+func readConfigurationDoc(t *testing.T) configurationDoc {
+	t.Helper()
+	return configurationDoc(readRepoFile(t, "docs/configuration.md"))
+}
+
+// row returns the table row documenting setting name.
+func (d configurationDoc) row(t *testing.T, name string) string {
+	t.Helper()
+	for _, line := range strings.Split(string(d), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "| `"+name+"`") {
+			return line
+		}
+	}
+	t.Fatalf("docs/configuration.md has no table row for %s", name)
+	return ""
+}
+
+// defaultOf returns the documented default of setting name (the second cell's code span).
+func (d configurationDoc) defaultOf(t *testing.T, name string) string {
+	t.Helper()
+	row := d.row(t, name)
+	cells := strings.Split(row, "|")
+	if len(cells) < 4 {
+		t.Fatalf("docs/configuration.md: row of %s has no default cell: %s", name, row)
+	}
+	m := regexp.MustCompile("`([^`]+)`").FindStringSubmatch(cells[2])
+	if m == nil {
+		t.Fatalf("docs/configuration.md: no default value for %s in %q", name, cells[2])
+	}
+	return m[1]
+}
+
+func (d configurationDoc) duration(t *testing.T, name string) time.Duration {
+	t.Helper()
+	v, err := time.ParseDuration(d.defaultOf(t, name))
+	if err != nil {
+		t.Fatalf("docs/configuration.md: default of %s: %v", name, err)
+	}
+	return v
+}
+
+func (d configurationDoc) port(t *testing.T, name string) int64 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(d.defaultOf(t, name))
+	if err != nil {
+		t.Fatalf("docs/configuration.md: default of %s: %v", name, err)
+	}
+	n, err := strconv.ParseInt(p, 10, 64)
+	if err != nil {
+		t.Fatalf("docs/configuration.md: default of %s: %v", name, err)
+	}
+	return n
+}
+
+// taskEnvironment returns the gateway container's environment as written in
+// modules/ecs (local.environment), by name.
+func taskEnvironment(t *testing.T, ecs *tfDir) map[string]hclsyntax.Expression {
+	t.Helper()
+	obj, ok := ecs.local(t, "environment").(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		t.Fatalf("modules/ecs: local.environment must be an object literal")
+	}
+	env := map[string]hclsyntax.Expression{}
+	for _, it := range obj.Items {
+		k, ok := literalKey(it.KeyExpr)
+		if !ok {
+			t.Fatalf("%s: environment names must be literal", it.KeyExpr.Range())
+		}
+		env[k] = it.ValueExpr
+	}
+	return env
+}
+
+// gatewayContainer returns the gateway's container definition: the object
+// of the task definition's jsonencode list that sets stopTimeout.
+func gatewayContainer(t *testing.T, ecs *tfDir) *hclsyntax.ObjectConsExpr {
+	t.Helper()
+	td := ecs.block(t, "resource", "aws_ecs_task_definition", "this")
+	defs := attr(t, "task definition", td.Body, "container_definitions").Expr
+	var found []*hclsyntax.ObjectConsExpr
+	hclsyntax.VisitAll(defs, func(n hclsyntax.Node) hcl.Diagnostics {
+		if obj, ok := n.(*hclsyntax.ObjectConsExpr); ok && item(obj, "stopTimeout") != nil {
+			found = append(found, obj)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		t.Fatalf("modules/ecs: want one container with stopTimeout, found %d", len(found))
+	}
+	return found[0]
+}
+
+// containers returns every container definition of the task definition.
+func containers(t *testing.T, ecs *tfDir) []*hclsyntax.ObjectConsExpr {
+	t.Helper()
+	td := ecs.block(t, "resource", "aws_ecs_task_definition", "this")
+	call, ok := attr(t, "task definition", td.Body, "container_definitions").Expr.(*hclsyntax.FunctionCallExpr)
+	if !ok || call.Name != "jsonencode" || len(call.Args) != 1 {
+		t.Fatalf("modules/ecs: container_definitions must be jsonencode([...])")
+	}
+	list, ok := call.Args[0].(*hclsyntax.TupleConsExpr)
+	if !ok {
+		t.Fatalf("modules/ecs: container_definitions must encode a list literal")
+	}
+	var out []*hclsyntax.ObjectConsExpr
+	for _, e := range list.Exprs {
+		obj, ok := e.(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			t.Fatalf("%s: container definition must be an object literal", e.Range())
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+// item returns the value of key in obj, or nil.
+func item(obj *hclsyntax.ObjectConsExpr, key string) hclsyntax.Expression {
+	for _, it := range obj.Items {
+		if k, ok := literalKey(it.KeyExpr); ok && k == key {
+			return it.ValueExpr
+		}
+	}
+	return nil
+}
+
+func asInt(t *testing.T, what string, v cty.Value) int64 {
+	t.Helper()
+	if v.Type() == cty.String {
+		n, err := strconv.ParseInt(v.AsString(), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %q is not a number", what, v.AsString())
+		}
+		return n
+	}
+	if v.Type() != cty.Number {
+		t.Fatalf("%s: %s is not a number", what, v.Type().FriendlyName())
+	}
+	n, acc := v.AsBigFloat().Int64()
+	if acc != big.Exact {
+		t.Fatalf("%s: %s is not an integer", what, v.AsBigFloat())
+	}
+	return n
+}
+
+func asString(t *testing.T, what string, v cty.Value) string {
+	t.Helper()
+	if v.Type() != cty.String {
+		t.Fatalf("%s: %s is not a string", what, v.Type().FriendlyName())
+	}
+	return v.AsString()
+}
+
+func defaultOf(t *testing.T, d *tfDir, name string) cty.Value {
+	t.Helper()
+	v, ok := d.defaults()[name]
+	if !ok || !v.IsKnown() || v.IsNull() {
+		t.Fatalf("%s: variable %q has no literal default", d.rel, name)
+	}
+	return v
+}
+
+func checkTaskEnvironmentIsDocumented(t *testing.T, s *stack) {
+	doc := readConfigurationDoc(t)
+	env := taskEnvironment(t, s.dir(t, "modules/ecs"))
+	for _, name := range requiredSettings {
+		if env[name] == nil {
+			t.Errorf("the task does not set %s", name)
+		}
+	}
+	var names []string
+	for name := range env {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("the task sets %s, which docs/configuration.md does not document", name)
+		}
+	}
+	// The ECS module sends exactly local.environment, nothing else.
+	gw := gatewayContainer(t, s.dir(t, "modules/ecs"))
+	src := s.dir(t, "modules/ecs").source(item(gw, "environment").Range())
+	if !strings.Contains(src, "local.environment") {
+		t.Errorf("the gateway container's environment is %s, want it built from local.environment", src)
+	}
+	for _, c := range containers(t, s.dir(t, "modules/ecs")) {
+		if c != gw && item(c, "environment") != nil {
+			t.Errorf("%s: only the gateway container may have an environment", c.Range())
+		}
+	}
+}
+
+// checkPortsAndHealthCheckMatchServer: the ports and health check path the
+// load balancer and task use are the ones the server listens on.
+func checkPortsAndHealthCheckMatchServer(t *testing.T, s *stack) {
+	doc := readConfigurationDoc(t)
+	appPort := doc.port(t, "JETWAY_LISTEN")
+	adminPort := doc.port(t, "JETWAY_ADMIN_LISTEN")
+	if appPort != 8080 || adminPort != 9090 {
+		t.Errorf("documented ports %d/%d, want 8080/9090", appPort, adminPort)
+	}
+	if !strings.Contains(doc.row(t, "JETWAY_LISTEN"), "/v1/ws") {
+		t.Errorf("docs/configuration.md: JETWAY_LISTEN no longer serves /v1/ws")
+	}
+	if !strings.Contains(doc.row(t, "JETWAY_ADMIN_LISTEN"), "`/readyz`") {
+		t.Errorf("docs/configuration.md: JETWAY_ADMIN_LISTEN no longer serves /readyz")
+	}
+
+	ecs := s.dir(t, "modules/ecs")
+	ctx := ecs.evalContext()
+	env := taskEnvironment(t, ecs)
+	if got := asString(t, "JETWAY_LISTEN", eval(t, "JETWAY_LISTEN", env["JETWAY_LISTEN"], ctx)); got != fmt.Sprintf("0.0.0.0:%d", appPort) {
+		t.Errorf("JETWAY_LISTEN = %q, want 0.0.0.0:%d", got, appPort)
+	}
+	if got := asString(t, "JETWAY_ADMIN_LISTEN", eval(t, "JETWAY_ADMIN_LISTEN", env["JETWAY_ADMIN_LISTEN"], ctx)); got != fmt.Sprintf("0.0.0.0:%d", adminPort) {
+		t.Errorf("JETWAY_ADMIN_LISTEN = %q, want 0.0.0.0:%d", got, adminPort)
+	}
+	gw := gatewayContainer(t, ecs)
+	var ports []int64
+	for _, p := range objectItems(item(gw, "portMappings"), "containerPort") {
+		ports = append(ports, asInt(t, "containerPort", eval(t, "containerPort", p, ctx)))
+	}
+	slices.Sort(ports)
+	if !slices.Equal(ports, []int64{appPort, adminPort}) {
+		t.Errorf("container ports %v, want [%d %d]", ports, appPort, adminPort)
+	}
+	svc := ecs.block(t, "resource", "aws_ecs_service", "this")
+	lb := nested(svc.Body, "load_balancer")
+	if len(lb) != 1 {
+		t.Fatalf("ECS service: want one load_balancer block, got %d", len(lb))
+	}
+	if got := asInt(t, "container_port", eval(t, "load_balancer.container_port", attr(t, "load_balancer", lb[0].Body, "container_port").Expr, ctx)); got != appPort {
+		t.Errorf("the service registers container port %d, want %d", got, appPort)
+	}
+	for _, rule := range []string{"app", "admin"} {
+		r := ecs.block(t, "resource", "aws_vpc_security_group_ingress_rule", rule)
+		from := asInt(t, rule, eval(t, rule+".from_port", attr(t, rule, r.Body, "from_port").Expr, ctx))
+		if want := map[string]int64{"app": appPort, "admin": adminPort}[rule]; from != want {
+			t.Errorf("task ingress %s opens %d, want %d", rule, from, want)
+		}
+		if src := ecs.source(attr(t, rule, r.Body, "referenced_security_group_id").Expr.Range()); src != "var.alb_security_group_id" {
+			t.Errorf("task ingress %s comes from %s, want the load balancer only", rule, src)
+		}
+	}
+
+	alb := s.dir(t, "modules/alb")
+	actx := alb.evalContext()
+	tg := alb.block(t, "resource", "aws_lb_target_group", "app")
+	if got := asInt(t, "target group port", eval(t, "target group port", attr(t, "tg", tg.Body, "port").Expr, actx)); got != appPort {
+		t.Errorf("target group port %d, want %d", got, appPort)
+	}
+	hc := nested(tg.Body, "health_check")
+	if len(hc) != 1 {
+		t.Fatalf("target group: want one health_check, got %d", len(hc))
+	}
+	if got := asInt(t, "health check port", eval(t, "health check port", attr(t, "health_check", hc[0].Body, "port").Expr, actx)); got != adminPort {
+		t.Errorf("health check port %d, want the admin port %d", got, adminPort)
+	}
+	if got := asString(t, "health check path", eval(t, "health check path", attr(t, "health_check", hc[0].Body, "path").Expr, actx)); got != "/readyz" {
+		t.Errorf("health check path %q, want /readyz", got)
+	}
+	if got := asString(t, "matcher", eval(t, "matcher", attr(t, "health_check", hc[0].Body, "matcher").Expr, actx)); got != "200" {
+		t.Errorf("health check matcher %q, want 200", got)
+	}
+
+	// Nobody overrides the ports or the health check on the way down.
+	jw := s.dir(t, "modules/jetway")
+	for _, call := range []string{"alb", "ecs"} {
+		b := jw.block(t, "module", call)
+		for _, arg := range []string{"app_port", "admin_port", "health_check_path", "idle_timeout", "deregistration_delay", "drain_timeout_seconds", "stop_timeout"} {
+			if _, ok := b.Body.Attributes[arg]; ok {
+				t.Errorf("modules/jetway: module %q overrides %s; the defaults are the server's values", call, arg)
+			}
+		}
+	}
+}
+
+// checkTimeoutsMatchServer: the ALB idle timeout is above two heartbeats, the
+// drain fits in ECS's stopTimeout, and the deregistration delay covers the drain.
+func checkTimeoutsMatchServer(t *testing.T, s *stack) {
+	doc := readConfigurationDoc(t)
+	heartbeat := doc.duration(t, "JETWAY_HEARTBEAT")
+	drain := doc.duration(t, "JETWAY_DRAIN_TIMEOUT")
+	if heartbeat != 25*time.Second || drain != 110*time.Second {
+		t.Logf("documented heartbeat %v, drain %v (the values below follow the document)", heartbeat, drain)
+	}
+
+	alb := s.dir(t, "modules/alb")
+	idle := time.Duration(asInt(t, "idle_timeout", defaultOf(t, alb, "idle_timeout"))) * time.Second
+	if idle <= 2*heartbeat {
+		t.Errorf("ALB idle timeout %v must be above two heartbeats (%v)", idle, 2*heartbeat)
+	}
+	if idle != 120*time.Second {
+		t.Errorf("ALB idle timeout %v, want 120s", idle)
+	}
+	lbBody := alb.block(t, "resource", "aws_lb", "this").Body
+	if src := alb.source(attr(t, "aws_lb", lbBody, "idle_timeout").Expr.Range()); src != "var.idle_timeout" {
+		t.Errorf("aws_lb.idle_timeout = %s, want var.idle_timeout", src)
+	}
+
+	ecs := s.dir(t, "modules/ecs")
+	ctx := ecs.evalContext()
+	drainVar := time.Duration(asInt(t, "drain_timeout_seconds", defaultOf(t, ecs, "drain_timeout_seconds"))) * time.Second
+	if drainVar != drain {
+		t.Errorf("ECS drain_timeout_seconds %v, want the server's default %v", drainVar, drain)
+	}
+	env := taskEnvironment(t, ecs)
+	if got := asString(t, "JETWAY_DRAIN_TIMEOUT", eval(t, "JETWAY_DRAIN_TIMEOUT", env["JETWAY_DRAIN_TIMEOUT"], ctx)); got != drain.String() && got != fmt.Sprintf("%ds", int(drain.Seconds())) {
+		t.Errorf("JETWAY_DRAIN_TIMEOUT = %q, want %v", got, drain)
+	}
+	stop := time.Duration(asInt(t, "stopTimeout", eval(t, "stopTimeout", item(gatewayContainer(t, ecs), "stopTimeout"), ctx))) * time.Second
+	if stop != 120*time.Second {
+		t.Errorf("ECS stopTimeout %v, want 120s (the Fargate maximum)", stop)
+	}
+	if drain >= stop {
+		t.Errorf("drain %v must end before ECS kills the task at stopTimeout %v", drain, stop)
+	}
+	dereg := time.Duration(asInt(t, "deregistration_delay", defaultOf(t, alb, "deregistration_delay"))) * time.Second
+	if dereg < drain || dereg > stop {
+		t.Errorf("deregistration delay %v must cover the drain (%v) and not exceed stopTimeout (%v)", dereg, drain, stop)
+	}
+	tg := alb.block(t, "resource", "aws_lb_target_group", "app")
+	if src := alb.source(attr(t, "target group", tg.Body, "deregistration_delay").Expr.Range()); src != "var.deregistration_delay" {
+		t.Errorf("target group deregistration_delay = %s, want var.deregistration_delay", src)
+	}
+}
+
+// checkTaskHardening: read-only root filesystems, a non-root user, a raised
+// nofile limit, EMF on stdout, and a service that rolls back failed deployments.
+func checkTaskHardening(t *testing.T, s *stack) {
+	ecs := s.dir(t, "modules/ecs")
+	ctx := ecs.evalContext()
+	for _, c := range containers(t, ecs) {
+		ro := item(c, "readonlyRootFilesystem")
+		if ro == nil || !eval(t, "readonlyRootFilesystem", ro, ctx).True() {
+			t.Errorf("%s: container without readonlyRootFilesystem = true", c.Range())
+		}
+	}
+	gw := gatewayContainer(t, ecs)
+	user := asString(t, "user", eval(t, "user", item(gw, "user"), ctx))
+	if user == "" || user == "root" || user == "0" || strings.HasPrefix(user, "0:") {
+		t.Errorf("the gateway runs as %q, want a non-root uid", user)
+	}
+	ulimits := item(gw, "ulimits")
+	if ulimits == nil {
+		t.Fatalf("the gateway container has no ulimits")
+	}
+	v := eval(t, "ulimits", ulimits, ctx)
+	found := false
+	for it := v.ElementIterator(); it.Next(); {
+		_, u := it.Element()
+		if u.GetAttr("name").AsString() != "nofile" {
+			continue
+		}
+		found = true
+		soft, hard := asInt(t, "softLimit", u.GetAttr("softLimit")), asInt(t, "hardLimit", u.GetAttr("hardLimit"))
+		if soft < 65536 || hard < soft {
+			t.Errorf("nofile %d/%d, want at least 65536", soft, hard)
+		}
+	}
+	if !found {
+		t.Errorf("no nofile ulimit")
+	}
+	env := taskEnvironment(t, ecs)
+	if got := asString(t, "JETWAY_EMF", eval(t, "JETWAY_EMF", env["JETWAY_EMF"], ctx)); got != "stdout" {
+		t.Errorf("JETWAY_EMF = %q, want stdout", got)
+	}
+	if src := ecs.source(env["JETWAY_AUTH_ISSUER"].Range()); src != "var.auth_issuer" {
+		t.Errorf("JETWAY_AUTH_ISSUER = %s, want var.auth_issuer", src)
+	}
+	jw := s.dir(t, "modules/jetway")
+	if src := jw.source(attr(t, "module ecs", jw.block(t, "module", "ecs").Body, "auth_issuer").Expr.Range()); src != "module.cognito.issuer" {
+		t.Errorf("modules/jetway passes auth_issuer = %s, want module.cognito.issuer", src)
+	}
+	cog := s.dir(t, "modules/cognito")
+	issuer := cog.named("output")["issuer"]
+	if issuer == nil || cog.source(attr(t, "issuer", issuer.Body, "value").Expr.Range()) != `"https://${aws_cognito_user_pool.this.endpoint}"` {
+		t.Errorf("modules/cognito: output issuer must be https:// + the pool endpoint (cognito-idp.<region>.amazonaws.com/<pool id>)")
+	}
+
+	svc := ecs.block(t, "resource", "aws_ecs_service", "this")
+	cb := nested(svc.Body, "deployment_circuit_breaker")
+	if len(cb) != 1 {
+		t.Fatalf("ECS service without deployment_circuit_breaker")
+	}
+	for _, a := range []string{"enable", "rollback"} {
+		if !eval(t, a, attr(t, "circuit breaker", cb[0].Body, a).Expr, nil).True() {
+			t.Errorf("deployment_circuit_breaker.%s must be true", a)
+		}
+	}
+	nc := nested(svc.Body, "network_configuration")
+	if len(nc) != 1 || eval(t, "assign_public_ip", attr(t, "network_configuration", nc[0].Body, "assign_public_ip").Expr, nil).True() {
+		t.Errorf("tasks must run in private subnets without public IPs")
+	}
+}
+
+func checkDynamoDBTables(t *testing.T, s *stack) {
+	ddb := s.dir(t, "modules/dynamodb")
+	ctx := ddb.evalContext()
+	tables := stringsOf(t, "local.tables", eval(t, "local.tables", ddb.local(t, "tables"), ctx))
+	sort.Strings(tables)
+	if !slices.Equal(tables, []string{"cache", "quota", "requests"}) {
+		t.Errorf("tables %v, want cache, quota, requests", tables)
+	}
+	tb := ddb.block(t, "resource", "aws_dynamodb_table", "this")
+	if src := ddb.source(attr(t, "table", tb.Body, "for_each").Expr.Range()); src != "local.tables" {
+		t.Errorf("tables for_each = %s, want local.tables", src)
+	}
+	str := func(name string) string {
+		return asString(t, name, eval(t, name, attr(t, "table", tb.Body, name).Expr, ctx))
+	}
+	if got := str("hash_key"); got != "pk" {
+		t.Errorf("hash_key %q, want pk", got)
+	}
+	if _, ok := tb.Body.Attributes["range_key"]; ok {
+		t.Errorf("the tables have no sort key")
+	}
+	if got := str("billing_mode"); got != "PAY_PER_REQUEST" {
+		t.Errorf("billing_mode %q, want on-demand", got)
+	}
+	attrs := nested(tb.Body, "attribute")
+	if len(attrs) != 1 || str2(t, attrs[0].Body, "name", ctx) != "pk" || str2(t, attrs[0].Body, "type", ctx) != "S" {
+		t.Errorf("want exactly one attribute, pk of type S")
+	}
+	ttl := nested(tb.Body, "ttl")
+	if len(ttl) != 1 || str2(t, ttl[0].Body, "attribute_name", ctx) != "expires_at" || !eval(t, "ttl.enabled", attr(t, "ttl", ttl[0].Body, "enabled").Expr, ctx).True() {
+		t.Errorf("want TTL enabled on expires_at")
+	}
+	pitr := nested(tb.Body, "point_in_time_recovery")
+	if len(pitr) != 1 || !eval(t, "pitr", attr(t, "pitr", pitr[0].Body, "enabled").Expr, ctx).True() {
+		t.Errorf("want point-in-time recovery on by default")
+	}
+	sse := nested(tb.Body, "server_side_encryption")
+	if len(sse) != 1 || !eval(t, "sse", attr(t, "sse", sse[0].Body, "enabled").Expr, ctx).True() {
+		t.Errorf("want server-side encryption")
+	}
+
+	env := taskEnvironment(t, s.dir(t, "modules/ecs"))
+	jw := s.dir(t, "modules/jetway").block(t, "module", "ecs")
+	for setting, input := range map[string]string{"JETWAY_QUOTA_TABLE": "quota", "JETWAY_REQUESTS_TABLE": "requests", "JETWAY_CACHE_TABLE": "cache"} {
+		if src := s.dir(t, "modules/ecs").source(env[setting].Range()); src != "var."+input+"_table_name" {
+			t.Errorf("%s = %s, want var.%s_table_name", setting, src, input)
+		}
+		if src := s.dir(t, "modules/jetway").source(attr(t, "module ecs", jw.Body, input+"_table_name").Expr.Range()); src != "module.dynamodb."+input+"_table_name" {
+			t.Errorf("modules/jetway: %s_table_name = %s", input, src)
+		}
+	}
+}
+
+func str2(t *testing.T, body *hclsyntax.Body, name string, ctx *hcl.EvalContext) string {
+	t.Helper()
+	return asString(t, name, eval(t, name, attr(t, "block", body, name).Expr, ctx))
+}
+
+// checkMetricsAreTheGatewaysOwn: autoscaling tracks ActiveSessions per task,
+// and every Jetway metric the dashboard and alarms read is one the gateway writes.
+func checkMetricsAreTheGatewaysOwn(t *testing.T, s *stack) {
+	as := s.dir(t, "modules/autoscaling")
+	if ns := asString(t, "metric_namespace", defaultOf(t, as, "metric_namespace")); ns != "Jetway" {
+		t.Errorf("autoscaling namespace %q, want Jetway", ns)
+	}
+	pol := as.block(t, "resource", "aws_appautoscaling_policy", "sessions")
+	var spec []*hclsyntax.Block
+	for _, c := range nested(pol.Body, "target_tracking_scaling_policy_configuration") {
+		spec = append(spec, nested(c.Body, "customized_metric_specification")...)
+	}
+	if len(spec) != 1 {
+		t.Fatalf("sessions policy: want one customized metric")
+	}
+	if got := str2(t, spec[0].Body, "metric_name", nil); got != "ActiveSessions" {
+		t.Errorf("sessions policy tracks %q, want ActiveSessions", got)
+	}
+	if got := str2(t, spec[0].Body, "statistic", nil); got != "Average" {
+		t.Errorf("sessions policy statistic %q, want Average (the per-task mean of the dimensionless series)", got)
+	}
+	if len(nested(spec[0].Body, "dimensions")) != 0 {
+		t.Errorf("sessions policy must read the dimensionless fleet series")
+	}
+
+	obs := s.dir(t, "modules/observability")
+	if ns := asString(t, "metric_namespace", defaultOf(t, obs, "metric_namespace")); ns != "Jetway" {
+		t.Errorf("observability namespace %q, want Jetway", ns)
+	}
+	used := map[string]bool{}
+	// Dashboard entries [local.ns, "Metric", ...] and SEARCH expressions on {local.ns,...}.
+	for _, f := range obs.files {
+		hclsyntax.VisitAll(f.body, func(n hclsyntax.Node) hcl.Diagnostics {
+			switch e := n.(type) {
+			case *hclsyntax.TupleConsExpr:
+				if len(e.Exprs) >= 2 && obs.source(e.Exprs[0].Range()) == "local.ns" {
+					used[asString(t, "metric name", eval(t, "metric name", e.Exprs[1], nil))] = true
+				}
+			case *hclsyntax.TemplateExpr:
+				src := obs.source(e.Range())
+				if strings.Contains(src, "${local.ns},") {
+					for _, m := range regexp.MustCompile(`MetricName=\\"(\w+)\\"`).FindAllStringSubmatch(src, -1) {
+						used[m[1]] = true
+					}
+				}
+			}
+			return nil
+		})
+	}
+	for _, b := range obs.blocks("resource") {
+		if b.Labels[0] != "aws_cloudwatch_metric_alarm" {
+			continue
+		}
+		if a, ok := b.Body.Attributes["namespace"]; ok && obs.source(a.Expr.Range()) == "local.ns" {
+			used[str2(t, b.Body, "metric_name", nil)] = true
+		}
+	}
+	for _, m := range emfMetrics {
+		if !used[m] {
+			t.Errorf("observability never shows the gateway metric %s", m)
+		}
+		delete(used, m)
+	}
+	for m := range used {
+		t.Errorf("observability reads Jetway metric %q, which the gateway does not write", m)
+	}
+}
