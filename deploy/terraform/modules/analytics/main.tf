@@ -289,9 +289,10 @@ data "aws_iam_policy_document" "firehose_assume" {
       identifiers = ["firehose.amazonaws.com"]
     }
 
+    # Firehose passes the account id as the external id (confused-deputy guard).
     condition {
       test     = "StringEquals"
-      variable = "aws:SourceAccount"
+      variable = "sts:ExternalId"
       values   = [local.account]
     }
   }
