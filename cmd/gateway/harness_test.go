@@ -83,6 +83,13 @@ func (b *logBuffer) add(line string) {
 	}
 }
 
+// text is every line so far.
+func (b *logBuffer) text() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.raw.String()
+}
+
 // find returns the log lines with msg and (optionally) request_id.
 func (b *logBuffer) find(msg, requestID string) []map[string]any {
 	b.mu.Lock()
@@ -142,14 +149,14 @@ func (w *world) start(overrides map[string]string) *gw {
 	case a := <-listening:
 		g.Addr, g.Admin = a[0], a[1]
 	case err := <-g.done:
-		w.t.Fatalf("gateway exited before listening: %v\n%s", err, g.logs.raw.String())
+		w.t.Fatalf("gateway exited before listening: %v\n%s", err, g.logs.text())
 	case <-time.After(20 * time.Second):
-		w.t.Fatalf("gateway did not listen within 20s\n%s", g.logs.raw.String())
+		w.t.Fatalf("gateway did not listen within 20s\n%s", g.logs.text())
 	}
 	w.t.Cleanup(func() {
 		g.stop(w.t)
 		if w.t.Failed() && os.Getenv("JETWAY_TEST_LOGS") != "" {
-			w.t.Logf("gateway logs:\n%s", g.logs.raw.String())
+			w.t.Logf("gateway logs:\n%s", g.logs.text())
 		}
 	})
 	return g

@@ -139,7 +139,7 @@ func TestReadyAndOrderedStream(t *testing.T) {
 	if l := g.logs.find("completed", "req-order-1"); len(l) == 1 && (l[0]["tenant"] != "contoso" || l[0]["user"] != "alice" || l[0]["session_id"] == nil) {
 		t.Errorf("completed line lacks identity: %v", l[0])
 	}
-	if strings.Contains(g.logs.raw.String(), "hello there") {
+	if strings.Contains(g.logs.text(), "hello there") {
 		t.Errorf("the prompt text appears in the logs")
 	}
 }

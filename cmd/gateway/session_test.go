@@ -223,12 +223,13 @@ func runTest1(t *testing.T, w *world, g *gw, users, perUser int) test1 {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				done, err := call.Wait(ctx)
+				timedOut := ctx.Err() != nil
 				cancel()
 				st := call.Stats()
 				mu.Lock()
 				res.sent++
 				switch {
-				case ctx.Err() != nil:
+				case timedOut:
 					res.unfinished++
 				case err != nil:
 					t.Errorf("request failed: %v", err)
