@@ -47,6 +47,7 @@ func newWorld(t *testing.T, pace mockmodel.Options) *world {
 		"JETWAY_CONFIG":                    cfg,
 		"JETWAY_AUTH_ISSUER":               w.issuer.URL,
 		"JETWAY_LOG_LEVEL":                 "info",
+		"JETWAY_DRAIN_TIMEOUT":             "10s",
 		"JETWAY_USAGE_DIR":                 t.TempDir(),
 		"AWS_REGION":                       "us-east-1",
 		"AWS_ACCESS_KEY_ID":                "test",

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
@@ -108,7 +110,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		})
 	}
 	bedrock := bedrockruntime.NewFromConfig(awsCfg, bedrockOpts...)
-	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = max(s.DynamoDBMaxAttempts, 1) })
+	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
 
 	var qstore quota.Store = quota.NewMemoryStore()
 	if s.QuotaTable != "" {
@@ -222,6 +224,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return gErr
 	}
 	return nil
+}
+
+// dynamoRetryer bounds the SDK's retries per call and turns off its
+// client-wide retry token bucket: after an outage the bucket would stay
+// empty and fail calls long after DynamoDB is back. Jetway's own callers
+// bound their retries (quota reserve budget, settlement backoff).
+func dynamoRetryer(attempts int) aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = max(attempts, 1)
+		o.MaxBackoff = 500 * time.Millisecond
+		o.RateLimiter = ratelimit.None
+	})
 }
 
 // serveHTTP serves until ctx ends, then shuts down within grace.

@@ -95,9 +95,11 @@ type Gateway struct {
 	logger  *zap.Logger
 	opts    Options
 
-	base     context.Context // parent of every request's context
-	stopBase context.CancelFunc
-	wg       sync.WaitGroup // requests running
+	base       context.Context // parent of every request's context
+	stopBase   context.CancelFunc
+	settleBase context.Context // parent of settlements; ends at the drain deadline
+	stopSettle context.CancelFunc
+	wg         sync.WaitGroup // requests running
 
 	mu        sync.Mutex
 	draining  bool
@@ -122,7 +124,8 @@ type Deps struct {
 func New(d Deps, o Options) *Gateway {
 	o.defaults()
 	base, stop := context.WithCancel(context.Background())
-	return &Gateway{
+	settleBase, stopSettle := context.WithCancel(context.Background())
+	return &Gateway{settleBase: settleBase, stopSettle: stopSettle,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
@@ -208,6 +211,7 @@ func (g *Gateway) Wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		g.stopBase()
+		g.stopSettle()
 		<-done
 		return fmt.Errorf("wait for requests: %w", ctx.Err())
 	}
@@ -417,7 +421,6 @@ func (r *run) requestedModel() string {
 func (r *run) run() {
 	g := r.g
 	defer g.wg.Done()
-	defer g.release(r)
 	ctx, cancel := context.WithTimeout(g.base, g.opts.RequestTimeout)
 	cancelled := make(chan struct{})
 	var cancelOnce sync.Once
@@ -478,6 +481,7 @@ func (r *run) run() {
 			zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Int64("ttft_ms", ttft),
 			zap.Int64("latency_ms", latency), zap.Int("chunks", chunks), zap.Error(err))
 	}
+	g.release(r) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
 	r.log.Finish(frame, end)
 	oc.usage, oc.chunks, oc.ttft, oc.latency = usage, chunks, ttft, latency
 	r.record(oc, out)
@@ -491,7 +495,7 @@ func (r *run) settle(u protocol.Usage) {
 	}
 	actual := quota.Amount{Tokens: u.InputTokens + u.OutputTokens, Requests: 1,
 		MicroUSD: int64(math.Ceil(r.g.cost(r.requestedModel(), u.InputTokens, u.OutputTokens) * 1e6))}
-	ctx, cancel := context.WithTimeout(context.Background(), r.g.opts.SettleTimeout)
+	ctx, cancel := context.WithTimeout(r.g.settleBase, r.g.opts.SettleTimeout)
 	defer cancel()
 	if err := r.g.quotas.Settle(ctx, r.reservation, actual); err != nil {
 		r.logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/client"
+	"github.com/jetway-gateway/jetway/internal/dynalitetest"
+)
+
+// switchProxy forwards TCP to target while up; while down it cuts every
+// connection, as an unreachable DynamoDB endpoint would.
+type switchProxy struct {
+	ln     net.Listener
+	target string
+	down   atomic.Bool
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+func newSwitchProxy(t *testing.T, target string) *switchProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if p.down.Load() {
+				c.Close()
+				continue
+			}
+			go p.pipe(c)
+		}
+	}()
+	return p
+}
+
+func (p *switchProxy) pipe(c net.Conn) {
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close() }()
+	_, _ = io.Copy(c, u)
+	c.Close()
+}
+
+func (p *switchProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+func (p *switchProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func TestDynamoOutageGivesCleanBusy(t *testing.T) {
+	w := newWorld(t, fastPace())
+	endpoint := dynalitetest.Start(t)
+	proxy := newSwitchProxy(t, endpoint[len("http://"):])
+	table := dynalitetest.TableName(t)
+	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
+	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": proxy.URL(), "JETWAY_QUOTA_TABLE": table})
+	c := w.dial(g, "olga", nil)
+	send := func(prompt string) (*client.Done, error, time.Duration) {
+		start := time.Now()
+		call, err := c.Send(context.Background(), ask(prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := waitCall(t, call, 20*time.Second)
+		return d, err, time.Since(start)
+	}
+	if _, err, _ := send("before the outage"); err != nil {
+		t.Fatalf("before the outage: %v", err)
+	}
+	proxy.down.Store(true)
+	proxy.cut()
+	for i := 0; i < 3; i++ {
+		_, err, took := send("during the outage")
+		e, ok := err.(*client.Error)
+		if !ok || e.Code != "busy" || !e.Retryable || e.Status != 503 || e.RetryAfterMs <= 0 {
+			t.Fatalf("during the outage: %v, want retryable busy", err)
+		}
+		if took > 5*time.Second {
+			t.Fatalf("busy took %s: a hang, not a clean error", took)
+		}
+	}
+	if n := w.mock.Requests("mock-a"); n != 1 {
+		t.Fatalf("model calls %d: a request passed without a quota reservation", n)
+	}
+	proxy.down.Store(false)
+	if _, err, _ := send("after the outage"); err != nil {
+		t.Fatalf("after the outage: %v", err)
+	}
+}
