@@ -141,7 +141,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID})
 	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), SendQueueFrames: s.SendQueueFrames,
-		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, MaxConnsPerUser: s.MaxConnsPerUser,
+		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
 		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
 
 	if s.EMF == "stdout" {

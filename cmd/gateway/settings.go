@@ -28,6 +28,7 @@ type settings struct {
 	SendQueueFrames       int
 	SendQueueBytes        int
 	WriteTimeout          time.Duration
+	SocketSendBuffer      int
 	MaxConnsPerUser       int
 	MaxInflightPerSession int
 	MaxInflightPerUser    int
@@ -147,6 +148,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", 1024, "per-connection send queue bound, frames")
 	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", 4<<20, "per-connection send queue bound, bytes")
 	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", 10*time.Second, "longest time one socket write may take")
+	num(&s.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)")
 	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", 16, "open WebSockets per user")
 	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", 4, "requests in flight per session")
 	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", 8, "requests in flight per user")

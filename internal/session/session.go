@@ -43,16 +43,17 @@ type Gateway interface {
 
 // Options bound every session. Zero values mean the documented defaults.
 type Options struct {
-	Heartbeat       time.Duration // ping interval; default 25s
-	MaxFrameBytes   int64         // largest inbound frame; default 256 KiB
-	SendQueueFrames int           // default 1024
-	SendQueueBytes  int           // default 4 MiB
-	WriteTimeout    time.Duration // default 10s
-	MaxConnsPerUser int           // default 16
-	AllowedOrigins  []string      // exact origins, or "*"
-	AllowLoopback   bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter  time.Duration // the hint in draining frames; default 1s
-	Now             func() time.Time
+	Heartbeat        time.Duration // ping interval; default 25s
+	MaxFrameBytes    int64         // largest inbound frame; default 256 KiB
+	SendQueueFrames  int           // default 1024
+	SendQueueBytes   int           // default 4 MiB
+	WriteTimeout     time.Duration // default 10s
+	MaxConnsPerUser  int           // default 16
+	AllowedOrigins   []string      // exact origins, or "*"
+	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
+	ReconnectAfter   time.Duration // the hint in draining frames; default 1s
+	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; default 0: the OS autotunes
+	Now              func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -155,6 +156,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.unregister(p, nil)
 		h.logger.Info("upgrade_failed", zap.Error(err))
 		return
+	}
+	if n := h.opts.SocketSendBuffer; n > 0 {
+		if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+			_ = tc.SetWriteBuffer(n)
+		}
 	}
 	s := newSession(h, conn, p, sessionID)
 	h.track(s)
