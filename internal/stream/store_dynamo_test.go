@@ -1,0 +1,280 @@
+package stream_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/jetway-gateway/jetway/internal/dynalitetest"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// newDynamoStore creates a fresh table on client's dynalite.
+func newDynamoStore(t *testing.T, client *dynamodb.Client) (*stream.DynamoStore, string) {
+	t.Helper()
+	table := dynalitetest.TableName(t)
+	if err := stream.CreateTable(testCtx(t), client, table); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	return stream.NewDynamoStore(client, table), table
+}
+
+func TestDynamoStoreContract(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	testStoreContract(t, func(t *testing.T) stream.Store {
+		s, _ := newDynamoStore(t, client)
+		return s
+	})
+}
+
+func TestCreateTableIsIdempotent(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	ctx := testCtx(t)
+	table := dynalitetest.TableName(t)
+	for range 2 {
+		if err := stream.CreateTable(ctx, client, table); err != nil {
+			t.Fatalf("CreateTable: %v", err)
+		}
+	}
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.Table
+	if d.TableStatus != types.TableStatusActive || len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != "pk" ||
+		d.KeySchema[0].KeyType != types.KeyTypeHash {
+		t.Errorf("table = %s %+v, want ACTIVE with hash key pk", d.TableStatus, d.KeySchema)
+	}
+}
+
+// The stored item is the schema documented in store.go.
+func TestDynamoItemSchema(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	s, table := newDynamoStore(t, client)
+	ctx := testCtx(t)
+	lease := time.UnixMilli(1_900_000_000_123)
+	expires := time.Unix(1_900_000_600, 0)
+	r := stream.Record{Owner: "us-east-1:abc#def", RequestID: "req-schema", BodyHash: "h", Server: serverA, LeaseUntil: lease, Expires: expires}
+	mustCreate(t, s, r)
+	if err := s.Accept(ctx, r.Owner, r.RequestID, serverA, []byte(`{"type":"accepted"}`), []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(ctx, r.Owner, r.RequestID, serverA, 0, []string{"a", "b"}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, r.Owner, r.RequestID, serverA, 2, []string{"c"}, stream.StateDone, []byte(`{"type":"done"}`), expires); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "req#us-east-1:abc#def#req-schema"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := out.Item
+	wantS := map[string]string{"server": serverA, "state": "done", "body_hash": "h"}
+	wantN := map[string]string{"lease_until": "1900000000123", "seq": "3", "expires_at": "1900000600"}
+	wantB := map[string]string{"accepted": `{"type":"accepted"}`, "reservation": `{"v":1}`, "terminal": `{"type":"done"}`}
+	for name, v := range wantS {
+		if got, ok := item[name].(*types.AttributeValueMemberS); !ok || got.Value != v {
+			t.Errorf("%s = %#v, want S %q", name, item[name], v)
+		}
+	}
+	for name, v := range wantN {
+		if got, ok := item[name].(*types.AttributeValueMemberN); !ok || got.Value != v {
+			t.Errorf("%s = %#v, want N %s", name, item[name], v)
+		}
+	}
+	for name, v := range wantB {
+		if got, ok := item[name].(*types.AttributeValueMemberB); !ok || string(got.Value) != v {
+			t.Errorf("%s = %#v, want B %s", name, item[name], v)
+		}
+	}
+	chunks, ok := item["chunks"].(*types.AttributeValueMemberL)
+	if !ok || len(chunks.Value) != 3 {
+		t.Fatalf("chunks = %#v", item["chunks"])
+	}
+	for i, want := range []string{"a", "b", "c"} {
+		if got, ok := chunks.Value[i].(*types.AttributeValueMemberS); !ok || got.Value != want {
+			t.Errorf("chunks[%d] = %#v, want S %q", i, chunks.Value[i], want)
+		}
+	}
+	if _, ok := item["item_bytes"].(*types.AttributeValueMemberN); !ok {
+		t.Errorf("item_bytes = %#v", item["item_bytes"])
+	}
+	if n := len(wantS) + len(wantN) + len(wantB) + 3; len(item) != n { // + pk, chunks, item_bytes
+		t.Errorf("item has %d attributes, want %d: %v", len(item), n, item)
+	}
+	got := mustGet(t, s, r.Owner, r.RequestID)
+	if got.Owner != r.Owner || got.RequestID != r.RequestID {
+		t.Errorf("Get = %+v", got)
+	}
+}
+
+// Two stores on one table are two gateway tasks: the same request sent to
+// both makes one record, and a task that lost its lease cannot write.
+func TestDynamoTwoServers(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	a, table := newDynamoStore(t, client)
+	b := stream.NewDynamoStore(client, table)
+	ctx := testCtx(t)
+
+	const callers = 10
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for i := range callers {
+		s, server := stream.Store(a), serverA
+		if i%2 == 1 {
+			s, server = b, serverB
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := running("req-twice", time.Now().Add(-time.Second))
+			r.Server = server
+			existing, err := s.Create(ctx, r)
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.Is(err, stream.ErrExists) && existing != nil && existing.RequestID == "req-twice":
+			default:
+				t.Errorf("Create: %v (%+v)", err, existing)
+			}
+		}()
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Fatalf("%d Creates won, want 1", created.Load())
+	}
+	owner := mustGet(t, a, alice, "req-twice").Server
+	other, otherStore := serverB, stream.Store(b)
+	if owner == serverB {
+		other, otherStore = serverA, a
+	}
+	if err := otherStore.Interrupt(ctx, alice, "req-twice", time.Now(), []byte("interrupted"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "owner's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", owner, 0, []string{"x"}, time.Now().Add(time.Minute)), stream.ErrLostLease)
+	wantErr(t, "other's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", other, 0, []string{"x"}, time.Now().Add(time.Minute)), stream.ErrLostLease)
+}
+
+// smallRetryBudget is what the gateway is expected to configure: a couple
+// of attempts with short backoff.
+func smallRetryBudget(o *dynamodb.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = 3
+		so.MaxBackoff = 10 * time.Millisecond
+	})
+}
+
+func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close() // nothing listens there any more: connection refused
+
+	s := stream.NewDynamoStore(dynalitetest.Client(t, endpoint, smallRetryBudget), "requests")
+	ctx := testCtx(t)
+	now := time.Now()
+	calls := map[string]func() error{
+		"Create": func() error { _, err := s.Create(ctx, running("req-1", now)); return err },
+		"Get":    func() error { _, err := s.Get(ctx, alice, "req-1"); return err },
+		"Accept": func() error { return s.Accept(ctx, alice, "req-1", serverA, []byte("a"), nil) },
+		"Checkpoint": func() error {
+			return s.Checkpoint(ctx, alice, "req-1", serverA, 0, []string{"x"}, now)
+		},
+		"Finish": func() error {
+			return s.Finish(ctx, alice, "req-1", serverA, 0, nil, stream.StateDone, []byte("d"), now)
+		},
+		"Interrupt": func() error { return s.Interrupt(ctx, alice, "req-1", now, []byte("i"), now) },
+		"Release":   func() error { return s.Release(ctx, alice, "req-1", serverA) },
+		"Delete":    func() error { return s.Delete(ctx, alice, "req-1", serverA) },
+	}
+	for name, call := range calls {
+		begin := time.Now()
+		err := call()
+		took := time.Since(begin)
+		if !errors.Is(err, stream.ErrUnavailable) {
+			t.Errorf("%s = %v, want ErrUnavailable", name, err)
+		}
+		if took > time.Second {
+			t.Errorf("%s took %v, want quick", name, took)
+		}
+		t.Logf("%s: ErrUnavailable after %v", name, took)
+	}
+}
+
+// Throttling is retried by the SDK within its budget, then reported as
+// ErrUnavailable.
+func TestDynamoThrottledIsUnavailable(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`))
+	}))
+	defer srv.Close()
+	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, smallRetryBudget), "requests")
+	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"}, time.Now())
+	wantErr(t, "Checkpoint", err, stream.ErrUnavailable)
+	if got := calls.Load(); got != 3 {
+		t.Errorf("DynamoDB saw %d calls, want 3 (the SDK's retry budget)", got)
+	}
+}
+
+// DynamoDB (unlike dynalite) returns the refusing item with a failed
+// condition; the store then explains the refusal without a second call.
+func TestDynamoRefusalWithReturnedItem(t *testing.T) {
+	var mu sync.Mutex
+	var targets []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		targets = append(targets, r.Header.Get("X-Amz-Target"))
+		mu.Unlock()
+		if !strings.Contains(string(body), `"ReturnValuesOnConditionCheckFailure":"ALL_OLD"`) {
+			t.Errorf("request without ReturnValuesOnConditionCheckFailure: %s", body)
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+			"message":"The conditional request failed",
+			"Item":{"pk":{"S":"req#alice-sub#req-1"},"server":{"S":"task-b"},"state":{"S":"error"},
+			"lease_until":{"N":"0"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
+			"terminal":{"B":"aW50ZXJydXB0ZWQ="},"body_hash":{"S":"h"}}}`))
+	}))
+	defer srv.Close()
+	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, smallRetryBudget), "requests")
+	ctx := testCtx(t)
+
+	existing, err := s.Create(ctx, running("req-1", time.Now()))
+	wantErr(t, "Create", err, stream.ErrExists)
+	if existing == nil || existing.Server != serverB || existing.State != stream.StateError ||
+		string(existing.Terminal) != "interrupted" || len(existing.Chunks) != 1 || existing.Chunks[0] != "saved" {
+		t.Fatalf("existing = %+v", existing)
+	}
+	wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-1", serverA, 1, []string{"x"}, time.Now()), stream.ErrLostLease)
+	wantErr(t, "Delete", s.Delete(ctx, alice, "req-1", serverA), stream.ErrLostLease)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem", "DynamoDB_20120810.DeleteItem"}
+	if strings.Join(targets, ",") != strings.Join(want, ",") {
+		t.Errorf("calls = %v, want %v (no GetItem)", targets, want)
+	}
+}

@@ -1,0 +1,482 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// The Store contract, run against MemoryStore here and against
+// DynamoStore on dynalite in store_dynamo_test.go. Times are taken from
+// the wall clock: both stores read it for expiry.
+
+const (
+	alice    = "alice-sub"
+	bob      = "bob-sub"
+	serverA  = "task-a"
+	serverB  = "task-b"
+	bodyHash = "sha256:0123"
+)
+
+func TestMemoryStoreContract(t *testing.T) {
+	testStoreContract(t, func(t *testing.T) stream.Store { return stream.NewMemoryStore(nil) })
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// running returns a new record owned by serverA with the given lease.
+func running(id string, lease time.Time) stream.Record {
+	return stream.Record{
+		Owner: alice, RequestID: id, BodyHash: bodyHash, Server: serverA,
+		LeaseUntil: lease, Expires: time.Now().Add(time.Hour),
+	}
+}
+
+func mustCreate(t *testing.T, s stream.Store, r stream.Record) {
+	t.Helper()
+	if _, err := s.Create(testCtx(t), r); err != nil {
+		t.Fatalf("Create(%s): %v", r.RequestID, err)
+	}
+}
+
+func mustGet(t *testing.T, s stream.Store, owner, id string) *stream.Record {
+	t.Helper()
+	r, err := s.Get(testCtx(t), owner, id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return r
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s = %v, want %v", what, err, want)
+	}
+}
+
+func wantChunks(t *testing.T, r *stream.Record, want []string) {
+	t.Helper()
+	if !slices.Equal(r.Chunks, want) || r.Seq() != len(want) {
+		t.Fatalf("chunks = %q (seq %d), want %q", r.Chunks, r.Seq(), want)
+	}
+}
+
+func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
+	t.Run("CreateThenExists", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		lease := time.Now().Add(time.Minute)
+		r := running("req-create-1", lease)
+		got, err := s.Create(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != stream.StateRunning || got.Server != serverA || got.Seq() != 0 {
+			t.Errorf("created %+v", got)
+		}
+		// A second server racing for the same request gets the first one's record.
+		again := r
+		again.Server, again.BodyHash, again.LeaseUntil = serverB, "sha256:other", time.Now().Add(time.Hour)
+		existing, err := s.Create(ctx, again)
+		wantErr(t, "second Create", err, stream.ErrExists)
+		if existing == nil || existing.Server != serverA || existing.BodyHash != bodyHash || existing.State != stream.StateRunning ||
+			existing.LeaseUntil.UnixMilli() != lease.UnixMilli() || existing.Owner != alice || existing.RequestID != r.RequestID {
+			t.Fatalf("existing = %+v, want serverA's record", existing)
+		}
+		// Another user's request with the same id is another record.
+		other := r
+		other.Owner = bob
+		mustCreate(t, s, other)
+		got = mustGet(t, s, alice, r.RequestID)
+		if got.Server != serverA || got.Accepted != nil || got.Terminal != nil || got.Reservation != nil ||
+			got.Expires.Unix() != r.Expires.Unix() || got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
+			t.Errorf("Get = %+v", got)
+		}
+		_, err = s.Get(ctx, alice, "req-never-seen")
+		wantErr(t, "Get unknown", err, stream.ErrNotFound)
+	})
+
+	t.Run("CreateAccepted", func(t *testing.T) {
+		s := newStore(t)
+		r := running("req-create-2", time.Now().Add(time.Minute))
+		r.Accepted, r.Reservation = []byte(`{"type":"accepted"}`), []byte(`{"v":1}`)
+		r.Chunks, r.State, r.Terminal = []string{"ignored"}, stream.StateDone, []byte("ignored")
+		mustCreate(t, s, r)
+		got := mustGet(t, s, alice, r.RequestID)
+		if string(got.Accepted) != `{"type":"accepted"}` || string(got.Reservation) != `{"v":1}` ||
+			got.State != stream.StateRunning || got.Seq() != 0 || got.Terminal != nil {
+			t.Errorf("Get = %+v", got)
+		}
+	})
+
+	t.Run("Accept", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		mustCreate(t, s, running("req-accept", time.Now().Add(time.Minute)))
+		wantErr(t, "Accept by another server", s.Accept(ctx, alice, "req-accept", serverB, []byte("a"), []byte("r")), stream.ErrLostLease)
+		wantErr(t, "Accept unknown", s.Accept(ctx, alice, "req-unknown", serverA, []byte("a"), nil), stream.ErrNotFound)
+		wantErr(t, "Accept empty", s.Accept(ctx, alice, "req-accept", serverA, nil, nil), stream.ErrInvalid)
+		if err := s.Accept(ctx, alice, "req-accept", serverA, []byte(`{"type":"accepted"}`), []byte(`{"v":1,"items":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, alice, "req-accept")
+		if string(got.Accepted) != `{"type":"accepted"}` || string(got.Reservation) != `{"v":1,"items":[]}` {
+			t.Errorf("Get = %+v", got)
+		}
+		// Without a reservation (no limits apply).
+		mustCreate(t, s, running("req-accept-2", time.Now().Add(time.Minute)))
+		if err := s.Accept(ctx, alice, "req-accept-2", serverA, []byte(`a`), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, alice, "req-accept-2"); string(got.Accepted) != "a" || got.Reservation != nil {
+			t.Errorf("Get = %+v", got)
+		}
+	})
+
+	t.Run("CheckpointPreservesBoundariesAndIsIdempotent", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-checkpoint"
+		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
+		batches := [][]string{
+			{"Hel", "lo"},
+			{",", "", " ", "wörld 🙂", "\n"},
+			{`"quoted" \ {json}`},
+			{"  trailing  ", "#"},
+		}
+		var want []string
+		lease := time.Now().Add(time.Minute)
+		for _, b := range batches {
+			lease = lease.Add(time.Second)
+			if err := s.Checkpoint(ctx, alice, id, serverA, len(want), b, lease); err != nil {
+				t.Fatalf("Checkpoint after %d: %v", len(want), err)
+			}
+			want = append(want, b...)
+		}
+		got := mustGet(t, s, alice, id)
+		wantChunks(t, got, want)
+		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
+			t.Errorf("lease = %v, want renewed to %v", got.LeaseUntil, lease)
+		}
+
+		// The retry of an applied checkpoint is a no-op: nothing duplicated.
+		last := batches[len(batches)-1]
+		prev := len(want) - len(last)
+		for range 2 {
+			if err := s.Checkpoint(ctx, alice, id, serverA, prev, last, lease); err != nil {
+				t.Fatalf("retried Checkpoint: %v", err)
+			}
+		}
+		wantChunks(t, mustGet(t, s, alice, id), want)
+
+		// The same prevSeq with other chunks, or a wrong prevSeq, conflicts.
+		wantErr(t, "Checkpoint same prevSeq other chunks", s.Checkpoint(ctx, alice, id, serverA, prev, []string{"x", "y"}, lease), stream.ErrConflict)
+		wantErr(t, "Checkpoint stale prevSeq", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"x"}, lease), stream.ErrConflict)
+		wantErr(t, "Checkpoint gap", s.Checkpoint(ctx, alice, id, serverA, len(want)+1, []string{"x"}, lease), stream.ErrConflict)
+		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, len(want), []string{"x"}, lease), stream.ErrLostLease)
+		wantErr(t, "Checkpoint unknown", s.Checkpoint(ctx, alice, "req-unknown", serverA, 0, []string{"x"}, lease), stream.ErrNotFound)
+		wantErr(t, "Checkpoint other user", s.Checkpoint(ctx, bob, id, serverA, len(want), []string{"x"}, lease), stream.ErrNotFound)
+		wantErr(t, "Checkpoint negative prevSeq", s.Checkpoint(ctx, alice, id, serverA, -1, nil, lease), stream.ErrInvalid)
+		wantChunks(t, mustGet(t, s, alice, id), want)
+
+		// No chunks: a lease renewal only.
+		lease = lease.Add(time.Minute)
+		if err := s.Checkpoint(ctx, alice, id, serverA, len(want), nil, lease); err != nil {
+			t.Fatal(err)
+		}
+		got = mustGet(t, s, alice, id)
+		wantChunks(t, got, want)
+		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
+			t.Errorf("lease = %v, want %v", got.LeaseUntil, lease)
+		}
+	})
+
+	t.Run("FinishThenGet", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-finish"
+		r := running(id, time.Now().Add(time.Minute))
+		mustCreate(t, s, r)
+		if err := s.Accept(ctx, alice, id, serverA, []byte("accepted"), []byte("reservation")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Finish running", s.Finish(ctx, alice, id, serverA, 2, nil, stream.StateRunning, []byte("x"), time.Now()), stream.ErrInvalid)
+		wantErr(t, "Finish without terminal", s.Finish(ctx, alice, id, serverA, 2, nil, stream.StateDone, nil, time.Now()), stream.ErrInvalid)
+		wantErr(t, "Finish by another server", s.Finish(ctx, alice, id, serverB, 2, []string{"c"}, stream.StateDone, []byte("t"), time.Now()), stream.ErrLostLease)
+		wantErr(t, "Finish stale", s.Finish(ctx, alice, id, serverA, 1, []string{"c"}, stream.StateDone, []byte("t"), time.Now()), stream.ErrConflict)
+
+		terminal := []byte(`{"type":"done","request_id":"req-finish","chunks":4,"text":"abcd"}`)
+		expires := time.Now().Add(10 * time.Minute)
+		if err := s.Finish(ctx, alice, id, serverA, 2, []string{"c", "d"}, stream.StateDone, terminal, expires); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"a", "b", "c", "d"})
+		if got.State != stream.StateDone || !got.Ended() || string(got.Terminal) != string(terminal) ||
+			got.Expires.Unix() != expires.Unix() || string(got.Accepted) != "accepted" || string(got.Reservation) != "reservation" {
+			t.Errorf("Get = %+v", got)
+		}
+		// A retried Finish is a no-op; anything else after the end is refused.
+		if err := s.Finish(ctx, alice, id, serverA, 2, []string{"c", "d"}, stream.StateDone, terminal, expires); err != nil {
+			t.Errorf("retried Finish: %v", err)
+		}
+		wantErr(t, "Finish again, other outcome", s.Finish(ctx, alice, id, serverA, 4, nil, stream.StateError, []byte("e"), expires), stream.ErrLostLease)
+		wantErr(t, "Checkpoint after Finish", s.Checkpoint(ctx, alice, id, serverA, 4, []string{"e"}, time.Now()), stream.ErrLostLease)
+		wantErr(t, "Interrupt after Finish", s.Interrupt(ctx, alice, id, time.Now().Add(time.Hour), []byte("i"), expires), stream.ErrConflict)
+		wantErr(t, "Release after Finish", s.Release(ctx, alice, id, serverA), stream.ErrLostLease)
+		wantErr(t, "Delete after Finish", s.Delete(ctx, alice, id, serverA), stream.ErrLostLease)
+		existing, err := s.Create(ctx, r)
+		wantErr(t, "Create after Finish", err, stream.ErrExists)
+		if existing == nil || existing.State != stream.StateDone || string(existing.Terminal) != string(terminal) || existing.Seq() != 4 {
+			t.Errorf("existing = %+v", existing)
+		}
+		got = mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"a", "b", "c", "d"})
+		if string(got.Terminal) != string(terminal) {
+			t.Errorf("terminal changed to %s", got.Terminal)
+		}
+	})
+
+	t.Run("FinishWithError", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		mustCreate(t, s, running("req-fail", time.Now().Add(time.Minute)))
+		// A zero expiry keeps the record (no TTL).
+		if err := s.Finish(ctx, alice, "req-fail", serverA, 0, nil, stream.StateError, []byte(`{"type":"error"}`), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, alice, "req-fail"); got.State != stream.StateError || got.Seq() != 0 || !got.Ended() || !got.Expires.IsZero() {
+			t.Errorf("Get = %+v", got)
+		}
+	})
+
+	t.Run("LostLeaseAfterInterrupt", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-lost"
+		lease := time.Now().Add(time.Minute)
+		mustCreate(t, s, running(id, lease))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"saved"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		// serverA stops renewing (killed); serverB sees the lease pass.
+		terminal := []byte(`{"type":"error","code":"interrupted","text":"saved"}`)
+		expires := time.Now().Add(10 * time.Minute)
+		if err := s.Interrupt(ctx, alice, id, lease.Add(time.Millisecond), terminal, expires); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Checkpoint after interrupt", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"late"}, lease.Add(time.Minute)), stream.ErrLostLease)
+		wantErr(t, "Finish after interrupt", s.Finish(ctx, alice, id, serverA, 1, []string{"late"}, stream.StateDone, []byte("done"), expires), stream.ErrLostLease)
+		wantErr(t, "Accept after interrupt", s.Accept(ctx, alice, id, serverA, []byte("a"), nil), stream.ErrLostLease)
+		got := mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"saved"})
+		if got.State != stream.StateError || string(got.Terminal) != string(terminal) || got.Expires.Unix() != expires.Unix() {
+			t.Errorf("Get = %+v", got)
+		}
+	})
+
+	t.Run("InterruptRefusedWhileLeaseLive", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-live"
+		lease := time.Now().Add(time.Minute)
+		mustCreate(t, s, running(id, lease))
+		wantErr(t, "Interrupt before lease end", s.Interrupt(ctx, alice, id, lease.Add(-time.Second), []byte("i"), lease), stream.ErrConflict)
+		wantErr(t, "Interrupt at lease end", s.Interrupt(ctx, alice, id, lease, []byte("i"), lease), stream.ErrConflict)
+		// A renewal moves the lease on: an interrupter that read the old one loses.
+		renewed := lease.Add(time.Minute)
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, renewed); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Interrupt after renewal", s.Interrupt(ctx, alice, id, lease.Add(time.Second), []byte("i"), lease), stream.ErrConflict)
+		if got := mustGet(t, s, alice, id); got.State != stream.StateRunning || got.Terminal != nil {
+			t.Fatalf("Get = %+v, want untouched", got)
+		}
+		wantErr(t, "Interrupt unknown", s.Interrupt(ctx, alice, "req-unknown", renewed.Add(time.Hour), []byte("i"), lease), stream.ErrNotFound)
+		wantErr(t, "Interrupt other user", s.Interrupt(ctx, bob, id, renewed.Add(time.Hour), []byte("i"), lease), stream.ErrNotFound)
+		wantErr(t, "Interrupt without terminal", s.Interrupt(ctx, alice, id, renewed.Add(time.Hour), nil, lease), stream.ErrInvalid)
+		if err := s.Interrupt(ctx, alice, id, renewed.Add(time.Millisecond), []byte("i"), lease.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("InterruptExactlyOneWinner", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-race"
+		lease := time.Now().Add(-time.Second) // the owner died a second ago
+		mustCreate(t, s, running(id, lease))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		const callers = 20
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = s.Interrupt(ctx, alice, id, time.Now(), fmt.Appendf(nil, `{"winner":%d}`, i), time.Now().Add(time.Hour))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("callers %d and %d both won", winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, stream.ErrConflict):
+				t.Fatalf("caller %d: %v, want ErrConflict", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no caller won")
+		}
+		got := mustGet(t, s, alice, id)
+		if got.State != stream.StateError || string(got.Terminal) != fmt.Sprintf(`{"winner":%d}`, winner) {
+			t.Errorf("Get = %+v, want winner %d's terminal", got, winner)
+		}
+		wantChunks(t, got, []string{"a", "b"})
+	})
+
+	t.Run("ReleaseThenInterrupt", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-release"
+		mustCreate(t, s, running(id, time.Now().Add(time.Hour)))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"part"}, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Release by another server", s.Release(ctx, alice, id, serverB), stream.ErrLostLease)
+		wantErr(t, "Release unknown", s.Release(ctx, alice, "req-unknown", serverA), stream.ErrNotFound)
+		if err := s.Release(ctx, alice, id, serverA); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, s, alice, id)
+		if !got.LeaseUntil.IsZero() || got.State != stream.StateRunning || got.Server != serverA {
+			t.Fatalf("after Release: %+v", got)
+		}
+		if err := s.Interrupt(ctx, alice, id, time.Now(), []byte("interrupted"), time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Interrupt after Release: %v", err)
+		}
+		got = mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"part"})
+		if got.State != stream.StateError || string(got.Terminal) != "interrupted" {
+			t.Errorf("Get = %+v", got)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-delete"
+		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
+		wantErr(t, "Delete by another server", s.Delete(ctx, alice, id, serverB), stream.ErrLostLease)
+		wantErr(t, "Delete unknown", s.Delete(ctx, alice, "req-unknown", serverA), stream.ErrNotFound)
+		if err := s.Delete(ctx, alice, id, serverA); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Get(ctx, alice, id)
+		wantErr(t, "Get after Delete", err, stream.ErrNotFound)
+		wantErr(t, "Delete again", s.Delete(ctx, alice, id, serverA), stream.ErrNotFound)
+		// The rejected request may be sent again, to any server.
+		again := running(id, time.Now().Add(time.Minute))
+		again.Server = serverB
+		mustCreate(t, s, again)
+		if got := mustGet(t, s, alice, id); got.Server != serverB {
+			t.Errorf("re-created by %s, want %s", got.Server, serverB)
+		}
+		// An accepted request must end in a terminal outcome instead.
+		if err := s.Accept(ctx, alice, id, serverB, []byte("accepted"), nil); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Delete accepted", s.Delete(ctx, alice, id, serverB), stream.ErrConflict)
+		mustGet(t, s, alice, id)
+	})
+
+	t.Run("Expired", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		r := running("req-expired", time.Now().Add(time.Minute))
+		r.Expires = time.Now().Add(-time.Second)
+		mustCreate(t, s, r)
+		_, err := s.Get(ctx, alice, r.RequestID)
+		wantErr(t, "Get expired", err, stream.ErrNotFound)
+		wantErr(t, "Checkpoint expired", s.Checkpoint(ctx, alice, r.RequestID, serverA, 0, []string{"x"}, time.Now()), stream.ErrNotFound)
+		wantErr(t, "Interrupt expired", s.Interrupt(ctx, alice, r.RequestID, time.Now().Add(time.Hour), []byte("i"), time.Now()), stream.ErrNotFound)
+		// An expired record does not block a new one with the same id.
+		r.Expires, r.Server = time.Now().Add(time.Hour), serverB
+		mustCreate(t, s, r)
+		if got := mustGet(t, s, alice, r.RequestID); got.Server != serverB {
+			t.Errorf("Get = %+v", got)
+		}
+		// A finished record is kept until its resume window passes.
+		if err := s.Finish(ctx, alice, r.RequestID, serverB, 0, []string{"x"}, stream.StateDone, []byte("done"), time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Get(ctx, alice, r.RequestID)
+		wantErr(t, "Get after the resume window", err, stream.ErrNotFound)
+	})
+
+	t.Run("TooLarge", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-large"
+		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
+		big := strings.Repeat("x", 100<<10)
+		lease := time.Now().Add(time.Minute)
+		for seq := range 3 {
+			if err := s.Checkpoint(ctx, alice, id, serverA, seq, []string{big}, lease); err != nil {
+				t.Fatalf("Checkpoint %d: %v", seq, err)
+			}
+		}
+		wantErr(t, "Checkpoint past the limit", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big}, lease), stream.ErrTooLarge)
+		wantErr(t, "Checkpoint of one huge batch", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big, big, big, big}, lease), stream.ErrTooLarge)
+		wantErr(t, "Finish with a large terminal", s.Finish(ctx, alice, id, serverA, 3, nil, stream.StateDone, []byte(big[:60<<10]), time.Now().Add(time.Hour)), stream.ErrTooLarge)
+		got := mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{big, big, big})
+		if got.State != stream.StateRunning {
+			t.Fatalf("state %s", got.State)
+		}
+		// Smaller writes still fit; the record was not damaged.
+		if err := s.Checkpoint(ctx, alice, id, serverA, 3, []string{"tail"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, alice, id, serverA, 4, nil, stream.StateError, []byte(`{"type":"error"}`), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		wantChunks(t, mustGet(t, s, alice, id), []string{big, big, big, "tail"})
+	})
+
+	t.Run("InvalidArguments", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		_, err := s.Create(ctx, stream.Record{Owner: alice, RequestID: "a#b", Server: serverA})
+		wantErr(t, "Create with '#'", err, stream.ErrInvalid)
+		_, err = s.Create(ctx, stream.Record{Owner: "", RequestID: "req-x", Server: serverA})
+		wantErr(t, "Create without owner", err, stream.ErrInvalid)
+		_, err = s.Create(ctx, stream.Record{Owner: alice, RequestID: "req-x"})
+		wantErr(t, "Create without server", err, stream.ErrInvalid)
+		_, err = s.Get(ctx, alice, "")
+		wantErr(t, "Get without id", err, stream.ErrInvalid)
+	})
+
+	t.Run("CancelledContextIsUnavailable", func(t *testing.T) {
+		s := newStore(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := s.Get(ctx, alice, "req-any")
+		wantErr(t, "Get", err, stream.ErrUnavailable)
+		_, err = s.Create(ctx, running("req-any", time.Now()))
+		wantErr(t, "Create", err, stream.ErrUnavailable)
+		wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-any", serverA, 0, nil, time.Now()), stream.ErrUnavailable)
+	})
+}
