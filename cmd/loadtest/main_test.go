@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+)
+
+// gatewayBin is the gateway binary built once by TestMain (`go build ./cmd/gateway`).
+var gatewayBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "loadtest-gateway")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gatewayBin = filepath.Join(dir, "gateway")
+	out, err := exec.Command("go", "build", "-o", gatewayBin, "github.com/jetway-gateway/jetway/cmd/gateway").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// world is one test's real parts: the mock Bedrock endpoint and a gateway
+// process in dev mode pointed at it.
+type world struct {
+	t               *testing.T
+	mock            *mockmodel.Server
+	mockURL         string
+	url, admin      string
+	pid             int
+	config, keyFile string
+	logMu           sync.Mutex
+	log             bytes.Buffer
+}
+
+// mockTokens is the answer length of the test mock: short answers, fast tests.
+const mockTokens = 40
+
+// newWorld starts the mock and a gateway. quotaLimit replaces Fabrikam's
+// 20,000 tokens/hour so the quota test reaches it quickly.
+func newWorld(t *testing.T, quotaLimit int) *world {
+	t.Helper()
+	dir := t.TempDir()
+	w := &world{t: t, keyFile: filepath.Join(dir, "dev-key.pem"), config: filepath.Join(dir, "jetway.yaml")}
+	w.mock = mockmodel.New(mockmodel.Options{TTFT: 2 * time.Millisecond, PerToken: 200 * time.Microsecond, Tokens: mockTokens})
+	ts := httptest.NewServer(w.mock)
+	t.Cleanup(ts.Close)
+	w.mockURL = ts.URL
+
+	cfg, err := os.ReadFile("testdata/bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgText := strings.Replace(string(cfg), "tokens: 20000}", fmt.Sprintf("tokens: %d}", quotaLimit), 1)
+	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(gatewayBin)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
+		"JETWAY_LISTEN=127.0.0.1:0", "JETWAY_ADMIN_LISTEN=127.0.0.1:0",
+		"JETWAY_CONFIG=" + w.config, "JETWAY_DEV_KEY_FILE=" + w.keyFile,
+		"JETWAY_USAGE_DIR=" + filepath.Join(dir, "usage"), "JETWAY_DRAIN_TIMEOUT=2s",
+		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + ts.URL, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true",
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start gateway: %v", err)
+	}
+	w.pid = cmd.Process.Pid
+	exited := make(chan struct{})
+	listening := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			w.logMu.Lock()
+			w.log.WriteString(line + "\n")
+			w.logMu.Unlock()
+			if strings.Contains(line, `"msg":"listening"`) {
+				var m struct {
+					Addr      string `json:"addr"`
+					AdminAddr string `json:"admin_addr"`
+				}
+				_ = json.Unmarshal([]byte(line), &m)
+				listening <- [2]string{m.Addr, m.AdminAddr}
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case a := <-listening:
+		w.url, w.admin = "ws://"+a[0]+"/v1/ws", "http://"+a[1]
+	case <-exited:
+		t.Fatalf("gateway exited before listening:\n%s", w.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gateway did not listen within 30s:\n%s", w.logs())
+	}
+	return w
+}
+
+func (w *world) logs() string {
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
+	return w.log.String()
+}
+
+// tokenCmd mints dev tokens with the gateway binary, as an operator would.
+func (w *world) tokenCmd() string {
+	return fmt.Sprintf("%s token --sub {user} --tenant {tenant} --app {app} --dev-key-file %s --config %s",
+		gatewayBin, shellQuote(w.keyFile), shellQuote(w.config))
+}
+
+// loadtest runs the tool with --json and returns its report and error.
+func (w *world) loadtest(url string, args ...string) (*Report, error) {
+	w.t.Helper()
+	full := append(args, "--url", url, "--json", "--progress", "off", "--token-cmd", w.tokenCmd(),
+		"--admin-url", w.admin, "--user-prefix", strings.ReplaceAll(w.t.Name(), "/", "-"))
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := runWith(ctx, full, func(string) string { return "" }, &out, io.Discard)
+	var rep Report
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		w.t.Fatalf("loadtest %v: %v; output is not a JSON report (%v):\n%s\ngateway:\n%s", args, err, jerr, out.String(), w.logs())
+	}
+	return &rep, err
+}
+
+// TestCleanRunReportsZero: through a relay that changes nothing, Test 1
+// delivers everything and every fault counter reads 0.
+func TestCleanRunReportsZero(t *testing.T) {
+	w := newWorld(t, 20000)
+	relay := startRelay(t, w.url, relayFaults["none"])
+	rep, err := w.loadtest(relay, "delivery", "--users", "3", "--requests", "4")
+	if err != nil {
+		t.Fatalf("clean run failed: %v (%v)", err, rep.Problems)
+	}
+	a := rep.Accounting
+	if a.Sent != 12 || a.Accepted != 12 || a.Done != 12 || len(a.Errors) != 0 {
+		t.Fatalf("sent/accepted/done/errors = %d/%d/%d/%v, want 12/12/12/none", a.Sent, a.Accepted, a.Done, a.Errors)
+	}
+	if a.ChunksPublished != 12*mockTokens || a.ChunksReceived != a.ChunksPublished || a.ChunkFrames != a.ChunksPublished {
+		t.Fatalf("chunks published %d, received %d, frames %d; want %d each", a.ChunksPublished, a.ChunksReceived, a.ChunkFrames, 12*mockTokens)
+	}
+	if a.ChunksLost != 0 || a.Duplicates != 0 || a.OutOfOrder != 0 || a.Incomplete != 0 || a.NeverFinished != 0 || a.WrongText != 0 {
+		t.Fatalf("clean run counted faults: %+v", a)
+	}
+	if !rep.OK || rep.Latencies.ClientTTFT.N != 12 || rep.Latencies.Latency.N != 12 || rep.Latencies.ClientTTFT.P50 <= 0 {
+		t.Fatalf("report: ok=%v latencies %+v", rep.OK, rep.Latencies)
+	}
+	if got := w.mock.Requests("mock-a"); got != 12 {
+		t.Fatalf("the model was called %d times, want 12", got)
+	}
+}
+
+// TestCountersCatchFaults: a relay that drops, duplicates, reorders chunk
+// frames or loses the terminal frame is caught by the matching counter,
+// and only by it, and the run fails.
+func TestCountersCatchFaults(t *testing.T) {
+	w := newWorld(t, 20000)
+	const users, requests = 2, 3
+	const n = users * requests
+	for _, tc := range []struct {
+		fault                                                  string
+		lost, dup, ooo, incomplete, never, done, chunksArrived int64
+	}{
+		{fault: "drop", lost: n, incomplete: n, done: n, chunksArrived: n * (mockTokens - 1)},
+		{fault: "duplicate", dup: n, done: n, chunksArrived: n * (mockTokens + 1)},
+		{fault: "reorder", ooo: n, done: n, chunksArrived: n * mockTokens},
+		{fault: "lose-terminal", never: n, chunksArrived: n * mockTokens},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			relay := startRelay(t, w.url, relayFaults[tc.fault])
+			rep, err := w.loadtest(relay, "delivery", "--users", fmt.Sprint(users), "--requests", fmt.Sprint(requests), "--timeout", "1s")
+			if !errors.Is(err, ErrFailed) || rep.OK {
+				t.Fatalf("run with fault %s: err %v, ok %v; want ErrFailed", tc.fault, err, rep.OK)
+			}
+			a := rep.Accounting
+			got := [7]int64{a.ChunksLost, a.Duplicates, a.OutOfOrder, a.Incomplete, a.NeverFinished, a.Done, a.ChunkFrames}
+			want := [7]int64{tc.lost, tc.dup, tc.ooo, tc.incomplete, tc.never, tc.done, tc.chunksArrived}
+			if got != want {
+				t.Fatalf("fault %s: lost/dup/ooo/incomplete/never/done/frames = %v, want %v", tc.fault, got, want)
+			}
+			if a.WrongText != 0 {
+				t.Fatalf("done.text is the server's: it must still be right, got %d wrong", a.WrongText)
+			}
+		})
+	}
+}
+
+// TestQuotaSqueeze: Test 2 against a small limit boards requests, answers
+// the rest with clean 429s, lets nothing past; a --limit below the
+// gateway's real one proves the past-the-limit counter.
+func TestQuotaSqueeze(t *testing.T) {
+	const limit = 3000
+	w := newWorld(t, limit)
+	rep, err := w.loadtest(w.url, "quota", "--users", "4", "--duration", "1500ms", "--pause", "1ms", "--limit", fmt.Sprint(limit))
+	if err != nil {
+		t.Fatalf("quota run: %v %v", err, rep.Problems)
+	}
+	q := rep.Quota
+	if q.Boarded == 0 || q.Clean429 == 0 || q.PastLimit != 0 || q.NeverHeard != 0 || q.Unclean429 != 0 {
+		t.Fatalf("quota tally %+v", q)
+	}
+	if q.TotalUsage > limit || q.FrameLimit != limit || q.FrameWindow != "hour" {
+		t.Fatalf("usage %d of %d; frame limit %d %s", q.TotalUsage, limit, q.FrameLimit, q.FrameWindow)
+	}
+	if got := w.mock.Requests("mock-a"); got != q.Boarded {
+		t.Fatalf("model calls %d != boarded %d", got, q.Boarded)
+	}
+	// A fresh gateway with the same limit, while the tool is told a lower
+	// one: the requests that board past it must be counted.
+	w = newWorld(t, limit)
+	rep, err = w.loadtest(w.url, "quota", "--users", "2", "--duration", "300ms", "--pause", "1ms", "--limit", "100")
+	if !errors.Is(err, ErrFailed) || rep.Quota.PastLimit == 0 || rep.Quota.PastLimit >= rep.Quota.Boarded {
+		t.Fatalf("past-limit run: err %v, quota %+v", err, rep.Quota)
+	}
+}
+
+// TestOverheadInterleaves: both paths carry the same requests and give
+// TTFT and gap distributions.
+func TestOverheadInterleaves(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "overhead", "--streams", "4", "--rounds", "3", "--warmup", "1", "--ramp", "10ms",
+		"--bedrock-url", w.mockURL)
+	if err != nil {
+		t.Fatalf("overhead: %v %v", err, rep.Problems)
+	}
+	o := rep.Overhead
+	for name, p := range map[string]PathStats{"direct": o.Direct, "jetway": o.Jetway} {
+		if p.Requests != 8 || p.Errors != 0 || p.TTFT.N != 8 || p.Gap.N != 8*(mockTokens-1) {
+			t.Fatalf("%s path: %+v", name, p)
+		}
+	}
+	if o.AddedTTFT.RatioP50 <= 0 || rep.Accounting.Done != 12 {
+		t.Fatalf("added %+v, done %d", o.AddedTTFT, rep.Accounting.Done)
+	}
+	if got := w.mock.Requests("mock-a"); got != 24 {
+		t.Fatalf("mock saw %d requests, want 24 (12 direct, 12 through the gateway)", got)
+	}
+}
+
+// TestCapacityReadsTheGateway: idle sessions show up in the gateway's
+// session count and RSS; the streaming phase counts chunk frames and CPU.
+func TestCapacityReadsTheGateway(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "capacity", "--sessions", "40", "--settle", "10ms", "--pid", fmt.Sprint(w.pid),
+		"--streaming-sessions", "2", "--stream-duration", "500ms")
+	if err != nil {
+		t.Fatalf("capacity: %v %v", err, rep.Problems)
+	}
+	c := rep.Capacity
+	if c.Source != "proc" || c.IdleSessions != 40 || c.GatewaySessions != 40 || c.RSSAfter <= 0 || c.RSSBefore <= 0 {
+		t.Fatalf("idle phase %+v", c)
+	}
+	if c.ChunkFrames == 0 || c.ChunkFrames != rep.Accounting.ChunksPublished || c.ChunkFramesPerSec <= 0 || c.GatewayCPUCores < 0 {
+		t.Fatalf("streaming phase %+v, published %d", c, rep.Accounting.ChunksPublished)
+	}
+}
+
+// TestSoakSurvivesDrops: connections cut mid-stream are resumed, nothing lost.
+func TestSoakSurvivesDrops(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "soak", "--users", "3", "--duration", "1500ms", "--interval", "500ms",
+		"--drop-every", "100ms", "--pause", "5ms")
+	if err != nil {
+		t.Fatalf("soak: %v %v", err, rep.Problems)
+	}
+	s := rep.Soak
+	if s.Drops == 0 || rep.Accounting.Reconnects == 0 || len(s.Intervals) != 3 || rep.Accounting.Done == 0 {
+		t.Fatalf("soak %+v, accounting %+v", s, rep.Accounting)
+	}
+	for _, iv := range s.Intervals {
+		if iv.RSS <= 0 || iv.Goroutines <= 0 {
+			t.Fatalf("interval without gateway metrics: %+v", iv)
+		}
+	}
+}
+
+// TestHelpDocumentsEveryFlag: --help lists every scenario and flag.
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	err := runWith(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, io.Discard)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	for _, want := range []string{"delivery", "quota", "overhead", "capacity", "soak", "Exit status"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	n := 0
+	(&settings{}).flagSet(func(string) string { return "" }, io.Discard).VisitAll(func(f *flag.Flag) {
+		n++
+		if !strings.Contains(help, "  -"+f.Name+" ") && !strings.Contains(help, "  -"+f.Name+"\n") {
+			t.Errorf("help lacks flag --%s", f.Name)
+		}
+		if f.Usage == "" {
+			t.Errorf("flag --%s has no documentation", f.Name)
+		}
+	})
+	if n < 30 {
+		t.Fatalf("only %d flags found", n)
+	}
+}
+
+// TestTokenSources: a token file hands users their lines; a token command
+// gets shell-quoted placeholders and is run once per user.
+func TestTokenSources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(file, []byte("# tokens\nA\n\nB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := newTokenSource(&settings{TokenFile: file, TokenConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"A", "B", "A"} {
+		if got, _ := ts.get(context.Background(), "u", i); got != want {
+			t.Fatalf("user %d got %q, want %q", i, got, want)
+		}
+	}
+	count := filepath.Join(dir, "count")
+	ts, err = newTokenSource(&settings{Tenant: "fab'rikam", App: "a;b", TokenConcurrency: 2,
+		TokenCmd: "echo run >> " + count + "; printf 'tok:%s:%s:%s\\n' {user} {tenant} {app}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, err := ts.get(context.Background(), "ann", 0); err != nil || got != "tok:ann:fab'rikam:a;b" {
+			t.Fatalf("token %q, %v", got, err)
+		}
+	}
+	runs, _ := os.ReadFile(count)
+	if n := strings.Count(string(runs), "run"); n != 1 {
+		t.Fatalf("token command ran %d times for one user, want 1", n)
+	}
+	exp := time.Unix(2000000000, 0)
+	payload := fmt.Sprintf(`{"exp":%d}`, exp.Unix())
+	tok := "h." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".s"
+	if got := jwtExpiry(tok); !got.Equal(exp) {
+		t.Fatalf("jwtExpiry = %v, want %v", got, exp)
+	}
+}

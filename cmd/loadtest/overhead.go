@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+
+	"github.com/jetway-gateway/jetway/client"
+	"github.com/jetway-gateway/jetway/internal/router"
+)
+
+// appDefaultMaxTokens is what the gateway asks the model for when neither
+// the client nor the app says otherwise (config: apps[].max_tokens).
+const appDefaultMaxTokens = 1024
+
+// PathStats are one path's timings: TTFT from the request leaving the tool
+// to the first text arriving, and every gap between consecutive texts.
+type PathStats struct {
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+	TTFT     Dist  `json:"ttft"`
+	Gap      Dist  `json:"inter_chunk_gap"`
+}
+
+// Added is Jetway's cost over the direct path at each percentile: the
+// difference of the two percentiles (ms) and their ratio.
+type Added struct {
+	P50      float64 `json:"p50_ms"`
+	P95      float64 `json:"p95_ms"`
+	P99      float64 `json:"p99_ms"`
+	RatioP50 float64 `json:"ratio_p50"`
+	RatioP95 float64 `json:"ratio_p95"`
+	RatioP99 float64 `json:"ratio_p99"`
+}
+
+// OverheadResult compares the same load sent direct and through Jetway.
+type OverheadResult struct {
+	Streams   int       `json:"streams"`
+	Rounds    int       `json:"rounds_measured"`
+	Direct    PathStats `json:"direct"`
+	Jetway    PathStats `json:"jetway"`
+	AddedTTFT Added     `json:"added_ttft"`
+	AddedGap  Added     `json:"added_gap"`
+}
+
+type pathSamples struct {
+	mu        sync.Mutex
+	ttft, gap []time.Duration
+	requests  int64
+	errors    int64
+}
+
+func (p *pathSamples) add(ttft time.Duration, gaps []time.Duration, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests++
+	if err != nil || ttft <= 0 {
+		p.errors++
+		return
+	}
+	p.ttft = append(p.ttft, ttft)
+	p.gap = append(p.gap, gaps...)
+}
+
+func (p *pathSamples) stats() PathStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PathStats{Requests: p.requests, Errors: p.errors, TTFT: dist(p.ttft), Gap: dist(p.gap)}
+}
+
+// timing records when texts arrive; each request has its own.
+type timing struct {
+	start, first, last time.Time
+	gaps               []time.Duration
+}
+
+func (t *timing) text() {
+	now := time.Now()
+	if t.first.IsZero() {
+		t.first = now
+	} else {
+		t.gaps = append(t.gaps, now.Sub(t.last))
+	}
+	t.last = now
+}
+
+func (t *timing) ttft() time.Duration {
+	if t.first.IsZero() {
+		return 0
+	}
+	return t.first.Sub(t.start)
+}
+
+// overhead sends the same requests straight to the model endpoint through
+// the Bedrock SDK (as the gateway calls it) and through Jetway,
+// interleaved: every worker alternates, odd workers starting direct, so
+// both paths see the same load at the same moments.
+func (e *env) overhead(ctx context.Context) (*Report, error) {
+	s := e.s
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(s.Region),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("loadtest", "loadtest", "")))
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	// The gateway's own construction (cmd/gateway): one attempt, the SDK's
+	// default HTTP client; the endpoint is the one the gateway is pointed at.
+	br := bedrockruntime.NewFromConfig(awsCfg, func(o *bedrockruntime.Options) {
+		o.BaseEndpoint = aws.String(s.BedrockURL)
+		o.RetryMaxAttempts = 1
+	})
+	direct := router.NewBedrock(br)
+	maxTokens := s.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = appDefaultMaxTokens
+	}
+
+	users := s.usersFor(s.Streams)
+	if err := e.prefetch(ctx, users); err != nil {
+		return nil, err
+	}
+	l := newLedger(s.MockText)
+	clients, err := e.openSessions(ctx, s.Streams, users, l, "opening sessions")
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(clients)
+
+	var d, j pathSamples
+	bar := e.progress.bar(int64(2*s.Streams*s.Rounds), "overhead")
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Spread the starts so the measured rounds run in a steady state.
+			select {
+			case <-time.After(time.Duration(int64(s.Ramp) * int64(w) / int64(max(1, s.Streams)))):
+			case <-ctx.Done():
+				return
+			}
+			for r := 0; r < s.Rounds && ctx.Err() == nil; r++ {
+				n := w*1000 + r
+				for k := 0; k < 2; k++ {
+					viaJetway := (w+k)%2 == 0
+					t := &timing{gaps: make([]time.Duration, 0, 320)}
+					var err error
+					if viaJetway {
+						t.start = time.Now()
+						o := e.ask(ctx, c, n, l, func(int, string) { t.text() })
+						err = o.err
+						if o.timedOut {
+							err = fmt.Errorf("timeout")
+						}
+					} else {
+						cctx, cancel := context.WithTimeout(ctx, s.Timeout)
+						t.start = time.Now()
+						_, err = direct.Stream(cctx, router.Call{ModelID: s.BedrockModel,
+							Messages: []router.Message{{Role: "user", Content: s.prompt(n)}}, MaxTokens: maxTokens},
+							func(string) { t.text() })
+						cancel()
+					}
+					bar.add(1)
+					if r < s.Warmup {
+						continue
+					}
+					if viaJetway {
+						j.add(t.ttft(), t.gaps, err)
+					} else {
+						d.add(t.ttft(), t.gaps, err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	bar.finish()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := OverheadResult{Streams: s.Streams, Rounds: s.Rounds - s.Warmup, Direct: d.stats(), Jetway: j.stats()}
+	res.AddedTTFT = added(res.Direct.TTFT, res.Jetway.TTFT)
+	res.AddedGap = added(res.Direct.Gap, res.Jetway.Gap)
+	a, lat := l.snapshot()
+	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
+		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
+			"bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds()},
+		Accounting: a, Latencies: lat, Overhead: &res}
+	rep.Problems = a.problems()
+	if res.Direct.Errors > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d direct requests failed", res.Direct.Errors))
+	}
+	return rep, nil
+}
+
+func added(direct, jetway Dist) Added {
+	ratio := func(j, d float64) float64 {
+		if d == 0 {
+			return 0
+		}
+		return math.Round(j/d*1000) / 1000
+	}
+	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	return Added{P50: r3(jetway.P50 - direct.P50), P95: r3(jetway.P95 - direct.P95), P99: r3(jetway.P99 - direct.P99),
+		RatioP50: ratio(jetway.P50, direct.P50), RatioP95: ratio(jetway.P95, direct.P95), RatioP99: ratio(jetway.P99, direct.P99)}
+}
+
+// openSessions dials n sessions spread over users (session i is user
+// i % users), at most --dial-concurrency at once. Refused sessions are
+// booked and left out.
+func (e *env) openSessions(ctx context.Context, n, users int, l *ledger, what string) ([]*client.Client, error) {
+	bar := e.progress.bar(int64(n), what)
+	defer bar.finish()
+	out := make([]*client.Client, n)
+	sem := make(chan struct{}, e.s.DialConcurrency)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := e.dial(ctx, i%users, false, l)
+			if err == nil {
+				out[i] = c
+			}
+			bar.add(1)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		closeAll(out)
+		return nil, err
+	}
+	opened := out[:0]
+	for _, c := range out {
+		if c != nil {
+			opened = append(opened, c)
+		}
+	}
+	return opened, nil
+}
+
+func closeAll(cs []*client.Client) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = c.Close() }()
+		}
+	}
+	wg.Wait()
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is one run's result: the markdown tables and the --json document.
+type Report struct {
+	Scenario   string          `json:"scenario"`
+	URL        string          `json:"url"`
+	Started    time.Time       `json:"started"`
+	Seconds    float64         `json:"seconds"`
+	TimeoutS   float64         `json:"timeout_s"`
+	Params     map[string]any  `json:"params"`
+	Accounting Accounting      `json:"accounting"`
+	Latencies  Latencies       `json:"latencies"`
+	Quota      *QuotaResult    `json:"quota,omitempty"`
+	Overhead   *OverheadResult `json:"overhead,omitempty"`
+	Capacity   *CapacityResult `json:"capacity,omitempty"`
+	Soak       *SoakResult     `json:"soak,omitempty"`
+	Notes      []string        `json:"notes,omitempty"`
+	Problems   []string        `json:"problems"`
+	OK         bool            `json:"ok"`
+}
+
+func (r *Report) writeJSON(w io.Writer) error {
+	r.OK = len(r.Problems) == 0
+	if r.Problems == nil {
+		r.Problems = []string{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// writeMarkdown writes the article's tables.
+func (r *Report) writeMarkdown(w io.Writer) error {
+	var b strings.Builder
+	a := r.Accounting
+	fmt.Fprintf(&b, "## loadtest %s\n\n", r.Scenario)
+	fmt.Fprintf(&b, "%s against %s, %.1f s", r.Started.Format(time.RFC3339), r.URL, r.Seconds)
+	if len(r.Params) > 0 {
+		keys := make([]string, 0, len(r.Params))
+		for k := range r.Params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var ps []string
+		for _, k := range keys {
+			ps = append(ps, fmt.Sprintf("%s=%v", k, r.Params[k]))
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(ps, ", "))
+	}
+	b.WriteString("\n\n")
+
+	switch {
+	case r.Quota != nil:
+		q := r.Quota
+		b.WriteString("| Result | |\n|---|---|\n")
+		row(&b, "Requests that boarded", fmt.Sprint(q.Boarded))
+		row(&b, "Clean 429 Token quota exceeded", fmt.Sprint(q.Clean429))
+		row(&b, "Requests that got past the limit", fmt.Sprintf("%d (%d tokens over)", q.PastLimit, q.TokensOver))
+		row(&b, "Requests that never heard back", fmt.Sprintf("%d of %d", q.NeverHeard, a.Sent))
+		row(&b, "rate_limited (in-flight caps, not quota)", fmt.Sprint(q.RateLimited))
+		row(&b, "Tokens charged (done.usage) / limit", fmt.Sprintf("%d + %d used before = %d / %d", q.ChargedInRun, q.PriorUsage, q.TotalUsage, q.Limit))
+		row(&b, "WebSocket messages received", fmt.Sprint(a.FramesReceived))
+		b.WriteString("\n")
+	case r.Overhead != nil:
+		o := r.Overhead
+		fmt.Fprintf(&b, "%d concurrent streams, %d measured rounds each way.\n\n", o.Streams, o.Rounds)
+		b.WriteString("| Metric | path | n | Median | p95 | p99 |\n|---|---|---|---|---|---|\n")
+		distRow(&b, "Time to first token", "direct (Bedrock SDK)", o.Direct.TTFT)
+		distRow(&b, "Time to first token", "through Jetway", o.Jetway.TTFT)
+		distRow(&b, "Inter-chunk gap", "direct (Bedrock SDK)", o.Direct.Gap)
+		distRow(&b, "Inter-chunk gap", "through Jetway", o.Jetway.Gap)
+		b.WriteString("\n| Added by Jetway | Median | p95 | p99 |\n|---|---|---|---|\n")
+		addedRow(&b, "TTFT", o.AddedTTFT)
+		addedRow(&b, "Inter-chunk gap", o.AddedGap)
+		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.\n\n",
+			o.Direct.Requests, o.Direct.Errors, o.Jetway.Requests, o.Jetway.Errors)
+	case r.Capacity != nil:
+		c := r.Capacity
+		b.WriteString("| Capacity | |\n|---|---|\n")
+		if c.IdleSessions > 0 {
+			row(&b, "Idle sessions opened", fmt.Sprintf("%d in %.1f s (gateway reports %d)", c.IdleSessions, c.RampSeconds, c.GatewaySessions))
+			row(&b, "Gateway RSS before / after", fmt.Sprintf("%.1f MiB / %.1f MiB (%s)", mib(c.RSSBefore), mib(c.RSSAfter), c.Source))
+			row(&b, "RSS per idle session", fmt.Sprintf("%.1f KB", c.RSSPerSession/1000))
+			if c.HeapPerSession >= 0 {
+				row(&b, "Go heap in use per idle session", fmt.Sprintf("%.1f KB", c.HeapPerSession/1000))
+			}
+			if c.GoroutinesAfter >= 0 {
+				row(&b, "Gateway goroutines before / after", fmt.Sprintf("%d / %d", c.GoroutinesBefore, c.GoroutinesAfter))
+			}
+		}
+		if c.StreamingSessions > 0 {
+			row(&b, "Streaming sessions", fmt.Sprintf("%d for %.1f s", c.StreamingSessions, c.StreamSeconds))
+			row(&b, "Chunk frames delivered", fmt.Sprintf("%d (%.0f /s)", c.ChunkFrames, c.ChunkFramesPerSec))
+			row(&b, "Requests completed", fmt.Sprintf("%.0f /s", c.RequestsPerSec))
+			if c.GatewayCPUCores >= 0 {
+				row(&b, "Gateway CPU", fmt.Sprintf("%.2f cores", c.GatewayCPUCores))
+			}
+			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
+		}
+		b.WriteString("\n")
+	case r.Soak != nil:
+		s := r.Soak
+		fmt.Fprintf(&b, "%d connections cut (Drop), %d reconnects, %d resumes.\n\n", s.Drops, a.Reconnects, a.Resumes)
+		b.WriteString("| until | done | errors | lost | never finished | TTFT p50 | TTFT p99 | latency p50 | latency p99 | gateway RSS | goroutines |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, iv := range s.Intervals {
+			fmt.Fprintf(&b, "| %.0f s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", iv.EndS, iv.Done, iv.Errors, iv.Lost,
+				iv.Never, dur(iv.TTFT.P50), dur(iv.TTFT.P99), dur(iv.Latency.P50), dur(iv.Latency.P99), mibOrDash(iv.RSS), numOrDash(iv.Goroutines))
+		}
+		fmt.Fprintf(&b, "\nDrift (last row - first): TTFT p50 %+.1f ms, latency p99 %+.1f ms, RSS %+.1f MiB, goroutines %+d.\n\n",
+			s.DriftTTFTP50, s.DriftLatencyP99, mib(s.DriftRSS), s.DriftGoroutines)
+	}
+
+	// Test 1's tables: every scenario has them.
+	b.WriteString("| Result | |\n|---|---|\n")
+	row(&b, "Successful requests", fmt.Sprintf("%d of %d", a.Done, a.Sent))
+	row(&b, "Accepted", fmt.Sprint(a.Accepted))
+	row(&b, "Errors by code", errorsText(a.Errors))
+	row(&b, "Answers that arrived incomplete", fmt.Sprint(a.Incomplete))
+	row(&b, "Requests that never finished", fmt.Sprintf("%d (waited %s)", a.NeverFinished, r.paramTimeout()))
+	if len(a.SessionErrors) > 0 {
+		row(&b, "Sessions refused", errorsText(a.SessionErrors))
+	}
+	b.WriteString("\n| Events lost | Duplicate chunks | Out-of-order chunks | Wrong answers |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %d of %d (%s) | %d | %d | %d |\n\n", a.ChunksLost, a.ChunksPublished, percent(a.ChunksLost, a.ChunksPublished),
+		a.Duplicates, a.OutOfOrder, a.WrongText)
+
+	lat := r.Latencies
+	b.WriteString("| Metric | n | Median | p95 | p99 |\n|---|---|---|---|---|\n")
+	latRow(&b, "Time to first token (client)", lat.ClientTTFT)
+	latRow(&b, "Time to first token (server ttft_ms)", lat.ServerTTFT)
+	latRow(&b, "Total latency", lat.Latency)
+	b.WriteString("\n")
+
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "Note: %s\n\n", n)
+	}
+	if len(r.Problems) == 0 {
+		b.WriteString("**OK**: nothing lost, nothing unfinished.\n")
+	} else {
+		fmt.Fprintf(&b, "**FAILED**: %s\n", joinProblems(r.Problems))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *Report) paramTimeout() string { return fmt.Sprintf("%gs", r.TimeoutS) }
+
+func row(b *strings.Builder, k, v string) { fmt.Fprintf(b, "| %s | %s |\n", k, v) }
+
+func latRow(b *strings.Builder, name string, d Dist) {
+	fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", name, d.N, dur(d.P50), dur(d.P95), dur(d.P99))
+}
+
+func distRow(b *strings.Builder, name, path string, d Dist) {
+	fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s |\n", name, path, d.N, dur(d.P50), dur(d.P95), dur(d.P99))
+}
+
+func addedRow(b *strings.Builder, name string, a Added) {
+	fmt.Fprintf(b, "| %s | %+.3f ms (x%.3f) | %+.3f ms (x%.3f) | %+.3f ms (x%.3f) |\n", name, a.P50, a.RatioP50, a.P95, a.RatioP95, a.P99, a.RatioP99)
+}
+
+// dur formats milliseconds the way the article does: ms below 10 s.
+func dur(msv float64) string {
+	switch {
+	case msv >= 10000:
+		return fmt.Sprintf("%.1f s", msv/1000)
+	case msv >= 100:
+		return fmt.Sprintf("%.0f ms", msv)
+	default:
+		return fmt.Sprintf("%.2f ms", msv)
+	}
+}
+
+func errorsText(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func percent(n, of int64) string {
+	if of == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func mibOrDash(b int64) string {
+	if b < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", mib(b))
+}
+
+func numOrDash(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}

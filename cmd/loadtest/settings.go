@@ -1,0 +1,271 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// settings are the command line. Every flag is documented by --help.
+type settings struct {
+	Scenario string
+
+	URL         string
+	Tenant, App string
+	UserPrefix  string
+	Model       string
+	MaxTokens   int
+	Prompt      string
+	Timeout     time.Duration
+	JSON        bool
+	Progress    string
+	MockText    bool
+
+	Token, TokenFile, TokenCmd string
+	TokenConcurrency           int
+
+	// delivery, quota, soak
+	Users    int
+	Requests int
+	Duration time.Duration
+	Pause    time.Duration
+
+	// quota
+	Limit    int64
+	SameUser bool
+
+	// overhead
+	Streams      int
+	Rounds       int
+	Warmup       int
+	Ramp         time.Duration
+	BedrockURL   string
+	BedrockModel string
+	Region       string
+
+	// capacity
+	Sessions          int
+	StreamingSessions int
+	StreamInflight    int
+	StreamDuration    time.Duration
+	DialConcurrency   int
+	Settle            time.Duration
+	PID               int
+	AdminURL          string
+	SessionsPerUser   int
+
+	// soak
+	DropEvery time.Duration
+	Interval  time.Duration
+}
+
+// scenarioHelp is the first part of --help.
+const scenarioHelp = `usage: loadtest <scenario> [flags]
+
+Scenarios (the article's tests, plus what it could not measure):
+  delivery  Test 1: --users U x --requests R (default 10 x 10), one connection
+            per session, requests sent one after another on it. Reports
+            delivery accounting and TTFT/latency percentiles.
+  quota     Test 2: --users N (default 20) hammer an app with a small quota
+            (default Fabrikam's document-summarizer, 20,000 tokens/hour) for
+            --duration. Reports requests that boarded, clean 429s, requests
+            past --limit (from done.usage sums), requests that never heard back.
+            With --same-user (default) the gateway's per-user caps
+            (JETWAY_MAX_CONNS_PER_USER=16, JETWAY_MAX_INFLIGHT_PER_USER=8) must
+            allow --users sessions, or some get rate_limited.
+  overhead  --streams concurrent workers, each alternating one request sent
+            straight to the mock Bedrock endpoint (--bedrock-url, through the
+            Bedrock SDK exactly as the gateway calls it) and one through
+            Jetway. Reports the added TTFT and the added inter-chunk gap
+            (p50/p95/p99) as differences and ratios.
+  capacity  Ramp --sessions idle sessions and report the gateway's RSS per
+            session (/proc/<--pid>/status, else process_resident_memory_bytes
+            from --admin-url/metrics); then --streaming-sessions sessions
+            stream for --stream-duration (run the mock at 0 ms per token):
+            chunk frames per second delivered, and the gateway's CPU.
+  soak      --users sessions with reconnection on, a steady request mix for
+            --duration, one random connection cut (client Drop) every
+            --drop-every; a row per --interval shows drift.
+
+Tokens: --token (one token for every user), --token-file (one token per line,
+user i gets line i), or --token-cmd (a shell command printing a token; the
+placeholders {user} {tenant} {app} are replaced, shell-quoted). The default
+mints dev-issuer tokens with the gateway's own command and needs the repository
+as working directory; build it once and pass
+--token-cmd './gateway token --sub {user} --tenant {tenant} --app {app}'
+for runs with many users.
+
+Exit status: 0 when nothing was lost, everything finished, nothing arrived
+twice or out of order, every answer was right and no request got past the
+quota; 1 otherwise (the report lists the problems).
+
+Flags:
+`
+
+func parseSettings(args []string, getenv func(string) string, out io.Writer) (*settings, error) {
+	s := &settings{}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		s.Scenario, args = args[0], args[1:]
+	}
+	if s.Scenario == "help" {
+		args = []string{"-h"}
+	}
+	fs := s.flagSet(getenv, out)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if s.Scenario == "" {
+		fs.Usage()
+		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, capacity or soak")
+	}
+	return s, s.defaults()
+}
+
+// flagSet binds every flag to s.
+func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, scenarioHelp)
+		fs.PrintDefaults()
+	}
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&s.URL, "url", env("LOADTEST_URL", "ws://127.0.0.1:8080/v1/ws"), "the gateway's WebSocket endpoint (LOADTEST_URL)")
+	fs.StringVar(&s.Tenant, "tenant", "", "tenant of the users (default: contoso; quota: fabrikam)")
+	fs.StringVar(&s.App, "app", "", "app of the users (default: support-assistant; quota: document-summarizer)")
+	fs.StringVar(&s.UserPrefix, "user-prefix", "load-user", "users are <prefix>-1, <prefix>-2, ...")
+	fs.StringVar(&s.Model, "model", "", "model to ask for (default: the app's default model)")
+	fs.IntVar(&s.MaxTokens, "max-tokens", 0, "max_tokens of every request (0: the app's default)")
+	fs.StringVar(&s.Prompt, "prompt", "Tell me about flight %d", "prompt; %d is replaced by a per-request number")
+	fs.DurationVar(&s.Timeout, "timeout", 60*time.Second, "a request with no terminal frame by then never finished (the article waited 60s)")
+	fs.BoolVar(&s.JSON, "json", false, "write the report as JSON instead of markdown")
+	fs.StringVar(&s.Progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), on, off")
+	fs.BoolVar(&s.MockText, "mock-text", true, "check every answer against the mock model's deterministic text (turn off against a real model)")
+
+	fs.StringVar(&s.Token, "token", env("LOADTEST_TOKEN", ""), "a bearer token used for every user (LOADTEST_TOKEN)")
+	fs.StringVar(&s.TokenFile, "token-file", "", "file of bearer tokens, one per line; user i uses line i (mod the count)")
+	fs.StringVar(&s.TokenCmd, "token-cmd", "go run ./cmd/gateway token --sub {user} --tenant {tenant} --app {app}",
+		"shell command printing a token for {user} {tenant} {app}; run once per user and again before the token expires")
+	fs.IntVar(&s.TokenConcurrency, "token-concurrency", 4, "token commands run at once")
+
+	fs.IntVar(&s.Users, "users", 0, "users (sessions) of delivery (default 10), quota (20), soak (20); capacity and overhead: distinct users (default: enough for --sessions-per-user)")
+	fs.IntVar(&s.Requests, "requests", 10, "delivery: requests per user, one after another on its session")
+	fs.DurationVar(&s.Duration, "duration", 0, "quota (default 1m) and soak (default 5m): how long to send")
+	fs.DurationVar(&s.Pause, "pause", 0, "quota and soak: pause after each request (default: quota 250ms, soak 200ms)")
+
+	fs.Int64Var(&s.Limit, "limit", 20000, "quota: the app's configured token limit for the window, to count requests past it")
+	fs.BoolVar(&s.SameUser, "same-user", true, "quota: every session is the same user (the article's shape); false: one user per session")
+
+	fs.IntVar(&s.Streams, "streams", 1000, "overhead: concurrent streams (workers)")
+	fs.IntVar(&s.Rounds, "rounds", 3, "overhead: rounds per worker; a round is one direct request and one through Jetway")
+	fs.IntVar(&s.Warmup, "warmup", 1, "overhead: leading rounds left out of the numbers")
+	fs.DurationVar(&s.Ramp, "ramp", 2*time.Second, "overhead: workers start spread over this long")
+	fs.StringVar(&s.BedrockURL, "bedrock-url", env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:8090"), "overhead: the mock Bedrock endpoint the gateway uses (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
+	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
+	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
+
+	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
+	fs.IntVar(&s.SessionsPerUser, "sessions-per-user", 8, "capacity and overhead: sessions per user (the gateway allows 16 connections and 8 requests in flight per user)")
+	fs.IntVar(&s.StreamingSessions, "streaming-sessions", 64, "capacity: sessions streaming in the throughput phase (0: skip it)")
+	fs.IntVar(&s.StreamInflight, "stream-inflight", 2, "capacity: requests in flight per streaming session")
+	fs.DurationVar(&s.StreamDuration, "stream-duration", 20*time.Second, "capacity: how long the streaming phase sends")
+	fs.IntVar(&s.DialConcurrency, "dial-concurrency", 64, "capacity and overhead: sessions opened at once")
+	fs.DurationVar(&s.Settle, "settle", 3*time.Second, "capacity: wait after the ramp before reading RSS")
+	fs.IntVar(&s.PID, "pid", 0, "capacity and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways)")
+	fs.StringVar(&s.AdminURL, "admin-url", env("LOADTEST_ADMIN_URL", "http://127.0.0.1:9090"), "the gateway's admin listener, for /metrics and /readyz (LOADTEST_ADMIN_URL; empty: none)")
+
+	fs.DurationVar(&s.DropEvery, "drop-every", 5*time.Second, "soak: cut one random session's connection this often (0: never)")
+	fs.DurationVar(&s.Interval, "interval", 0, "soak: one report row per interval (default: --duration/10)")
+	return fs
+}
+
+// defaults fills the per-scenario defaults and checks the flags.
+func (s *settings) defaults() error {
+	switch s.Scenario {
+	case "delivery", "quota", "overhead", "capacity", "soak":
+	default:
+		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, capacity or soak)", s.Scenario)
+	}
+	if s.Tenant == "" {
+		s.Tenant = "contoso"
+		if s.Scenario == "quota" {
+			s.Tenant = "fabrikam"
+		}
+	}
+	if s.App == "" {
+		s.App = "support-assistant"
+		if s.Scenario == "quota" {
+			s.App = "document-summarizer"
+		}
+	}
+	if s.Users == 0 {
+		switch s.Scenario {
+		case "delivery":
+			s.Users = 10
+		case "quota", "soak":
+			s.Users = 20
+		}
+	}
+	if s.Duration == 0 {
+		s.Duration = time.Minute
+		if s.Scenario == "soak" {
+			s.Duration = 5 * time.Minute
+		}
+	}
+	if s.Pause == 0 {
+		s.Pause = 250 * time.Millisecond
+		if s.Scenario == "soak" {
+			s.Pause = 200 * time.Millisecond
+		}
+	}
+	if s.Interval == 0 {
+		s.Interval = s.Duration / 10
+	}
+	if s.SessionsPerUser <= 0 {
+		s.SessionsPerUser = 1
+	}
+	switch s.Progress {
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("--progress %q: want auto, on or off", s.Progress)
+	}
+	if s.Timeout <= 0 || s.Users < 0 || s.Requests < 0 || s.Streams < 0 || s.Sessions < 0 || s.Rounds <= s.Warmup && s.Scenario == "overhead" {
+		return fmt.Errorf("--timeout must be positive, counts not negative, and --rounds more than --warmup")
+	}
+	if s.DialConcurrency <= 0 {
+		s.DialConcurrency = 1
+	}
+	if s.TokenConcurrency <= 0 {
+		s.TokenConcurrency = 1
+	}
+	return nil
+}
+
+// usersFor is how many distinct users carry n sessions.
+func (s *settings) usersFor(n int) int {
+	if s.Users > 0 {
+		return s.Users
+	}
+	return max(1, (n+s.SessionsPerUser-1)/s.SessionsPerUser)
+}
+
+// user names the i-th user (0-based).
+func (s *settings) user(i int) string { return fmt.Sprintf("%s-%d", s.UserPrefix, i+1) }
+
+// prompt is the n-th request's prompt.
+func (s *settings) prompt(n int) string {
+	if strings.Contains(s.Prompt, "%d") {
+		return fmt.Sprintf(s.Prompt, n)
+	}
+	return s.Prompt
+}
