@@ -1,0 +1,87 @@
+package protocol
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// chunkFrame is the chunk frame as a struct, for the encoding/json baseline.
+type chunkFrame struct {
+	Type      string `json:"type"`
+	RequestID string `json:"request_id"`
+	Seq       int    `json:"seq"`
+	Text      string `json:"text"`
+}
+
+// benchText is one mock-model token, the common chunk.
+const benchText = " ipsum"
+
+// BenchmarkAppendChunk is the hot path: one chunk frame per model delta,
+// into a reused buffer (as a writer that batches frames would).
+func BenchmarkAppendChunk(b *testing.B) {
+	b.ReportAllocs()
+	buf := make([]byte, 0, 256)
+	for i := 0; b.Loop(); i++ {
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, benchText)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAppendChunkFresh allocates a frame per chunk, as the session
+// writer does today (a frame outlives the call in the send queue).
+func BenchmarkAppendChunkFresh(b *testing.B) {
+	b.ReportAllocs()
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf = AppendChunk(make([]byte, 0, 64+len(benchText)), "req_0123456789abcdef", i, benchText)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAppendChunkSized allocates a frame per chunk sized for the
+// whole frame (fixed 65 bytes + id + text + seq digits): one allocation.
+func BenchmarkAppendChunkSized(b *testing.B) {
+	b.ReportAllocs()
+	const id = "req_0123456789abcdef"
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf = AppendChunk(make([]byte, 0, 65+20+len(id)+len(benchText)), id, i, benchText)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkChunkJSONMarshal is the same frame through encoding/json.
+func BenchmarkChunkJSONMarshal(b *testing.B) {
+	b.ReportAllocs()
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		var err error
+		buf, err = json.Marshal(chunkFrame{Type: TypeChunk, RequestID: "req_0123456789abcdef", Seq: i, Text: benchText})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAppendChunkEscaped has text that needs escaping (quotes, newline, HTML, non-ASCII).
+func BenchmarkAppendChunkEscaped(b *testing.B) {
+	b.ReportAllocs()
+	const text = "\"quoted\"\n<b>bold</b> & héllo"
+	buf := make([]byte, 0, 256)
+	for i := 0; b.Loop(); i++ {
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, text)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkChunkJSONMarshalEscaped is the same escaped frame through encoding/json.
+func BenchmarkChunkJSONMarshalEscaped(b *testing.B) {
+	b.ReportAllocs()
+	const text = "\"quoted\"\n<b>bold</b> & héllo"
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf, _ = json.Marshal(chunkFrame{Type: TypeChunk, RequestID: "req_0123456789abcdef", Seq: i, Text: text})
+	}
+	b.SetBytes(int64(len(buf)))
+}
