@@ -4,22 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // Target is one model of a routing chain.
 type Target struct {
-	ID                string        // the configured model id (named in frames and records)
+	ID                string        // the configured model id (named in frames, records, metrics and breakers)
 	BedrockID         string        // what Bedrock is called with
-	FirstTokenTimeout time.Duration // no first token by then: try the next target
+	FirstTokenTimeout time.Duration // no first token by then: try the next target; 0: no deadline
+	// Retries is how many more times this target is called, after a
+	// jittered backoff, when it fails before its first token with
+	// throttling, not ready or unavailable, before the chain moves on. A
+	// first-token timeout is not retried on the same model (the next one
+	// gets the time). 0 (the default): no retry; capped at Options.MaxRetries.
+	Retries int
 }
 
 // Outcome says how a routed call ended.
 type Outcome struct {
 	Result
 	Model        string // the target that answered (or failed last)
-	FallbackFrom string // the first target that failed before this one answered, if any
+	FallbackFrom string // the first target that failed (or was skipped) before this one answered, if any
 }
 
 // Streamer is one model call: the Bedrock adapter implements it.
@@ -27,29 +38,109 @@ type Streamer interface {
 	Stream(ctx context.Context, c Call, onDelta func(text string)) (Result, error)
 }
 
+// Defaults of the zero values of Options.
+const (
+	DefaultFailureThreshold = 5
+	DefaultOpenTimeout      = 30 * time.Second
+	DefaultHalfOpenProbes   = 1
+	DefaultRetryBackoff     = 100 * time.Millisecond
+	DefaultMaxRetryBackoff  = 2 * time.Second
+	DefaultMaxRetries       = 3
+)
+
+// Options configure a Router. Zero values mean the documented defaults.
+type Options struct {
+	// FailureThreshold is how many consecutive failures before the first
+	// token (throttled, not ready, unavailable, first-token timeout) open a
+	// model's circuit breaker; default 5. Validation and access errors,
+	// client cancels and the request's own deadline do not count.
+	FailureThreshold int
+	// OpenTimeout is the cool-down: how long an open breaker skips its
+	// model (no call is made) before letting probes through; default 30s.
+	OpenTimeout time.Duration
+	// HalfOpenProbes is how many calls a half-open breaker lets through at
+	// once; that many first tokens in a row close it, one failure reopens
+	// it; default 1.
+	HalfOpenProbes int
+	// RetryBackoff is the base of the same-model retry backoff
+	// (Target.Retries): retry n waits a random time in [d/2, d] with
+	// d = RetryBackoff * 2^n, at most MaxRetryBackoff; default 100ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps one retry wait; default 2s.
+	MaxRetryBackoff time.Duration
+	// MaxRetries caps Target.Retries; default 3.
+	MaxRetries int
+	// Metrics receives breaker states (breaker_state) and every model
+	// call's latency and error kind (bedrock_call_duration_seconds,
+	// bedrock_errors_total), labelled with Target.ID; nil: none.
+	Metrics *telemetry.Metrics
+	// Logger logs breaker state changes; nil: none.
+	Logger *zap.Logger
+}
+
+func (o *Options) defaults() {
+	if o.FailureThreshold <= 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = DefaultOpenTimeout
+	}
+	if o.HalfOpenProbes <= 0 {
+		o.HalfOpenProbes = DefaultHalfOpenProbes
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.MaxRetryBackoff <= 0 {
+		o.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
 // Router walks a chain of models: the first target that produces a first
 // token answers; a target that fails before its first token with a
 // retryable error (throttled, not ready, unavailable, first-token timeout)
-// hands the call to the next. After the first token nothing switches silently.
+// hands the call to the next, and a target whose circuit breaker is open
+// is skipped without a call. After the first token nothing switches
+// silently. A Router is safe for concurrent use; its breakers are this
+// process's (per model and task).
 type Router struct {
-	model Streamer
+	model    Streamer
+	opts     Options
+	breakers *breakers
 }
 
-// New returns a Router over the model client.
-func New(model Streamer) *Router { return &Router{model: model} }
+// New returns a Router over the model client with default Options.
+func New(model Streamer) *Router { return NewWithOptions(model, Options{}) }
 
-// ErrAllUnavailable wraps the last error when every target failed before its first token.
+// NewWithOptions returns a Router over the model client.
+func NewWithOptions(model Streamer, o Options) *Router {
+	o.defaults()
+	return &Router{model: model, opts: o, breakers: newBreakers(o, o.Metrics, o.Logger)}
+}
+
+// ErrAllUnavailable wraps the last error when every target failed before
+// its first token or was skipped by its breaker.
 var ErrAllUnavailable = errors.New("every model in the chain is unavailable")
 
-// Stream calls the chain. onDelta is called in order for every delta of the
-// answering target. The error, if any, is a *ModelError; when every target
-// failed retryably it also wraps ErrAllUnavailable.
+// Stream calls the chain. onDelta is called in order, on the calling
+// goroutine, for every delta of the answering target. The error, if any, is
+// a *ModelError; when every target failed retryably (or was skipped, see
+// ErrBreakerOpen) it also wraps ErrAllUnavailable. A validation or access
+// error, a failure after the first token (ErrMidStream) and the end of ctx
+// stop the chain at once. An answer that ends with stop reason
+// guardrail_intervened is a Result, not an error.
 func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta func(string)) (Outcome, error) {
 	var out Outcome
 	var lastErr error
 	for i, t := range chain {
 		out.Model = t.ID
-		res, err := r.streamOne(ctx, t, c, onDelta)
+		res, err := r.streamTarget(ctx, t, c, onDelta)
 		out.Result = res
 		if err == nil {
 			return out, nil
@@ -69,31 +160,94 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 	return out, fmt.Errorf("%w: %w", ErrAllUnavailable, lastErr)
 }
 
-// streamOne calls one target with its first-token deadline.
-func (r *Router) streamOne(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+// streamTarget calls one target, retrying it as configured.
+func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+	retries := min(t.Retries, r.opts.MaxRetries)
+	for attempt := 0; ; attempt++ {
+		res, err := r.streamOnce(ctx, t, c, onDelta)
+		if err == nil || attempt >= retries || !retrySameModel(err) || ctx.Err() != nil {
+			return res, err
+		}
+		if werr := r.backoff(ctx, attempt); werr != nil {
+			return res, err
+		}
+	}
+}
+
+// retrySameModel reports whether a failure is worth another call to the
+// same model: retryable, not a first-token timeout, not a breaker skip.
+func retrySameModel(err error) bool {
+	var me *ModelError
+	return errors.As(err, &me) && me.Retryable() && me.Kind != KindTimeout && !errors.Is(err, ErrBreakerOpen)
+}
+
+// backoff waits before retry number attempt+1 (equal jitter), or until ctx ends.
+func (r *Router) backoff(ctx context.Context, attempt int) error {
+	d := r.opts.MaxRetryBackoff
+	if attempt < 30 {
+		d = min(d, r.opts.RetryBackoff<<attempt)
+	}
+	wait := d/2 + rand.N(d/2+1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// streamOnce makes one call to a target through its breaker, with its
+// first-token deadline.
+func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+	report, berr := r.breakers.get(t.ID).Allow()
+	if berr != nil {
+		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
+	}
 	c.ModelID = t.BedrockID
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var once sync.Once
 	var timer *time.Timer
 	firstTokenMissed := errors.New("no first token in time")
 	if t.FirstTokenTimeout > 0 {
 		timer = time.AfterFunc(t.FirstTokenTimeout, func() { cancel(firstTokenMissed) })
 		defer timer.Stop()
 	}
+	// The breaker hears about the call once: at the first token, or when
+	// the call ends without one.
+	var reportOnce sync.Once
+	reportHealth := func(err error) { reportOnce.Do(func() { report(healthSignal(ctx, err)) }) }
+	defer func() {
+		// A panic in onDelta must not leave a half-open probe slot taken.
+		reportHealth(errNeutral)
+	}()
+
 	streamed := false
+	start := time.Now()
 	res, err := r.model.Stream(callCtx, c, func(text string) {
 		if !streamed {
 			streamed = true
 			if timer != nil {
-				once.Do(func() { timer.Stop() })
+				timer.Stop()
 			}
+			reportHealth(nil)
 		}
 		onDelta(text)
 	})
 	if err != nil && errors.Is(context.Cause(callCtx), firstTokenMissed) && ctx.Err() == nil {
-		return res, &ModelError{Kind: KindTimeout, Model: t.ID, Streamed: streamed,
+		err = &ModelError{Kind: KindTimeout, Model: t.ID, Streamed: streamed,
 			Err: fmt.Errorf("%w: no first token within %s", ErrTimeout, t.FirstTokenTimeout)}
 	}
+	reportHealth(err)
+	kind := ""
+	if err != nil {
+		kind = string(KindUnavailable)
+		var me *ModelError
+		if errors.As(err, &me) {
+			kind = string(me.Kind)
+		}
+	}
+	r.opts.Metrics.ObserveBedrock(t.ID, time.Since(start), kind)
 	return res, err
 }

@@ -1,0 +1,235 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"go.uber.org/zap"
+)
+
+// The cache table's shape: one item per answer.
+//
+//	pk           S  "cache#" + CacheKey(...)   (partition key)
+//	chunks       L  of S, the deltas in order
+//	model        S
+//	usage        M  {input_tokens N, output_tokens N}
+//	stop_reason  S
+//	expires_at   N  epoch seconds; the table's TTL attribute
+const (
+	cachePKPrefix    = "cache#"
+	cacheAttrPK      = "pk"
+	cacheAttrExpires = "expires_at"
+)
+
+// dynamoMaxItemBytes is DynamoDB's item size limit (400 KB, attribute names
+// included). Larger answers stay in memory only.
+const dynamoMaxItemBytes = 400 * 1024
+
+// Bounds of CreateCacheTable's wait for an ACTIVE table (dynalite makes
+// tables ACTIVE at once).
+const (
+	cacheTableWaitMin = 100 * time.Millisecond
+	cacheTableWaitMax = 5 * time.Second
+	cacheTableWait    = 5 * time.Minute
+)
+
+type cacheItem struct {
+	PK         string     `dynamodbav:"pk"`
+	Chunks     []string   `dynamodbav:"chunks"`
+	Model      string     `dynamodbav:"model"`
+	Usage      cacheUsage `dynamodbav:"usage"`
+	StopReason string     `dynamodbav:"stop_reason"`
+	ExpiresAt  int64      `dynamodbav:"expires_at"`
+}
+
+type cacheUsage struct {
+	InputTokens  int `dynamodbav:"input_tokens"`
+	OutputTokens int `dynamodbav:"output_tokens"`
+}
+
+// itemSize over-estimates the DynamoDB size of an answer's item, by
+// DynamoDB's rules: names and strings count their UTF-8 bytes, a number up
+// to 21 bytes, a list or map 3 bytes plus 1 per element.
+func itemSize(key string, a *CachedAnswer) int {
+	const num = 21
+	n := len(cacheAttrPK) + len(cachePKPrefix) + len(key)
+	n += len("chunks") + 3
+	for _, ch := range a.Chunks {
+		n += 1 + len(ch)
+	}
+	n += len("model") + len(a.Model)
+	n += len("usage") + 3 + 2*(1+num) + len("input_tokens") + len("output_tokens")
+	n += len("stop_reason") + len(a.StopReason)
+	n += len(cacheAttrExpires) + num
+	return n
+}
+
+// getDynamo reads key from the table. Expired items (DynamoDB deletes them
+// lazily, up to days later) and failures are misses.
+func (c *Cache) getDynamo(ctx context.Context, key string, now time.Time) (*CachedAnswer, time.Time, bool) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := c.opts.Dynamo.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(c.opts.Table),
+		Key:       map[string]types.AttributeValue{cacheAttrPK: &types.AttributeValueMemberS{Value: cachePKPrefix + key}},
+	}, readOnlyRequestBodies)
+	c.observe("GetItem", start, err)
+	if err != nil {
+		c.failed("GetItem", key, err)
+		return nil, time.Time{}, false
+	}
+	if out.Item == nil {
+		return nil, time.Time{}, false
+	}
+	var it cacheItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		c.failed("decode", key, err)
+		return nil, time.Time{}, false
+	}
+	expires := time.Unix(it.ExpiresAt, 0)
+	if !now.Before(expires) {
+		return nil, time.Time{}, false
+	}
+	return &CachedAnswer{Model: it.Model, Chunks: it.Chunks, StopReason: it.StopReason,
+		Usage: Usage{InputTokens: it.Usage.InputTokens, OutputTokens: it.Usage.OutputTokens}}, expires, true
+}
+
+// putDynamo writes an answer unless it is too large for one item.
+func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expires time.Time) {
+	if itemSize(key, a) > dynamoMaxItemBytes {
+		c.dynamoSkipped.Add(1)
+		return
+	}
+	item, err := attributevalue.MarshalMap(cacheItem{
+		PK: cachePKPrefix + key, Chunks: a.Chunks, Model: a.Model, StopReason: a.StopReason,
+		Usage:     cacheUsage{InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens},
+		ExpiresAt: expires.Unix(),
+	})
+	if err != nil {
+		c.failed("encode", key, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
+	defer cancel()
+	start := time.Now()
+	_, err = c.opts.Dynamo.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.opts.Table), Item: item}, readOnlyRequestBodies)
+	c.observe("PutItem", start, err)
+	if err != nil {
+		c.failed("PutItem", key, err)
+	}
+}
+
+// readOnlyRequestBodies is, per call, the second of sdkWorkarounds
+// (bedrock.go) for DynamoDB: smithy-go's request body reader fails a write
+// with io.EOF once the SDK has closed it, and net/http then closes the
+// connection under the response ("deserialization failed ... use of closed
+// network connection"), about once in a few thousand GetItem calls against
+// dynalite on loopback.
+func readOnlyRequestBodies(o *dynamodb.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = readOnlyBodies{o.HTTPClient}
+	}
+}
+
+func (c *Cache) observe(op string, start time.Time, err error) {
+	kind := ""
+	if err != nil {
+		kind = dynamoErrKind(err)
+	}
+	c.opts.Metrics.ObserveDynamoDB(op, time.Since(start), kind)
+}
+
+func (c *Cache) failed(op, key string, err error) {
+	c.dynamoErrors.Add(1)
+	c.opts.Logger.Warn("cache_dynamodb_failed", zap.String("op", op), zap.String("table", c.opts.Table),
+		zap.String("key", key), zap.Error(err))
+}
+
+// dynamoErrKind is the metrics label of a failed DynamoDB call.
+func dynamoErrKind(err error) string {
+	var apiErr smithy.APIError
+	var netErr net.Error
+	var status interface{ HTTPStatusCode() int }
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+			return "throttled"
+		case "ConditionalCheckFailedException":
+			return "conditional_failed"
+		case "InternalServerError", "ServiceUnavailable":
+			return "unavailable"
+		}
+	case errors.As(err, &netErr):
+		return "unavailable"
+	}
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+		return "unavailable"
+	}
+	return "other"
+}
+
+// CreateCacheTable creates the response cache table (partition key pk,
+// on-demand billing) if it does not exist, waits until it is ACTIVE, and
+// enables TTL on expires_at. It is idempotent. It is for local and test use
+// (`gateway tables create`); production tables come from Terraform.
+// dynalite has no TTL API, which is tolerated: Get treats an item past its
+// expires_at as a miss whether or not DynamoDB has deleted it yet.
+func CreateCacheTable(ctx context.Context, client *dynamodb.Client, table string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(cacheAttrPK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(cacheAttrPK), KeyType: types.KeyTypeHash}},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = cacheTableWaitMin, cacheTableWaitMax
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, cacheTableWait); err != nil {
+		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
+	}
+
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err == nil && ttl.TimeToLiveDescription != nil &&
+		aws.ToString(ttl.TimeToLiveDescription.AttributeName) == cacheAttrExpires &&
+		(ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
+			ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(cacheAttrExpires),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
+		// dynalite: no TTL support.
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled"):
+	default:
+		return fmt.Errorf("create table %s: enable TTL on %s: %w", table, cacheAttrExpires, err)
+	}
+	return nil
+}
