@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -69,11 +69,12 @@ func envOr(getenv func(string) string, key, def string) string {
 // whatever endpoint the SDK is configured for (AWS_ENDPOINT_URL_DYNAMODB).
 func tables(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("usage: gateway tables create [--quota-table name]")
+		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name]")
 	}
 	fs := flag.NewFlagSet("gateway tables create", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
+	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -88,13 +89,12 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	for _, t := range []struct {
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
-	}{{*quotaTable, quota.CreateTable}} {
+	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return fmt.Errorf("create table %s: %w", t.name, err)
 		}
 		fmt.Fprintf(stdout, "table %s ready\n", t.name)
 	}
-	_ = aws.String
 	return nil
 }
 

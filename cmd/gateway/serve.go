@@ -120,6 +120,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		metrics.ObserveDynamoDB(op, took, errKind(err))
 	}})
 
+	var records gateway.Records
+	if s.RequestsTable != "" {
+		records = stream.NewDynamoStore(dynamo, s.RequestsTable)
+	}
+
 	var sink telemetry.Sink
 	if s.FirehoseStream != "" {
 		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, telemetry.FirehoseOptions{}, logger, metrics)
@@ -135,10 +140,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g.Go(func() error { return logs.Run(gctx) })
 
 	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock)),
-		Quotas: quotas, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
+		Quotas: quotas, Records: records, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,
-		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID})
+		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, CheckpointInterval: s.CheckpointInterval,
+		CheckpointChunks: s.CheckpointChunks, Lease: s.Lease, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
 	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,

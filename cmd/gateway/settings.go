@@ -38,6 +38,10 @@ type settings struct {
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
+	CheckpointInterval    time.Duration
+	CheckpointChunks      int
+	Lease                 time.Duration
+	PollInterval          time.Duration
 
 	Region               string
 	MockBedrock          string // "", "true", "false"
@@ -157,6 +161,10 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
 	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
+	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")
+	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", 64, "checkpoint early after this many chunks")
+	dur(&s.Lease, "JETWAY_LEASE", 5*time.Second, "how long a request record's owner lease lasts unrenewed")
+	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", 200*time.Millisecond, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")

@@ -23,6 +23,7 @@ var (
 	errDraining        = errors.New("server draining")
 	errCancelled       = errors.New("cancelled by the client")
 	errTimeout         = errors.New("request timed out")
+	errInterrupted     = errors.New("the server that owned the stream stopped")
 
 	// ErrDraining is returned to new work while the server shuts down.
 	ErrDraining = errDraining
@@ -73,6 +74,8 @@ func ProtocolError(err error) protocol.Error {
 	case errors.Is(err, errBusy), errors.Is(err, quota.ErrUnavailable):
 		set(protocol.CodeBusy, "server busy: retry, possibly on another server", true)
 		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, errInterrupted):
+		set(protocol.CodeInterrupted, "the server that owned this answer stopped: text holds what was saved", true)
 	case errors.Is(err, errCancelled):
 		set(protocol.CodeCancelled, "cancelled", false)
 	case errors.Is(err, errTimeout):

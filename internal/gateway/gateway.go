@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,7 @@ type Router interface {
 type Quotas interface {
 	Reserve(ctx context.Context, requestID string, limits []quota.Limit, a quota.Amount) (*quota.Reservation, error)
 	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
+	Restore(data []byte) (*quota.Reservation, error)
 }
 
 // UsageRecorder takes one usage record per request; it never blocks.
@@ -54,6 +56,12 @@ type Options struct {
 	ReserveTimeout        time.Duration // the quota reservation's budget; default 3s
 	SettleTimeout         time.Duration // how long settlement keeps retrying; default: until the window ends, at most 1h
 	ServerID              string
+	StoreTimeout          time.Duration // one request-store call; default 2s
+	PollInterval          time.Duration // following a record owned by another server; default 200ms
+	CheckpointInterval    time.Duration // default 1s
+	CheckpointChunks      int           // checkpoint early after this many chunks; default 64
+	Lease                 time.Duration // how long an owner's record lease lasts unrenewed; default 5s
+	ResumeWindow          time.Duration // finished records are kept this long; default 10m
 	Now                   func() time.Time
 }
 
@@ -79,6 +87,24 @@ func (o *Options) defaults() {
 	if o.SettleTimeout <= 0 {
 		o.SettleTimeout = time.Hour
 	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = 2 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Second
+	}
+	if o.CheckpointChunks <= 0 {
+		o.CheckpointChunks = 64
+	}
+	if o.Lease <= 0 {
+		o.Lease = 5 * time.Second
+	}
+	if o.ResumeWindow <= 0 {
+		o.ResumeWindow = stream.DefaultRetention
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -90,6 +116,7 @@ type Gateway struct {
 	logs    *stream.Registry
 	router  Router
 	quotas  Quotas
+	records Records // nil: requests live only in this process
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
 	logger  *zap.Logger
@@ -115,6 +142,7 @@ type Deps struct {
 	Logs    *stream.Registry
 	Router  Router
 	Quotas  Quotas
+	Records Records // optional: the shared request store
 	Usage   UsageRecorder
 	Metrics *telemetry.Metrics // may be nil
 	Logger  *zap.Logger
@@ -126,7 +154,7 @@ func New(d Deps, o Options) *Gateway {
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
 	return &Gateway{settleBase: settleBase, stopSettle: stopSettle,
-		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, usage: d.Usage,
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
 	}
@@ -161,6 +189,22 @@ func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
 		return log, nil
 	}
+	if g.records != nil {
+		ctx, cancel := g.storeCtx()
+		rec, err := g.records.Get(ctx, c.Principal.Subject, req.RequestID)
+		cancel()
+		switch {
+		case err == nil && rec.BodyHash != hash:
+			g.logs.Forget(log)
+			return nil, errConflict
+		case err == nil:
+			g.startFollowing(log, rec) // known on another server: follow it, never call the model again
+			return log, nil
+		case !errors.Is(err, stream.ErrNotFound):
+			g.logs.Forget(log)
+			return nil, errors.Join(errBusy, err)
+		}
+	}
 	r := &run{g: g, caller: c, req: req, log: log, logger: g.logger.With(
 		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
@@ -168,6 +212,9 @@ func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
 	r.logger.Info("received")
 	if err := r.admit(); err != nil {
 		r.reject(err)
+		return log, nil
+	}
+	if r.following {
 		return log, nil
 	}
 	g.wg.Add(1)
@@ -178,10 +225,13 @@ func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
 // Resume returns the user's log for requestID so the caller can replay it.
 func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 	log, ok := g.logs.Get(c.Principal.Subject, requestID)
-	if !ok {
+	if ok {
+		return log, nil
+	}
+	if g.records == nil {
 		return nil, errNotFound
 	}
-	return log, nil
+	return g.adopt(c, requestID, "", false)
 }
 
 // Cancel stops the user's request; its terminal frame is `cancelled`.
@@ -210,7 +260,13 @@ func (g *Gateway) Wait(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		// Stop what still runs: each ends with `interrupted` and its saved
+		// text, and gets a moment to persist that terminal for resumes elsewhere.
 		g.stopBase()
+		select {
+		case <-done:
+		case <-time.After(g.opts.StoreTimeout + time.Second):
+		}
 		g.stopSettle()
 		<-done
 		return fmt.Errorf("wait for requests: %w", ctx.Err())
@@ -239,6 +295,8 @@ type run struct {
 	estimate    int64
 	reservation *quota.Reservation
 	admitted    bool
+	following   bool        // the record existed on another server: this log follows it
+	lostLease   atomic.Bool // another server interrupted this request
 }
 
 func (r *run) userKey() string    { return r.caller.Principal.Tenant + "/" + r.caller.Principal.Subject }
@@ -284,8 +342,71 @@ func (r *run) admit() error {
 		fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
 	}
 	r.logger.Info("quota_reserved", fields...)
-	r.log.Accept(protocol.Encode(acc))
+	frame := protocol.Encode(acc)
+	if g.records != nil {
+		if err := r.createRecord(frame, reserve.Tokens); err != nil {
+			return err
+		}
+		if r.following {
+			return nil
+		}
+	}
+	r.log.Accept(frame)
 	return nil
+}
+
+// createRecord stores the accepted request so any server can resume it.
+// If another server stored it first, this one releases its reservation
+// and follows that record instead.
+func (r *run) createRecord(accepted []byte, reserved int64) error {
+	g, p := r.g, r.caller.Principal
+	q, err := r.reservation.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("encode reservation: %w", err)
+	}
+	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: r.estimate, Model: r.chain[0].ID, Tenant: p.Tenant,
+		App: p.App, ClientID: p.ClientID, SessionID: r.caller.SessionID, ReceivedAt: r.req.ReceivedAt.UnixMilli(),
+		Reserved: reserved})
+	now := g.opts.Now()
+	ctx, cancel := g.storeCtx()
+	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Subject, RequestID: r.req.RequestID,
+		BodyHash: r.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: accepted,
+		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
+	cancel()
+	if err == nil {
+		return nil
+	}
+	r.releaseReservation()
+	if errors.Is(err, stream.ErrExists) && existing != nil {
+		if existing.BodyHash != r.log.BodyHash {
+			return errConflict
+		}
+		g.release(r)
+		r.admitted = false
+		r.following = true
+		r.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
+		g.startFollowing(r.log, existing)
+		return nil
+	}
+	return errors.Join(errBusy, err)
+}
+
+// releaseReservation gives back a reservation that will not be used.
+func (r *run) releaseReservation() {
+	res := r.reservation
+	r.reservation = nil
+	if res == nil {
+		return
+	}
+	r.g.wg.Add(1)
+	go func() {
+		defer r.g.wg.Done()
+		ctx, cancel := context.WithTimeout(r.g.settleBase, r.g.opts.SettleTimeout)
+		defer cancel()
+		if err := r.g.quotas.Settle(ctx, res, quota.Amount{}); err != nil {
+			r.logger.Error("quota_release_failed", zap.Error(err))
+		}
+	}()
 }
 
 // policy picks the model chain: the client's model if the app allows it,
@@ -398,6 +519,7 @@ func (r *run) reject(err error) {
 	if r.admitted {
 		r.g.release(r)
 	}
+	r.releaseReservation()
 	pe := ProtocolError(err)
 	level := r.logger.Info
 	if pe.Code == protocol.CodeInternal || pe.Code == protocol.CodeBusy {
@@ -426,6 +548,13 @@ func (r *run) run() {
 	var cancelOnce sync.Once
 	r.log.SetCancel(func() { cancelOnce.Do(func() { close(cancelled) }); cancel() })
 	defer cancel()
+
+	var cpDone chan struct{}
+	var cpStored chan int
+	if g.records != nil {
+		cpDone, cpStored = make(chan struct{}), make(chan int, 1)
+		go func() { cpStored <- r.checkpoint(cpDone) }()
+	}
 
 	start := r.req.ReceivedAt
 	var first time.Time
@@ -466,7 +595,11 @@ func (r *run) run() {
 	} else {
 		select {
 		case <-cancelled:
-			err = fmt.Errorf("%w: %w", errCancelled, err)
+			if r.lostLease.Load() {
+				err = fmt.Errorf("%w: another server took the request over: %w", errInterrupted, err)
+			} else {
+				err = fmt.Errorf("%w: %w", errCancelled, err)
+			}
 		default:
 			if ctx.Err() == context.DeadlineExceeded {
 				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
@@ -482,7 +615,24 @@ func (r *run) run() {
 			zap.Int64("latency_ms", latency), zap.Int("chunks", chunks), zap.Error(err))
 	}
 	g.release(r) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
+	if r.lostLease.Load() {
+		// The server that interrupted this request wrote its terminal,
+		// usage record and settlement: deliver its terminal here too.
+		ctx, cancel := g.storeCtx()
+		rec, gerr := g.records.Get(ctx, r.caller.Principal.Subject, r.req.RequestID)
+		cancel()
+		if gerr == nil && rec.Ended() {
+			frame = rec.Terminal
+		}
+		r.log.Finish(frame, end)
+		close(cpDone)
+		return
+	}
 	r.log.Finish(frame, end)
+	if cpDone != nil {
+		close(cpDone)
+		r.persistTerminal(<-cpStored, frame, err == nil)
+	}
 	oc.usage, oc.chunks, oc.ttft, oc.latency = usage, chunks, ttft, latency
 	r.record(oc, out)
 	r.settle(usage)
