@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
@@ -69,11 +70,12 @@ func envOr(getenv func(string) string, key, def string) string {
 // whatever endpoint the SDK is configured for (AWS_ENDPOINT_URL_DYNAMODB).
 func tables(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name]")
+		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name]")
 	}
 	fs := flag.NewFlagSet("gateway tables create", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
+	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -89,7 +91,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	for _, t := range []struct {
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
-	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}} {
+	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return fmt.Errorf("create table %s: %w", t.name, err)
 		}

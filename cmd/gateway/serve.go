@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
@@ -86,7 +87,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g, gctx := errgroup.WithContext(bg)
 
 	// The model: the real Bedrock client, pointed at the in-process mock in dev mode.
-	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region))
+	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region),
+		awsconfig.WithHTTPClient(router.ReadOnlyBodies(awshttp.NewBuildableClient())))
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
@@ -125,6 +127,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		records = stream.NewDynamoStore(dynamo, s.RequestsTable)
 	}
 
+	cache := router.NewCache(router.CacheOptions{Dynamo: dynamoIf(s.CacheTable != "", dynamo), Table: s.CacheTable,
+		MaxBytes: int64(s.CacheMaxBytes), Metrics: metrics, Logger: logger})
+
 	var sink telemetry.Sink
 	if s.FirehoseStream != "" {
 		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, telemetry.FirehoseOptions{}, logger, metrics)
@@ -139,8 +144,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
 	g.Go(func() error { return logs.Run(gctx) })
 
-	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock)),
-		Quotas: quotas, Records: records, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
+	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+		Quotas: quotas, Records: records, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, CheckpointInterval: s.CheckpointInterval,
@@ -228,6 +233,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger.Info("stopped", zap.Duration("drain", time.Since(start)))
 	if ctx.Err() == nil && gErr != nil {
 		return gErr
+	}
+	return nil
+}
+
+// dynamoIf returns the client when a table is configured.
+func dynamoIf(use bool, c *dynamodb.Client) *dynamodb.Client {
+	if use {
+		return c
 	}
 	return nil
 }

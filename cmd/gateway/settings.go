@@ -52,6 +52,7 @@ type settings struct {
 	QuotaTable           string
 	RequestsTable        string
 	CacheTable           string
+	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
 	EMF                  string
@@ -175,6 +176,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
+	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", 64<<20, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")

@@ -39,6 +39,12 @@ type Quotas interface {
 	Restore(data []byte) (*quota.Reservation, error)
 }
 
+// Cache is the response cache.
+type Cache interface {
+	Get(ctx context.Context, key string) (*router.CachedAnswer, bool)
+	Put(ctx context.Context, key string, a router.CachedAnswer, ttl time.Duration)
+}
+
 // UsageRecorder takes one usage record per request; it never blocks.
 type UsageRecorder interface {
 	Record(r telemetry.UsageRecord)
@@ -117,6 +123,7 @@ type Gateway struct {
 	router  Router
 	quotas  Quotas
 	records Records // nil: requests live only in this process
+	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
 	logger  *zap.Logger
@@ -143,6 +150,7 @@ type Deps struct {
 	Router  Router
 	Quotas  Quotas
 	Records Records // optional: the shared request store
+	Cache   Cache   // optional: the response cache
 	Usage   UsageRecorder
 	Metrics *telemetry.Metrics // may be nil
 	Logger  *zap.Logger
@@ -154,7 +162,7 @@ func New(d Deps, o Options) *Gateway {
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
 	return &Gateway{settleBase: settleBase, stopSettle: stopSettle,
-		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, usage: d.Usage,
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
 	}
@@ -295,8 +303,10 @@ type run struct {
 	estimate    int64
 	reservation *quota.Reservation
 	admitted    bool
-	following   bool        // the record existed on another server: this log follows it
-	lostLease   atomic.Bool // another server interrupted this request
+	cacheKey    string               // set when the app caches this request
+	cached      *router.CachedAnswer // a cache hit: no model call
+	following   bool                 // the record existed on another server: this log follows it
+	lostLease   atomic.Bool          // another server interrupted this request
 }
 
 func (r *run) userKey() string    { return r.caller.Principal.Tenant + "/" + r.caller.Principal.Subject }
@@ -334,8 +344,12 @@ func (r *run) admit() error {
 		return fmt.Errorf("reserve: %w", err)
 	}
 	r.reservation = res
+	r.lookupCache()
 	acc := protocol.Accepted{Type: protocol.TypeAccepted, RequestID: r.req.RequestID, Model: r.chain[0].ID,
-		ReservedTokens: reserve.Tokens}
+		ReservedTokens: reserve.Tokens, Cached: r.cached != nil}
+	if r.cached != nil {
+		acc.Model = r.cached.Model
+	}
 	fields := []zap.Field{zap.Int64("estimate", reserve.Tokens)}
 	if w, limit, remaining := res.Tightest(); w != "" {
 		acc.Quota = &protocol.Quota{Window: string(w), Limit: limit, Remaining: remaining}
@@ -353,6 +367,52 @@ func (r *run) admit() error {
 	}
 	r.log.Accept(frame)
 	return nil
+}
+
+// lookupCache finds a cached answer for a deterministic request of an app
+// that caches (temperature 0, unless the app allows any).
+func (r *run) lookupCache() {
+	c := r.app.Cache
+	if r.g.cache == nil || c == nil {
+		return
+	}
+	if t := r.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) {
+		return
+	}
+	p := r.caller.Principal
+	r.cacheKey = router.CacheKey(p.Tenant, p.App, r.chain[0].ID, r.req.System, routerMessages(r.req.Messages),
+		r.maxTokens, r.req.Temperature)
+	ctx, cancel := context.WithTimeout(r.g.base, r.g.opts.StoreTimeout)
+	defer cancel()
+	if a, ok := r.g.cache.Get(ctx, r.cacheKey); ok {
+		r.cached = a
+		r.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
+	}
+}
+
+// fromCache streams a cached answer through the same log and charges it by
+// the app's policy: the input estimate (default) or nothing.
+func (r *run) fromCache(onDelta func(string)) router.Outcome {
+	for _, c := range r.cached.Chunks {
+		onDelta(c)
+	}
+	var usage router.Usage
+	if r.app.Cache.Charge != config.CacheChargeNone {
+		usage.InputTokens = int(r.estimate)
+	}
+	return router.Outcome{Result: router.Result{Usage: usage, UsageReported: true, StopReason: r.cached.StopReason},
+		Model: r.cached.Model}
+}
+
+// storeCache keeps a successful answer of the requested model for later hits.
+func (r *run) storeCache(out router.Outcome, chunks []string) {
+	if r.cacheKey == "" || r.cached != nil || out.FallbackFrom != "" || out.StopReason == "guardrail_intervened" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.g.settleBase, r.g.opts.StoreTimeout)
+	defer cancel()
+	r.g.cache.Put(ctx, r.cacheKey, router.CachedAnswer{Model: out.Model, Chunks: chunks, Usage: out.Usage,
+		StopReason: out.StopReason}, r.app.Cache.TTL.D())
 }
 
 // createRecord stores the accepted request so any server can resume it.
@@ -561,13 +621,20 @@ func (r *run) run() {
 	r.logger.Info("model_started", zap.String("model", r.chain[0].ID))
 	call := router.Call{System: r.req.System, Messages: routerMessages(r.req.Messages), MaxTokens: r.maxTokens,
 		Temperature: r.req.Temperature}
-	out, err := g.router.Stream(ctx, r.chain, call, func(text string) {
+	onDelta := func(text string) {
 		if first.IsZero() {
 			first = g.opts.Now()
 			r.logger.Info("first_token", zap.Int64("ttft_ms", first.Sub(start).Milliseconds()))
 		}
 		r.log.Append(text)
-	})
+	}
+	var out router.Outcome
+	var err error
+	if r.cached != nil {
+		out = r.fromCache(onDelta)
+	} else {
+		out, err = g.router.Stream(ctx, r.chain, call, onDelta)
+	}
 	end := g.opts.Now()
 	text, chunks := r.log.Text()
 	var ttft int64
@@ -587,7 +654,8 @@ func (r *run) run() {
 	var oc usageOutcome
 	if err == nil {
 		frame = protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: r.req.RequestID, Chunks: chunks,
-			Text: text, Model: out.Model, Usage: usage, StopReason: out.StopReason, TTFTMs: ttft, LatencyMs: latency})
+			Text: text, Model: out.Model, Cached: r.cached != nil, Usage: usage, StopReason: out.StopReason,
+			TTFTMs: ttft, LatencyMs: latency})
 		oc = usageOutcome{code: "done", status: 200}
 		r.logger.Info("completed", zap.String("model", out.Model), zap.String("fallback_from", out.FallbackFrom),
 			zap.Int64("ttft_ms", ttft), zap.Int64("latency_ms", latency), zap.Int64("input_tokens", usage.InputTokens),
@@ -635,6 +703,9 @@ func (r *run) run() {
 	}
 	oc.usage, oc.chunks, oc.ttft, oc.latency = usage, chunks, ttft, latency
 	r.record(oc, out)
+	if err == nil {
+		r.storeCache(out, r.log.Read(0).Chunks)
+	}
 	r.settle(usage)
 }
 
@@ -680,7 +751,7 @@ func (r *run) record(oc usageOutcome, out router.Outcome) {
 		FallbackFrom: out.FallbackFrom, Outcome: oc.code, Status: oc.status,
 		InputTokens: oc.usage.InputTokens, OutputTokens: oc.usage.OutputTokens, ReservedTokens: reserved,
 		CostUSD: g.cost(model, oc.usage.InputTokens, oc.usage.OutputTokens), TTFTMs: oc.ttft, LatencyMs: oc.latency,
-		Chunks: oc.chunks, Server: g.opts.ServerID,
+		Chunks: oc.chunks, Server: g.opts.ServerID, Cached: r.cached != nil,
 	}
 	if g.usage != nil {
 		g.usage.Record(rec)

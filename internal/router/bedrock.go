@@ -200,6 +200,11 @@ func sdkWorkarounds(o *bedrockruntime.Options) {
 	}
 }
 
+// ReadOnlyBodies wraps any AWS SDK client's HTTP client with the second fix
+// of sdkWorkarounds. The gateway installs it once on its AWS config, so the
+// DynamoDB and Firehose clients get it too.
+func ReadOnlyBodies(c bedrockruntime.HTTPClient) bedrockruntime.HTTPClient { return readOnlyBodies{c} }
+
 // readOnlyBodies hides the WriteTo method of request bodies (see sdkWorkarounds).
 type readOnlyBodies struct {
 	client bedrockruntime.HTTPClient
