@@ -87,11 +87,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g, gctx := errgroup.WithContext(bg)
 
 	// The model: the real Bedrock client, pointed at the in-process mock in dev mode.
-	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region),
-		awsconfig.WithHTTPClient(router.ReadOnlyBodies(awshttp.NewBuildableClient())))
+	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region))
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
+	if awsCfg.HTTPClient == nil {
+		awsCfg.HTTPClient = awshttp.NewBuildableClient()
+	}
+	awsCfg.HTTPClient = router.ReadOnlyBodies(awsCfg.HTTPClient)
 	bedrockOpts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
 		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
 	}}

@@ -603,6 +603,16 @@ func (r *run) requestedModel() string {
 func (r *run) run() {
 	g := r.g
 	defer g.wg.Done()
+	defer func() {
+		// A bug must not leave an accepted request without its terminal.
+		if v := recover(); v != nil {
+			r.logger.Error("request_panic", zap.Any("panic", v), zap.Stack("stack"))
+			text, n := r.log.Text()
+			pe := ProtocolError(fmt.Errorf("panic: %v", v))
+			pe.RequestID, pe.Chunks, pe.Text = r.req.RequestID, &n, &text
+			r.log.Finish(protocol.Encode(pe), g.opts.Now())
+		}
+	}()
 	ctx, cancel := context.WithTimeout(g.base, g.opts.RequestTimeout)
 	cancelled := make(chan struct{})
 	var cancelOnce sync.Once
@@ -621,6 +631,9 @@ func (r *run) run() {
 	r.logger.Info("model_started", zap.String("model", r.chain[0].ID))
 	call := router.Call{System: r.req.System, Messages: routerMessages(r.req.Messages), MaxTokens: r.maxTokens,
 		Temperature: r.req.Temperature}
+	if gr := r.app.Guardrail; gr != nil {
+		call.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
+	}
 	onDelta := func(text string) {
 		if first.IsZero() {
 			first = g.opts.Now()

@@ -59,6 +59,14 @@ func (s *Session) caller() gateway.Caller {
 // run sends ready, then reads until the connection ends.
 func (s *Session) run() {
 	defer s.cancel()
+	defer func() {
+		// A bug must not leave a socket open and silent: close it with 1011
+		// so the client reconnects and resumes.
+		if v := recover(); v != nil {
+			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
+			s.closeNow(protocol.CloseInternal, "internal error")
+		}
+	}()
 	opts := s.hub.opts
 	s.logger.Info("session_opened")
 	writerDone := make(chan struct{})
