@@ -65,6 +65,7 @@ type gw struct {
 	cancel      context.CancelFunc
 	done        chan error
 	logs        *logBuffer
+	stopOnce    sync.Once
 }
 
 // logBuffer keeps the gateway's JSON log lines for assertions.
@@ -165,15 +166,17 @@ func (w *world) start(overrides map[string]string) *gw {
 
 // stop drains the gateway (as SIGTERM does) and waits for it to exit.
 func (g *gw) stop(t testing.TB) {
-	g.cancel()
-	select {
-	case err, ok := <-g.done:
-		if ok && err != nil {
-			t.Errorf("gateway exited with %v", err)
+	g.stopOnce.Do(func() {
+		g.cancel()
+		select {
+		case err := <-g.done:
+			if err != nil {
+				t.Errorf("gateway exited with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("gateway did not stop within 30s")
 		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("gateway did not stop within 30s")
-	}
+	})
 }
 
 // URL is the WebSocket endpoint.
