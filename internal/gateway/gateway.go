@@ -695,6 +695,10 @@ func (r *run) run() {
 			zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Int64("ttft_ms", ttft),
 			zap.Int64("latency_ms", latency), zap.Int("chunks", chunks), zap.Error(err))
 	}
+	if err == nil {
+		// Before the terminal, so a client that asks again after done gets the hit.
+		r.storeCache(out, r.log.Read(0).Chunks)
+	}
 	g.release(r) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
 	if r.lostLease.Load() {
 		// The server that interrupted this request wrote its terminal,
@@ -716,9 +720,6 @@ func (r *run) run() {
 	}
 	oc.usage, oc.chunks, oc.ttft, oc.latency = usage, chunks, ttft, latency
 	r.record(oc, out)
-	if err == nil {
-		r.storeCache(out, r.log.Read(0).Chunks)
-	}
 	r.settle(usage)
 }
 
