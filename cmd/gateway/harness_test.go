@@ -248,3 +248,35 @@ func pct(ds []time.Duration, p int) time.Duration {
 	}
 	return s[i-1]
 }
+
+// resumeLatency measures a resume: from the drop to the new connection's
+// ready, and from there to the first chunk it delivers.
+type resumeLatency struct {
+	mu                     sync.Mutex
+	drop, connected, first time.Time
+}
+
+func (l *resumeLatency) dropped() { l.mu.Lock(); l.drop = time.Now(); l.mu.Unlock() }
+
+func (l *resumeLatency) state(s string, _ error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s == "connected" && !l.drop.IsZero() && l.connected.IsZero() {
+		l.connected = time.Now()
+	}
+}
+
+func (l *resumeLatency) chunk() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.connected.IsZero() && l.first.IsZero() {
+		l.first = time.Now()
+	}
+}
+
+func (l *resumeLatency) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("reconnected %s after the drop; first resumed chunk %s after that",
+		l.connected.Sub(l.drop), l.first.Sub(l.connected))
+}

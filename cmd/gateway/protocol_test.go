@@ -313,24 +313,32 @@ func TestResumeAfterDisconnectMidStream(t *testing.T) {
 	w := newWorld(t, fastPace())
 	g := w.start(nil)
 	cut := make(chan struct{})
+	lat := &resumeLatency{}
 	var c *client.Client
-	c = w.dial(g, "frank", func(o *client.Options) { o.Reconnect = true; o.SessionID = "frank-session-1" })
+	c = w.dial(g, "frank", func(o *client.Options) {
+		o.Reconnect = true
+		o.SessionID = "frank-session-1"
+		o.OnState = lat.state
+	})
 	req := ask("resume me")
 	req.OnChunk = func(seq int, _ string) {
 		if seq == 100 {
 			close(cut)
 		}
+		lat.chunk()
 	}
 	call, err := c.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-cut
+	lat.dropped()
 	c.Drop()
 	done, err := waitCall(t, call, 30*time.Second)
 	if err != nil {
 		t.Fatalf("after a dropped connection: %v", err)
 	}
+	t.Logf("same-server resume: %s", lat.String())
 	st := call.Stats()
 	if done.Text != expected("mock-a", "resume me", 300) || call.Text() != done.Text || st.Mismatch || st.OutOfOrder != 0 {
 		t.Fatalf("answer after resume: stats %+v", st)

@@ -58,23 +58,31 @@ func TestResumeOnAnotherServer(t *testing.T) {
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 3 * time.Millisecond})
 	cl := w.cluster(2, nil)
 	cut := make(chan struct{})
-	c := w.dial(cl.servers[0].gw, "quinn", func(o *client.Options) { o.URLs = cl.urls(0); o.Reconnect = true })
+	lat := &resumeLatency{}
+	c := w.dial(cl.servers[0].gw, "quinn", func(o *client.Options) {
+		o.URLs = cl.urls(0)
+		o.Reconnect = true
+		o.OnState = lat.state
+	})
 	req := ask("cross-server resume")
 	req.OnChunk = func(seq int, _ string) {
 		if seq == 50 {
 			close(cut)
 		}
+		lat.chunk()
 	}
 	call, err := c.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-cut
+	lat.dropped()
 	c.Drop() // the reconnect goes to the next URL: the other server
 	done, err := waitCall(t, call, 30*time.Second)
 	if err != nil {
 		t.Fatalf("resume on another server: %v", err)
 	}
+	t.Logf("cross-server resume: %s", lat.String())
 	st := call.Stats()
 	if done.Text != expected("mock-a", "cross-server resume", 300) || call.Text() != done.Text || st.OutOfOrder != 0 {
 		t.Fatalf("answer after a cross-server resume is wrong: stats %+v", st)
