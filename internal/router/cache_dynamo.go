@@ -3,10 +3,10 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"strings"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -188,48 +188,5 @@ func dynamoErrKind(err error) string {
 // dynalite has no TTL API, which is tolerated: Get treats an item past its
 // expires_at as a miss whether or not DynamoDB has deleted it yet.
 func CreateCacheTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(cacheAttrPK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(cacheAttrPK), KeyType: types.KeyTypeHash}},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", table, err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = cacheTableWaitMin, cacheTableWaitMax
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, cacheTableWait); err != nil {
-		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
-	}
-
-	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
-	if err == nil && ttl.TimeToLiveDescription != nil &&
-		aws.ToString(ttl.TimeToLiveDescription.AttributeName) == cacheAttrExpires &&
-		(ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
-			ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
-		return nil
-	}
-	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(cacheAttrExpires),
-			Enabled:       aws.Bool(true),
-		},
-	})
-	var apiErr smithy.APIError
-	switch {
-	case err == nil:
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
-		// dynalite: no TTL support.
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
-		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled"):
-	default:
-		return fmt.Errorf("create table %s: enable TTL on %s: %w", table, cacheAttrExpires, err)
-	}
-	return nil
+	return dynamotable.Create(ctx, client, table, cacheAttrPK, cacheAttrExpires)
 }

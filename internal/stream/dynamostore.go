@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/dynamotable"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -30,12 +32,6 @@ const (
 	attrExpires     = "expires_at"
 )
 
-// Table creation bounds.
-const (
-	tableWaitMax      = 5 * time.Minute
-	tableWaitMinDelay = 100 * time.Millisecond
-	tableWaitMaxDelay = 5 * time.Second
-)
 
 // createAttempts bounds Create's retries when the record it collided with
 // vanished before it could be read (deleted or expired in between).
@@ -549,48 +545,5 @@ func nonEmpty(b []byte) []byte {
 // (`gateway tables create`); production tables come from Terraform.
 // dynalite has no TTL API, which is tolerated: reads ignore expired records.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
-		BillingMode: types.BillingModePayPerRequest,
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", table, err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = tableWaitMinDelay, tableWaitMaxDelay
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, tableWaitMax); err != nil {
-		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
-	}
-
-	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
-	if err == nil && ttl.TimeToLiveDescription != nil &&
-		aws.ToString(ttl.TimeToLiveDescription.AttributeName) == attrExpires &&
-		(ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
-			ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
-		return nil
-	}
-	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpires),
-			Enabled:       aws.Bool(true),
-		},
-	})
-	var apiErr smithy.APIError
-	switch {
-	case err == nil:
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
-		// dynalite: no TTL support.
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
-		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled"):
-	default:
-		return fmt.Errorf("create table %s: enable TTL on %s: %w", table, attrExpires, err)
-	}
-	return nil
+	return dynamotable.Create(ctx, client, table, attrPK, attrExpires)
 }

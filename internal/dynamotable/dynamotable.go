@@ -1,0 +1,69 @@
+// Package dynamotable creates the DynamoDB tables Jetway uses, all of one
+// shape: a string partition key, on-demand billing and a TTL attribute. It
+// is for local and test use (`gateway tables create`); production tables
+// come from Terraform with the same shape.
+package dynamotable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Bounds of the wait for a new table to become ACTIVE.
+const (
+	waitMinDelay = 50 * time.Millisecond
+	waitMaxDelay = time.Second
+	waitMax      = 2 * time.Minute
+)
+
+// Create makes the table (partition key pk, on-demand) unless it exists,
+// waits until it is ACTIVE, and enables TTL on ttlAttr. It is idempotent.
+// dynalite has no TTL API; that is tolerated, since every reader of these
+// tables treats an item past its TTL attribute as absent.
+func Create(ctx context.Context, client *dynamodb.Client, table, pk, ttlAttr string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(pk), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = waitMinDelay, waitMaxDelay
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, waitMax); err != nil {
+		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
+	}
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err == nil && ttl.TimeToLiveDescription != nil && aws.ToString(ttl.TimeToLiveDescription.AttributeName) == ttlAttr &&
+		(ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
+			ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttlAttr), Enabled: aws.Bool(true)},
+	})
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
+		// dynalite: no TTL support.
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "already enabled"):
+	default:
+		return fmt.Errorf("create table %s: enable TTL on %s: %w", table, ttlAttr, err)
+	}
+	return nil
+}
