@@ -171,7 +171,7 @@ func (w *world) loadtest(url string, args ...string) (*Report, error) {
 // delivers everything and every fault counter reads 0.
 func TestCleanRunReportsZero(t *testing.T) {
 	w := newWorld(t, 20000)
-	relay := startRelay(t, w.url, relayFaults["none"])
+	relay := startRelay(t, w.url, relayFault("none"))
 	rep, err := w.loadtest(relay, "delivery", "--users", "3", "--requests", "4")
 	if err != nil {
 		t.Fatalf("clean run failed: %v (%v)", err, rep.Problems)
@@ -211,7 +211,7 @@ func TestCountersCatchFaults(t *testing.T) {
 		{fault: "lose-terminal", never: n, chunksArrived: n * mockTokens},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
-			relay := startRelay(t, w.url, relayFaults[tc.fault])
+			relay := startRelay(t, w.url, relayFault(tc.fault))
 			rep, err := w.loadtest(relay, "delivery", "--users", fmt.Sprint(users), "--requests", fmt.Sprint(requests), "--timeout", "1s")
 			if !errors.Is(err, ErrFailed) || rep.OK {
 				t.Fatalf("run with fault %s: err %v, ok %v; want ErrFailed", tc.fault, err, rep.OK)

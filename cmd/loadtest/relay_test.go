@@ -25,52 +25,55 @@ type relayFrame struct {
 // faultySeq is the chunk seq the faults below pick on, in every request.
 const faultySeq = 3
 
-// Faults the relay can play, by name. Each is a constructor: one state per connection.
-var relayFaults = map[string]func() fault{
-	"none": func() fault { return func(_ relayFrame, raw []byte) [][]byte { return [][]byte{raw} } },
-	// drop: chunk 3 of every request never arrives (AppSync's lost events).
-	"drop": func() fault {
-		return func(f relayFrame, raw []byte) [][]byte {
-			if f.Type == "chunk" && f.Seq == faultySeq {
-				return nil
+// relayFault returns the constructor of the named fault (one state per
+// connection): none, drop, duplicate, reorder or lose-terminal.
+func relayFault(name string) func() fault {
+	return map[string]func() fault{
+		"none": func() fault { return func(_ relayFrame, raw []byte) [][]byte { return [][]byte{raw} } },
+		// drop: chunk 3 of every request never arrives (AppSync's lost events).
+		"drop": func() fault {
+			return func(f relayFrame, raw []byte) [][]byte {
+				if f.Type == "chunk" && f.Seq == faultySeq {
+					return nil
+				}
+				return [][]byte{raw}
 			}
-			return [][]byte{raw}
-		}
-	},
-	// duplicate: chunk 3 of every request arrives twice.
-	"duplicate": func() fault {
-		return func(f relayFrame, raw []byte) [][]byte {
-			if f.Type == "chunk" && f.Seq == faultySeq {
-				return [][]byte{raw, raw}
+		},
+		// duplicate: chunk 3 of every request arrives twice.
+		"duplicate": func() fault {
+			return func(f relayFrame, raw []byte) [][]byte {
+				if f.Type == "chunk" && f.Seq == faultySeq {
+					return [][]byte{raw, raw}
+				}
+				return [][]byte{raw}
 			}
-			return [][]byte{raw}
-		}
-	},
-	// reorder: chunk 3 of every request arrives after chunk 4.
-	"reorder": func() fault {
-		held := map[string][]byte{}
-		return func(f relayFrame, raw []byte) [][]byte {
-			switch {
-			case f.Type == "chunk" && f.Seq == faultySeq:
-				held[f.RequestID] = raw
-				return nil
-			case f.Type == "chunk" && f.Seq == faultySeq+1 && held[f.RequestID] != nil:
-				h := held[f.RequestID]
-				delete(held, f.RequestID)
-				return [][]byte{raw, h}
+		},
+		// reorder: chunk 3 of every request arrives after chunk 4.
+		"reorder": func() fault {
+			held := map[string][]byte{}
+			return func(f relayFrame, raw []byte) [][]byte {
+				switch {
+				case f.Type == "chunk" && f.Seq == faultySeq:
+					held[f.RequestID] = raw
+					return nil
+				case f.Type == "chunk" && f.Seq == faultySeq+1 && held[f.RequestID] != nil:
+					h := held[f.RequestID]
+					delete(held, f.RequestID)
+					return [][]byte{raw, h}
+				}
+				return [][]byte{raw}
 			}
-			return [][]byte{raw}
-		}
-	},
-	// lose-terminal: the done frame never arrives (the article's 9 of 100).
-	"lose-terminal": func() fault {
-		return func(f relayFrame, raw []byte) [][]byte {
-			if f.Type == "done" {
-				return nil
+		},
+		// lose-terminal: the done frame never arrives (the article's 9 of 100).
+		"lose-terminal": func() fault {
+			return func(f relayFrame, raw []byte) [][]byte {
+				if f.Type == "done" {
+					return nil
+				}
+				return [][]byte{raw}
 			}
-			return [][]byte{raw}
-		}
-	},
+		},
+	}[name]
 }
 
 // startRelay is a WebSocket proxy between the tool and a real gateway that
