@@ -635,11 +635,11 @@ func (r *run) run() {
 		call.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
 	onDelta := func(text string) {
+		r.log.Append(text) // before the log line: the client's first token does not wait on logging
 		if first.IsZero() {
 			first = g.opts.Now()
 			r.logger.Info("first_token", zap.Int64("ttft_ms", first.Sub(start).Milliseconds()))
 		}
-		r.log.Append(text)
 	}
 	var out router.Outcome
 	var err error

@@ -24,7 +24,6 @@ const (
 	attrExpires  = "expires_at"
 )
 
-
 // DynamoStore is a Store in a DynamoDB table shared by every gateway task.
 // Every call it makes is a single-item UpdateItem or GetItem: no
 // transactions, so it works unchanged on DynamoDB and on dynalite.

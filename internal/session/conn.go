@@ -179,6 +179,11 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 	}
 }
 
+// chunkFrameOverhead bounds a chunk frame's bytes beyond its request id and
+// text (keys, punctuation, a 20-digit seq), so each frame is one allocation.
+// Escaped text can still grow it; append then reallocates once.
+const chunkFrameOverhead = 64
+
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A
 // newer follow of the same request on this session replaces this one.
@@ -187,6 +192,15 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 	f := &follow{cancel: cancel}
 	s.mu.Lock()
 	if old := s.follows[log.RequestID]; old != nil {
+		if withAccepted {
+			// A re-send of a request this session already delivers (the
+			// client saw no accepted in time): the delivery under way
+			// sends accepted and everything after; starting over would
+			// only duplicate frames.
+			s.mu.Unlock()
+			cancel()
+			return
+		}
 		old.cancel()
 	}
 	s.follows[log.RequestID] = f
@@ -220,7 +234,7 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 			sentAccepted = true
 		}
 		for i, text := range snap.Chunks {
-			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, 64+len(text)), log.RequestID, snap.First+i, text)) {
+			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(log.RequestID)+len(text)), log.RequestID, snap.First+i, text)) {
 				return
 			}
 		}

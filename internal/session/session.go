@@ -107,7 +107,7 @@ func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logg
 		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{})}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:      []string{protocol.Subprotocol},
-		ReadBufferSize:    4096,
+		ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader
 		WriteBufferPool:   &sync.Pool{},
 		HandshakeTimeout:  10 * time.Second,
 		EnableCompression: false,
@@ -164,8 +164,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newSession(h, conn, p, sessionID)
 	h.track(s)
-	s.run()
-	h.unregister(p, s)
+	// The session runs on its own goroutine so net/http's handler goroutine,
+	// with its request, headers and buffers, is released: an idle session
+	// then holds only what it needs.
+	go func() {
+		s.run()
+		h.unregister(p, s)
+	}()
 }
 
 // admit does everything before the upgrade: drain, origin, credentials, session id.

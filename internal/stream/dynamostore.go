@@ -32,7 +32,6 @@ const (
 	attrExpires     = "expires_at"
 )
 
-
 // createAttempts bounds Create's retries when the record it collided with
 // vanished before it could be read (deleted or expired in between).
 const createAttempts = 3

@@ -28,6 +28,7 @@ type Log struct {
 	ended    time.Time
 	rejected bool
 	wake     chan struct{}
+	taken    bool // a follower holds wake: the next change must close it
 	cancel   func()
 }
 
@@ -36,10 +37,16 @@ func NewLog(owner, requestID, bodyHash string) *Log {
 	return &Log{RequestID: requestID, Owner: owner, BodyHash: bodyHash, wake: make(chan struct{})}
 }
 
-// broadcast wakes every follower waiting on the current wake channel. Callers hold mu.
+// broadcast wakes every follower waiting on the current wake channel.
+// Only a channel a follower took is replaced, so a producer with no one
+// waiting allocates nothing per chunk. Callers hold mu.
 func (l *Log) broadcast() {
+	if !l.taken {
+		return
+	}
 	close(l.wake)
 	l.wake = make(chan struct{})
+	l.taken = false
 }
 
 // Accept records the accepted frame, which followers deliver before any chunk.
@@ -114,6 +121,7 @@ func (l *Log) Read(after int) Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Snapshot{Accepted: l.accepted, First: after + 1, Terminal: l.terminal, Changed: l.wake}
+	l.taken = true
 	if after < len(l.chunks) {
 		s.Chunks = l.chunks[after:len(l.chunks):len(l.chunks)]
 	}
