@@ -20,7 +20,7 @@ type Session struct {
 	hub    *Hub
 	conn   *websocket.Conn
 	id     string
-	logger *zap.Logger
+	logger sessionLogger
 	queue  *sendQueue
 
 	ctx    context.Context // ends with the connection
@@ -29,11 +29,29 @@ type Session struct {
 	mu        sync.Mutex
 	principal auth.Principal
 	expiry    *time.Timer
+	pinger    *time.Timer // sends a WebSocket ping every heartbeat
 	draining  bool
 	follows   map[string]*follow // request id -> the follower delivering it
 	closing   bool
 	idle      chan struct{} // closed when draining and no follower is left
 }
+
+// sessionLogger adds the session's identity to each line when it is
+// written, instead of keeping a pre-encoded child logger per idle session.
+type sessionLogger struct {
+	l                     *zap.Logger
+	id, user, tenant, app string
+}
+
+func (l sessionLogger) with(fields []zap.Field) []zap.Field {
+	return append([]zap.Field{zap.String("session_id", l.id), zap.String("user", l.user),
+		zap.String("tenant", l.tenant), zap.String("app", l.app)}, fields...)
+}
+
+func (l sessionLogger) Debug(msg string, f ...zap.Field) { l.l.Debug(msg, l.with(f)...) }
+func (l sessionLogger) Info(msg string, f ...zap.Field)  { l.l.Info(msg, l.with(f)...) }
+func (l sessionLogger) Warn(msg string, f ...zap.Field)  { l.l.Warn(msg, l.with(f)...) }
+func (l sessionLogger) Error(msg string, f ...zap.Field) { l.l.Error(msg, l.with(f)...) }
 
 type follow struct {
 	cancel context.CancelFunc
@@ -41,13 +59,13 @@ type follow struct {
 
 func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Session{
+	s := &Session{
 		hub: h, conn: conn, id: id, principal: p, ctx: ctx, cancel: cancel,
-		logger: h.logger.With(zap.String("session_id", id), zap.String("user", p.Subject),
-			zap.String("tenant", p.Tenant), zap.String("app", p.App)),
-		queue:   newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes),
+		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
+	s.queue = newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes, s.writeLoop)
+	return s
 }
 
 func (s *Session) caller() gateway.Caller {
@@ -69,12 +87,10 @@ func (s *Session) run() {
 	}()
 	opts := s.hub.opts
 	s.logger.Info("session_opened")
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); s.writeLoop() }()
-
 	s.mu.Lock()
 	p := s.principal
 	s.expiry = time.AfterFunc(time.Until(p.ExpiresAt), s.expired)
+	s.pinger = time.AfterFunc(opts.Heartbeat, s.ping)
 	s.mu.Unlock()
 	s.send(protocol.Encode(protocol.Ready{Type: protocol.TypeReady, SessionID: s.id, User: p.Subject,
 		Tenant: p.Tenant, App: p.App, Protocol: protocol.Subprotocol, HeartbeatS: int(opts.Heartbeat / time.Second),
@@ -84,13 +100,13 @@ func (s *Session) run() {
 
 	s.mu.Lock()
 	s.expiry.Stop()
+	s.pinger.Stop()
 	for _, f := range s.follows {
 		f.cancel()
 	}
 	s.mu.Unlock()
 	s.cancel()
-	s.queue.shut()
-	<-writerDone
+	s.queue.shutAndWait()
 	_ = s.conn.Close()
 	s.logger.Info("session_closed")
 }
@@ -280,43 +296,52 @@ func (s *Session) slowConsumer() {
 	s.closeNow(protocol.CloseSlowConsumer, "slow consumer: resume your requests")
 }
 
-// writeLoop is the connection's only writer: frames, pings and the close.
-func (s *Session) writeLoop() {
+// writeLoop is the connection's only writer of frames and of the close
+// frame. It runs while the queue has items (see sendQueue).
+func (s *Session) writeLoop(q *sendQueue) {
 	opts := s.hub.opts
-	ping := time.NewTicker(opts.Heartbeat)
-	defer ping.Stop()
 	var batch []item
 	for {
-		select {
-		case <-s.queue.ready:
-			batch = s.queue.take(batch[:0])
-			for _, it := range batch {
-				if it.close != nil {
-					s.writeClose(it.close.code, it.close.reason)
-					return
-				}
-				_ = s.conn.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
-				if err := s.conn.WriteMessage(websocket.TextMessage, it.frame); err != nil {
-					var ne interface{ Timeout() bool }
-					if errors.As(err, &ne) && ne.Timeout() {
-						s.slowConsumer()
-					}
-					s.cancel()
-					_ = s.conn.Close()
-					return
-				}
+		batch = q.take(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		for _, it := range batch {
+			if it.close != nil {
+				s.writeClose(it.close.code, it.close.reason)
+				q.shut()
+				return
 			}
-			clear(batch)
-		case <-ping.C:
-			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(opts.WriteTimeout)); err != nil {
+			_ = s.conn.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
+			if err := s.conn.WriteMessage(websocket.TextMessage, it.frame); err != nil {
+				var ne interface{ Timeout() bool }
+				if errors.As(err, &ne) && ne.Timeout() {
+					s.slowConsumer()
+				}
+				q.shut()
 				s.cancel()
 				_ = s.conn.Close()
 				return
 			}
-		case <-s.ctx.Done():
-			return
 		}
+		clear(batch)
 	}
+}
+
+// ping sends a WebSocket ping (WriteControl may run beside the writer) and
+// re-arms itself every heartbeat until the session ends.
+func (s *Session) ping() {
+	if s.ctx.Err() != nil {
+		return
+	}
+	if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.hub.opts.WriteTimeout)); err != nil {
+		s.cancel()
+		_ = s.conn.Close()
+		return
+	}
+	s.mu.Lock()
+	s.pinger.Reset(s.hub.opts.Heartbeat)
+	s.mu.Unlock()
 }
 
 // writeClose sends the close frame after everything queued before it, then

@@ -27,19 +27,25 @@ type closeReq struct {
 // Producers wait at most the write timeout for room, so a client that stops
 // reading is detected, while the model reader (which only appends to the
 // stream log) is never slowed.
+//
+// The queue also runs the connection's single writer: a goroutine started
+// by the push that finds the queue idle and ended when it drains the queue,
+// so an idle session holds no writer goroutine (nor its stack).
 type sendQueue struct {
 	maxFrames, maxBytes int
+	write               func(*sendQueue) // the writer: calls take until it returns nothing
 
-	mu     sync.Mutex
-	items  []item
-	bytes  int
-	closed bool
-	ready  chan struct{} // signalled (cap 1) when items arrive
-	room   chan struct{} // closed and replaced when items leave
+	mu       sync.Mutex
+	items    []item
+	bytes    int
+	closed   bool
+	writerOn bool
+	room     chan struct{} // closed and replaced when items leave
+	writers  sync.WaitGroup
 }
 
-func newSendQueue(maxFrames, maxBytes int) *sendQueue {
-	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, ready: make(chan struct{}, 1), room: make(chan struct{})}
+func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
+	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, write: write, room: make(chan struct{})}
 }
 
 // push queues a frame, waiting up to timeout for room. A frame larger than
@@ -56,10 +62,17 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 		if it.close != nil || len(q.items) == 0 || (len(q.items) < q.maxFrames && q.bytes+n <= q.maxBytes) {
 			q.items = append(q.items, it)
 			q.bytes += n
+			start := !q.writerOn
+			if start {
+				q.writerOn = true
+				q.writers.Add(1) // under mu, before any shutAndWait can see closed
+			}
 			q.mu.Unlock()
-			select {
-			case q.ready <- struct{}{}:
-			default:
+			if start {
+				go func() {
+					defer q.writers.Done()
+					q.write(q)
+				}()
 			}
 			if timer != nil {
 				timer.Stop()
@@ -82,10 +95,15 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 	}
 }
 
-// take removes every queued item into dst.
+// take removes every queued item into dst. When there is none it returns
+// dst empty and the writer must return: the next push starts a new one.
 func (q *sendQueue) take(dst []item) []item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.writerOn = false
+		return dst
+	}
 	dst = append(dst, q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
@@ -100,4 +118,10 @@ func (q *sendQueue) shut() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
+}
+
+// shutAndWait refuses every later push and waits for the writer to end.
+func (q *sendQueue) shutAndWait() {
+	q.shut()
+	q.writers.Wait()
 }
