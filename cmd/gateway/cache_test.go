@@ -44,6 +44,8 @@ func TestResponseCache(t *testing.T) {
 	if !hit.Cached || !call.AcceptedFrame().Cached || hit.Text != want || hit.Chunks != 300 || call.Text() != want {
 		t.Fatalf("second answer not a full cache hit: %+v", hit)
 	}
+	t.Logf("cache hit: server ttft_ms=%d latency_ms=%d; client first chunk %s after send (miss: ttft_ms=%d)",
+		hit.TTFTMs, hit.LatencyMs, call.FirstChunkAt().Sub(call.SentAt()), first.TTFTMs)
 	if hit.Usage.OutputTokens != 0 || hit.Usage.InputTokens == 0 {
 		t.Fatalf("a hit is charged the input estimate only: %+v", hit.Usage)
 	}

@@ -136,6 +136,7 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 		<-started
 	}
 	killedAt := time.Now()
+	var worst time.Duration
 	cl.servers[0].signal(syscall.SIGKILL)
 	cl.servers[0].wait(t, 10*time.Second)
 	for i, call := range calls {
@@ -155,10 +156,12 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 		default:
 			t.Fatalf("%s: %v, want done or interrupted", call.ID, err)
 		}
-		if took > 15*time.Second {
-			t.Fatalf("%s resolved %s after the kill", call.ID, took)
+		if took > 10*time.Second {
+			t.Fatalf("%s resolved %s after the kill, want within 10s", call.ID, took)
 		}
+		worst = max(worst, took)
 	}
+	t.Logf("SIGKILL: %d streams resolved through the other server, the last %s after the kill (lease 2s)", n, worst)
 	// No record is left running, and the quota was settled (nothing stays reserved at max_tokens).
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
 	for i, call := range calls {
