@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+)
+
+// TestProtocolErrorTable pins the one table from errors to protocol codes.
+func TestProtocolErrorTable(t *testing.T) {
+	me := func(kind router.ErrorKind, sentinel error, streamed bool) error {
+		return &router.ModelError{Kind: kind, Model: "m", Streamed: streamed, Err: sentinel}
+	}
+	cases := []struct {
+		err       error
+		code      string
+		retryable bool
+	}{
+		{fmt.Errorf("decode: %w: messages must not be empty", protocol.ErrInvalid), protocol.CodeInvalidRequest, false},
+		{&quota.ExceededError{Scope: quota.AppScope("t", "a"), Window: quota.Hour, RetryAfter: time.Minute}, protocol.CodeQuotaExceeded, true},
+		{errConflict, protocol.CodeConflict, false},
+		{errNotFound, protocol.CodeNotFound, false},
+		{fmt.Errorf("%w: model x", errModelNotAllowed), protocol.CodeModelNotAllowed, false},
+		{errForbidden, protocol.CodeForbidden, false},
+		{fmt.Errorf("verify: %w", auth.ErrNoTenant), protocol.CodeForbidden, false},
+		{fmt.Errorf("verify: %w", auth.ErrExpired), protocol.CodeUnauthorized, false},
+		{fmt.Errorf("%w: 4 in flight", errRateLimited), protocol.CodeRateLimited, true},
+		{errDraining, protocol.CodeDraining, true},
+		{errBusy, protocol.CodeBusy, true},
+		{fmt.Errorf("reserve: %w", quota.ErrUnavailable), protocol.CodeBusy, true},
+		{errCancelled, protocol.CodeCancelled, false},
+		{errTimeout, protocol.CodeTimeout, true},
+		{errInterrupted, protocol.CodeInterrupted, true},
+		{fmt.Errorf("%w: %w", router.ErrAllUnavailable, me(router.KindThrottled, router.ErrThrottled, false)), protocol.CodeModelUnavailable, true},
+		{fmt.Errorf("%w: %w", router.ErrAllUnavailable, me(router.KindTimeout, router.ErrTimeout, false)), protocol.CodeTimeout, true},
+		{me(router.KindMidStream, router.ErrMidStream, true), protocol.CodeModelError, true},
+		{me(router.KindValidation, router.ErrValidation, false), protocol.CodeInvalidRequest, false},
+		{context.Canceled, protocol.CodeInterrupted, true},
+		{errors.New("something unexpected"), protocol.CodeInternal, true},
+	}
+	for _, c := range cases {
+		e := ProtocolError(c.err)
+		if e.Code != c.code || e.Status != protocol.Status(c.code) || e.Retryable != c.retryable || e.Message == "" || e.Type != protocol.TypeError {
+			t.Errorf("ProtocolError(%v) = %+v, want code %s retryable %v", c.err, e, c.code, c.retryable)
+		}
+	}
+	if e := ProtocolError(&quota.ExceededError{Scope: quota.AppScope("t", "a"), Window: quota.Hour, RetryAfter: time.Minute}); e.Message != "Token quota exceeded" ||
+		e.RetryAfterMs != 60000 || e.Scope != "app" || e.Window != "hour" {
+		t.Errorf("quota error frame %+v", e)
+	}
+	if e := ProtocolError(fmt.Errorf("decode: %w: messages must not be empty", protocol.ErrInvalid)); e.Message != "messages must not be empty" {
+		t.Errorf("invalid_request message %q", e.Message)
+	}
+	if e := ProtocolError(errors.New("db password is hunter2")); e.Message != "internal error" {
+		t.Errorf("internal detail leaked to the client: %q", e.Message)
+	}
+}
