@@ -171,6 +171,16 @@ func TestIdempotentResendAndConflict(t *testing.T) {
 	if e["type"] != "error" || e["code"] != "conflict" || e["status"].(float64) != 409 || e["request_id"] != "req-idem-1" {
 		t.Fatalf("got %v, want conflict", e)
 	}
+	// after_seq on a request the server never saw skips nothing: it is new.
+	rc.send(map[string]any{"type": "request", "request_id": "req-idem-2", "after_seq": 50,
+		"messages": []map[string]string{{"role": "user", "content": "fresh"}}})
+	if f := rc.read(); f["type"] != "accepted" {
+		t.Fatalf("new request with after_seq: %v", f)
+	}
+	if f := rc.read(); f["type"] != "chunk" || f["seq"].(float64) != 1 {
+		t.Fatalf("new request with after_seq 50 started at %v, want seq 1", f["seq"])
+	}
+	rc.readUntil("done")
 	// Another user's request id is not_found for this user.
 	other := w.raw(g, w.token("mallory", "contoso", "contoso-support", time.Hour), nil)
 	other.send(map[string]any{"type": "resume", "request_id": "req-idem-1", "after_seq": 0})

@@ -180,22 +180,23 @@ type Request struct {
 	ReceivedAt time.Time
 }
 
-// Submit handles a request frame. It returns the request's log, which the
-// caller follows from req.AfterSeq: the log delivers the accepted frame,
+// Submit handles a request frame. It returns the request's log and the seq
+// to follow it from (req.AfterSeq for a request the server already knew,
+// 0 for a new one): the log delivers the accepted frame,
 // chunks and exactly one terminal frame (or, for a request rejected before
 // acceptance, only its error frame). A request id the user already sent
 // returns the existing log without calling the model or charging again;
 // the same id with a different body returns an error (conflict).
-func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
+func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
 	hash := bodyHash(req.Inbound)
 	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
-			return nil, errConflict
+			return nil, 0, errConflict
 		}
 		g.logger.Info("resent", zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
-		return log, nil
+		return log, req.AfterSeq, nil
 	}
 	if g.records != nil {
 		ctx, cancel := g.storeCtx()
@@ -204,13 +205,13 @@ func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
 		switch {
 		case err == nil && rec.BodyHash != hash:
 			g.logs.Forget(log)
-			return nil, errConflict
+			return nil, 0, errConflict
 		case err == nil:
 			g.startFollowing(log, rec) // known on another server: follow it, never call the model again
-			return log, nil
+			return log, req.AfterSeq, nil
 		case !errors.Is(err, stream.ErrNotFound):
 			g.logs.Forget(log)
-			return nil, errors.Join(errBusy, err)
+			return nil, 0, errors.Join(errBusy, err)
 		}
 	}
 	r := &run{g: g, caller: c, req: req, log: log, logger: g.logger.With(
@@ -220,14 +221,14 @@ func (g *Gateway) Submit(c Caller, req Request) (*stream.Log, error) {
 	r.logger.Info("received")
 	if err := r.admit(); err != nil {
 		r.reject(err)
-		return log, nil
+		return log, 0, nil
 	}
 	if r.following {
-		return log, nil
+		return log, req.AfterSeq, nil
 	}
 	g.wg.Add(1)
 	go r.run()
-	return log, nil
+	return log, 0, nil // a new request: everything, whatever after_seq said
 }
 
 // Resume returns the user's log for requestID so the caller can replay it.

@@ -186,12 +186,12 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
+		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 			return
 		}
-		s.follow(log, in.AfterSeq, true)
+		s.follow(log, from, true)
 	}
 }
 

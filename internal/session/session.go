@@ -36,7 +36,7 @@ type Verifier interface {
 
 // Gateway runs the requests a session receives.
 type Gateway interface {
-	Submit(c gateway.Caller, req gateway.Request) (*stream.Log, error)
+	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
 	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(c gateway.Caller, requestID string) error
 }
