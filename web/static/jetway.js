@@ -1,2 +1,1347 @@
-// Jetway browser client (see web/README when complete).
-export {};
+// @ts-check
+/**
+ * jetway.js: the browser (and Node) client of Jetway's wire protocol v1.
+ *
+ * One WebSocket per chat session. Requests carry client-made ids; chunks are
+ * reassembled in seq order and deduplicated; a lost connection is reopened
+ * with jittered exponential backoff under the same session id, and every
+ * unfinished request is resumed from its last contiguous seq (or sent again
+ * if the server never acknowledged it: requests are idempotent). Tokens are
+ * refreshed through `getToken` before they expire, and a draining server
+ * hands the session to a new connection. No dependencies: load it with
+ * `<script type="module">`, import it from a bundler, or use it in Node with
+ * an injected WebSocket constructor (for example the `ws` package).
+ *
+ *     import { connect } from './jetway.js';
+ *     const client = connect({ url: 'wss://chat.example.com/v1/ws', getToken });
+ *     const call = client.send({ messages: [{ role: 'user', content: 'Hello' }] });
+ *     for await (const chunk of call) output.append(chunk.text);
+ *     const done = await call.result; // usage, ttft_ms, latency_ms ...
+ *
+ * @module jetway
+ */
+
+/** The protocol version this client speaks (the WebSocket subprotocol). */
+export const SUBPROTOCOL = 'jetway.v1';
+
+// ---------------------------------------------------------------------------
+// Frames (PROTOCOL.md). Every frame is a JSON text frame with a `type`.
+
+/** @typedef {'user'|'assistant'} Role */
+
+/**
+ * One turn of the conversation.
+ * @typedef {Object} Message
+ * @property {Role} role
+ * @property {string} content
+ */
+
+/**
+ * What {@link Client#send} takes: a request without its `type`.
+ * @typedef {Object} Request
+ * @property {string} [request_id] client-made, 8-64 chars of [A-Za-z0-9_-], unique per user; default: a random one ({@link newId})
+ * @property {Message[]} messages
+ * @property {string} [system]
+ * @property {string} [model] one of the app's allowed models; default: the app's default model
+ * @property {number} [max_tokens]
+ * @property {number} [temperature]
+ */
+
+/**
+ * Client -> server: ask for an answer. Idempotent per request_id.
+ * @typedef {Object} RequestFrame
+ * @property {'request'} type
+ * @property {string} request_id
+ * @property {Message[]} messages
+ * @property {string} [system]
+ * @property {string} [model]
+ * @property {number} [max_tokens]
+ * @property {number} [temperature]
+ * @property {number} [after_seq] for a request the server already knows: replay chunks after this seq
+ */
+
+/**
+ * Client -> server: replay chunks with seq > after_seq, then continue live.
+ * @typedef {Object} ResumeFrame
+ * @property {'resume'} type
+ * @property {string} request_id
+ * @property {number} after_seq
+ */
+
+/**
+ * Client -> server: stop generation (terminal error `cancelled`).
+ * @typedef {Object} CancelFrame
+ * @property {'cancel'} type
+ * @property {string} request_id
+ */
+
+/**
+ * Client -> server: replace the session's credentials before they expire.
+ * @typedef {Object} AuthFrame
+ * @property {'auth'} type
+ * @property {string} token
+ */
+
+/**
+ * Client -> server: application ping (browsers cannot send WebSocket pings).
+ * @typedef {Object} PingFrame
+ * @property {'ping'} type
+ * @property {number} [t]
+ */
+
+/** @typedef {RequestFrame|ResumeFrame|CancelFrame|AuthFrame|PingFrame} ClientFrame */
+
+/**
+ * Server -> client, first frame of every connection.
+ * @typedef {Object} ReadyFrame
+ * @property {'ready'} type
+ * @property {string} session_id
+ * @property {string} user the token's `sub`
+ * @property {string} tenant
+ * @property {string} app
+ * @property {string} protocol
+ * @property {number} heartbeat_s
+ * @property {string} expires_at RFC 3339 expiry of the token
+ */
+
+/**
+ * The tightest quota window of the request's tenant/app/user.
+ * @typedef {Object} Quota
+ * @property {'minute'|'hour'|'day'|'month'|string} window
+ * @property {number} limit
+ * @property {number} remaining
+ */
+
+/**
+ * Server -> client: the request landed (sent before any chunk).
+ * @typedef {Object} AcceptedFrame
+ * @property {'accepted'} type
+ * @property {string} request_id
+ * @property {string} model
+ * @property {number} reserved_tokens
+ * @property {Quota|null} [quota]
+ * @property {boolean} cached
+ */
+
+/**
+ * Server -> client: a piece of the answer; seq is 1, 2, 3, ... per request.
+ * @typedef {Object} ChunkFrame
+ * @property {'chunk'} type
+ * @property {string} request_id
+ * @property {number} seq
+ * @property {string} text
+ */
+
+/**
+ * @typedef {Object} Usage
+ * @property {number} input_tokens
+ * @property {number} output_tokens
+ */
+
+/**
+ * Server -> client: the answer is complete.
+ * @typedef {Object} DoneFrame
+ * @property {'done'} type
+ * @property {string} request_id
+ * @property {number} chunks the last seq
+ * @property {string} text the complete answer
+ * @property {string} model
+ * @property {boolean} cached
+ * @property {Usage} usage
+ * @property {string} stop_reason
+ * @property {number} ttft_ms measured by the server from request arrival
+ * @property {number} latency_ms measured by the server from request arrival
+ */
+
+/**
+ * @typedef {'invalid_request'|'unauthorized'|'forbidden'|'model_not_allowed'|'not_found'|'conflict'|
+ *   'quota_exceeded'|'rate_limited'|'cancelled'|'internal'|'model_error'|'model_unavailable'|'busy'|
+ *   'draining'|'timeout'|'interrupted'|'closed'|string} ErrorCode
+ */
+
+/**
+ * Server -> client: a request failed (terminal), or, without request_id, a
+ * session-level problem.
+ * @typedef {Object} ErrorFrame
+ * @property {'error'} type
+ * @property {string} [request_id]
+ * @property {ErrorCode} code
+ * @property {number} status HTTP-like
+ * @property {string} message
+ * @property {boolean} retryable
+ * @property {number} [retry_after_ms]
+ * @property {number} [chunks] what was streamed before the failure
+ * @property {string} [text] what was streamed before the failure
+ */
+
+/**
+ * Server -> client: this server is shutting down; move new work elsewhere.
+ * @typedef {Object} DrainingFrame
+ * @property {'draining'} type
+ * @property {number} reconnect_after_ms
+ */
+
+/**
+ * Server -> client: the `auth` frame's token was accepted.
+ * @typedef {Object} AuthOkFrame
+ * @property {'auth_ok'} type
+ * @property {string} expires_at
+ */
+
+/**
+ * @typedef {Object} PongFrame
+ * @property {'pong'} type
+ * @property {number} [t]
+ */
+
+/** @typedef {ReadyFrame|AcceptedFrame|ChunkFrame|DoneFrame|ErrorFrame|DrainingFrame|AuthOkFrame|PongFrame} ServerFrame */
+
+// ---------------------------------------------------------------------------
+// Client API types.
+
+/**
+ * Why the client asks for a token.
+ * - `connect`: opening a connection; a cached token is fine.
+ * - `refresh`: the session's token expires soon; return a new one.
+ * - `rejected`: the server refused the last token (close 4001, or a failed
+ *   connection); return a new one.
+ * @typedef {'connect'|'refresh'|'rejected'} TokenReason
+ */
+
+/**
+ * @callback GetToken
+ * @param {{force: boolean, reason: TokenReason}} ctx force: the cached token will not do
+ * @returns {string|Promise<string>} a JWT
+ */
+
+/**
+ * A WebSocket constructor: the browser's, Node 22's global one, or `ws`.
+ * @typedef {new (url: string, protocols: string[]) => WebSocketLike} WebSocketConstructor
+ */
+
+/**
+ * The part of the WebSocket interface the client uses.
+ * @typedef {Object} WebSocketLike
+ * @property {string} protocol
+ * @property {number} readyState
+ * @property {(data: string) => void} send
+ * @property {(code?: number, reason?: string) => void} close
+ * @property {((ev: any) => void)|null} onopen
+ * @property {((ev: any) => void)|null} onmessage
+ * @property {((ev: any) => void)|null} onclose
+ * @property {((ev: any) => void)|null} onerror
+ */
+
+/**
+ * @typedef {Object} ConnectOptions
+ * @property {string} [url] the gateway's WebSocket endpoint, e.g. wss://chat.example.com/v1/ws
+ * @property {string[]} [urls] several endpoints: a reconnect after a failure or a drain moves to the next
+ * @property {GetToken} getToken returns a bearer token; called on every connect and refresh
+ * @property {string} [sessionId] the chat session's id (8-64 chars of [A-Za-z0-9_-]); default: random, kept across reconnects
+ * @property {WebSocketConstructor} [WebSocket] default: globalThis.WebSocket
+ * @property {number} [minBackoffMs] first reconnect delay bound (default 100); the first retry after a drop is immediate
+ * @property {number} [maxBackoffMs] largest reconnect delay (default 5000)
+ * @property {number} [acceptTimeoutMs] re-send a request with no `accepted` after this long (default 10000; negative: never)
+ * @property {number} [refreshBeforeMs] send `auth` with a fresh token this long before expiry (default 60000; negative: never)
+ * @property {number} [connectTimeoutMs] give up on a connection with no `ready` after this long (default 10000)
+ * @property {number} [pingIntervalMs] application ping interval; default the server's heartbeat_s. A connection silent for 2.5 intervals is dropped and reopened
+ * @property {number} [maxFrameBytes] largest request frame to send (default 262144, the server's default limit)
+ * @property {(ev: StateEvent) => void} [onState] shorthand for client.on('state', ...)
+ */
+
+/**
+ * - `connecting`: opening the first connection
+ * - `connected`: ready for requests
+ * - `reconnecting`: the connection was lost; trying again (see attempt, delayMs)
+ * - `draining`: the server is shutting down; a new connection is being opened while the old one finishes its answers
+ * - `closed`: {@link Client#close} was called
+ * @typedef {'connecting'|'connected'|'reconnecting'|'draining'|'closed'} ConnectionState
+ */
+
+/**
+ * @typedef {Object} StateEvent
+ * @property {ConnectionState} state
+ * @property {string} [url] the endpoint concerned
+ * @property {number} [attempt] failed attempts so far
+ * @property {number} [delayMs] wait before the next attempt
+ * @property {number} [code] close code of the connection that ended
+ * @property {string} [reason]
+ * @property {unknown} [error]
+ */
+
+/**
+ * @typedef {Object} CloseEvent
+ * @property {number} code
+ * @property {string} reason
+ * @property {string} url
+ */
+
+/**
+ * @typedef {Object} ClientEvents
+ * @property {StateEvent} state connection state changes
+ * @property {ReadyFrame} ready every (re)connection
+ * @property {DrainingFrame} draining
+ * @property {AuthOkFrame} auth a token refresh was accepted
+ * @property {ErrorFrame|{code: string, message: string, error?: unknown}} error session-level errors (no request_id), token failures
+ * @property {CloseEvent} close a connection ended
+ */
+
+/**
+ * A reassembled piece of an answer.
+ * @typedef {Object} Chunk
+ * @property {number} seq
+ * @property {string} text
+ */
+
+/**
+ * Callbacks a {@link Call} can be given (also settable as properties).
+ * @typedef {Object} CallHandlers
+ * @property {(accepted: AcceptedFrame, call: Call) => void} [onAccepted]
+ * @property {(chunk: Chunk, call: Call) => void} [onChunk] once per seq, in order
+ * @property {(done: DoneFrame, call: Call) => void} [onDone]
+ * @property {(error: JetwayError, call: Call) => void} [onError]
+ */
+
+/**
+ * Delivery counters of one call, before deduplication.
+ * @typedef {Object} CallStats
+ * @property {number} chunksReceived chunk frames received, duplicates included
+ * @property {number} duplicates chunk frames for a seq already delivered
+ * @property {number} outOfOrder chunk frames that arrived after a gap
+ * @property {number} resends times the request was sent again (no accepted in time, not_found, draining)
+ * @property {number} resumes resume frames sent after reconnects
+ * @property {number} terminals terminal frames received (replays included)
+ * @property {boolean} mismatch done.text differed from the chunks joined
+ */
+
+// ---------------------------------------------------------------------------
+
+const ID_RE = /^[A-Za-z0-9_-]{8,64}$/;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+// A connection that ends sooner than this after `ready` does not reset the backoff.
+const STABLE_MS = 2000;
+
+const now = () => (globalThis.performance ? globalThis.performance.now() : Date.now());
+
+/**
+ * A random id valid for requests and sessions (22 chars, base64url).
+ * @returns {string}
+ */
+export function newId() {
+  const b = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(b);
+  let s = '';
+  for (const x of b) s += String.fromCharCode(x);
+  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+/** An error frame (or a local failure) as an Error. */
+export class JetwayError extends Error {
+  /**
+   * @param {Partial<ErrorFrame> & {code: string}} frame
+   */
+  constructor(frame) {
+    super(frame.message || frame.code);
+    this.name = 'JetwayError';
+    /** @type {ErrorCode} */
+    this.code = frame.code;
+    /** @type {number} */
+    this.status = frame.status ?? 0;
+    /** @type {boolean} */
+    this.retryable = !!frame.retryable;
+    /** @type {number|undefined} milliseconds until a retry can succeed (quota_exceeded: until the window resets) */
+    this.retryAfterMs = frame.retry_after_ms;
+    /** @type {string|undefined} */
+    this.requestId = frame.request_id;
+    /** @type {string|undefined} what was streamed before the failure */
+    this.text = frame.text;
+    /** @type {number|undefined} */
+    this.chunks = frame.chunks;
+    /** @type {Partial<ErrorFrame>} */
+    this.frame = frame;
+  }
+}
+
+/**
+ * Opens a chat session and returns its client at once; requests sent before
+ * the connection is ready are queued.
+ * @param {ConnectOptions} options
+ * @returns {Client}
+ */
+export function connect(options) {
+  return new Client(options);
+}
+
+// The internal state of a Call, under a symbol: invisible to its users.
+const kIn = Symbol('internal');
+
+/**
+ * @typedef {Object} CallInternals
+ * @property {Client} client
+ * @property {Conn|null} conn the connection the call was last sent on
+ * @property {Map<number, string>} pending chunks that arrived ahead of a gap
+ * @property {string[]} chunks delivered chunks, index seq-1
+ * @property {(d: DoneFrame|null, e: JetwayError|null) => void} settle
+ * @property {ReturnType<typeof setTimeout>|undefined} timer the accept timer
+ * @property {Array<() => void>} waiters iterators waiting for more
+ * @property {boolean} resumeOnly made by resume(): never sent as a request
+ * @property {number} transmits request/resume frames sent so far
+ * @property {boolean} cancel a cancel to send with the next transmit
+ */
+
+/**
+ * One request's progress and result. Use the callbacks, iterate the chunks
+ * with `for await`, or await `result` (or all three).
+ */
+export class Call {
+  /** @type {CallInternals} */
+  [kIn] = { client: /** @type {any} */ (null), conn: null, pending: new Map(), chunks: [], settle: () => {},
+    timer: undefined, waiters: [], resumeOnly: false, transmits: 0, cancel: false };
+
+  /**
+   * @param {Client} client
+   * @param {string} id
+   * @param {RequestFrame|null} request null for a call made by {@link Client#resume}
+   * @param {CallHandlers} [handlers]
+   */
+  constructor(client, id, request, handlers = {}) {
+    /** @type {string} */
+    this.id = id;
+    /** @type {RequestFrame|null} the request as sent (null for resume()) */
+    this.request = request;
+    /** @type {string} the answer reassembled so far, in seq order, without duplicates (done.text once done) */
+    this.text = '';
+    /** @type {number} the last contiguous seq received */
+    this.lastSeq = 0;
+    /** @type {AcceptedFrame|null} */
+    this.accepted = null;
+    /** @type {DoneFrame|null} */
+    this.done = null;
+    /** @type {JetwayError|null} */
+    this.error = null;
+    /** @type {boolean} */
+    this.finished = false;
+    /** @type {CallStats} */
+    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, mismatch: false };
+    /** @type {number} when send() was called (performance.now() ms) */
+    this.sentAt = now();
+    /** @type {number|null} */
+    this.acceptedAt = null;
+    /** @type {number|null} */
+    this.firstChunkAt = null;
+    /** @type {number|null} */
+    this.finishedAt = null;
+    /** @type {CallHandlers['onAccepted']|null} */
+    this.onAccepted = handlers.onAccepted ?? null;
+    /** @type {CallHandlers['onChunk']|null} */
+    this.onChunk = handlers.onChunk ?? null;
+    /** @type {CallHandlers['onDone']|null} */
+    this.onDone = handlers.onDone ?? null;
+    /** @type {CallHandlers['onError']|null} */
+    this.onError = handlers.onError ?? null;
+
+    /** @type {(d: DoneFrame|null, e: JetwayError|null) => void} */
+    let settle = () => {};
+    /** @type {Promise<DoneFrame>} resolves with the done frame, rejects with a JetwayError */
+    this.result = new Promise((resolve, reject) => {
+      settle = (d, e) => (e ? reject(e) : resolve(/** @type {DoneFrame} */ (d)));
+    });
+    // Callers who use only the callbacks must not see unhandled rejections.
+    this.result.catch(() => {});
+
+    this[kIn].client = client;
+    this[kIn].settle = settle;
+    this[kIn].resumeOnly = request === null;
+  }
+
+  /** Milliseconds from send() to the first chunk (client-side), or null. */
+  get ttftMs() {
+    return this.firstChunkAt === null ? null : Math.round(this.firstChunkAt - this.sentAt);
+  }
+
+  /** Milliseconds from send() to the terminal frame (client-side), or null. */
+  get latencyMs() {
+    return this.finishedAt === null ? null : Math.round(this.finishedAt - this.sentAt);
+  }
+
+  /** Asks the server to stop; the call ends with code `cancelled`. */
+  cancel() {
+    this[kIn].client.cancel(this.id);
+  }
+
+  /**
+   * The chunks in seq order, each once, from the first (whenever the
+   * iteration starts); ends after `done`, throws the JetwayError on `error`.
+   * @returns {AsyncGenerator<Chunk, void, void>}
+   */
+  async *[Symbol.asyncIterator]() {
+    let i = 0;
+    for (;;) {
+      const chunks = this[kIn].chunks;
+      while (i < chunks.length) {
+        yield { seq: i + 1, text: chunks[i] };
+        i++;
+      }
+      if (this.error) throw this.error;
+      if (this.finished) return;
+      await new Promise((resolve) => this[kIn].waiters.push(() => resolve(undefined)));
+    }
+  }
+}
+
+/** One WebSocket of the session. */
+class Conn {
+  /**
+   * @param {WebSocketLike} ws
+   * @param {string} url
+   * @param {string} token
+   */
+  constructor(ws, url, token) {
+    this.ws = ws;
+    this.url = url;
+    this.token = token;
+    this.alive = true;
+    this.draining = false;
+    /** @type {ReadyFrame|null} */
+    this.ready = null;
+    this.readyAt = 0;
+    this.lastSeen = now();
+    /** @type {ReturnType<typeof setTimeout>|undefined} */
+    this.refreshTimer = undefined;
+    /** @type {ReturnType<typeof setInterval>|undefined} */
+    this.pingTimer = undefined;
+  }
+
+  /**
+   * @param {ClientFrame} frame
+   * @returns {boolean} whether the frame was handed to the socket
+   */
+  send(frame) {
+    if (!this.alive) return false;
+    try {
+      this.ws.send(JSON.stringify(frame));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  stopTimers() {
+    clearTimeout(this.refreshTimer);
+    clearInterval(this.pingTimer);
+  }
+}
+
+/** A connection attempt that failed before `ready`. */
+class ConnectError extends Error {
+  /**
+   * @param {string} message
+   * @param {{code?: number, status?: number, cause?: unknown}} [info]
+   */
+  constructor(message, info = {}) {
+    super(message);
+    this.name = 'ConnectError';
+    this.code = info.code;
+    this.status = info.status;
+    this.cause = info.cause;
+  }
+}
+
+/**
+ * A chat session: one live WebSocket at a time (two while a draining server
+ * finishes its answers), reopened automatically until {@link Client#close}.
+ */
+export class Client {
+  /** @param {ConnectOptions} options */
+  constructor(options) {
+    const o = options || /** @type {ConnectOptions} */ ({});
+    const urls = o.urls ? [...o.urls] : o.url ? [o.url] : [];
+    if (urls.length === 0) throw new TypeError('jetway: connect needs url or urls');
+    for (const u of urls) {
+      // A bad URL would only ever fail to connect: refuse it here.
+      let parsed;
+      try {
+        parsed = new URL(u);
+      } catch {
+        throw new TypeError(`jetway: ${JSON.stringify(u)} is not a URL`);
+      }
+      if ((parsed.protocol !== 'ws:' && parsed.protocol !== 'wss:') || !parsed.host) {
+        throw new TypeError(`jetway: ${JSON.stringify(u)} is not a ws:// or wss:// URL`);
+      }
+    }
+    if (typeof o.getToken !== 'function') throw new TypeError('jetway: connect needs getToken');
+    const WS = o.WebSocket ?? /** @type {any} */ (globalThis).WebSocket;
+    if (typeof WS !== 'function') {
+      throw new TypeError('jetway: no WebSocket here; pass options.WebSocket (in Node: the ws package)');
+    }
+    if (o.sessionId !== undefined && !ID_RE.test(o.sessionId)) {
+      throw new TypeError('jetway: sessionId must be 8-64 chars of [A-Za-z0-9_-]');
+    }
+    /** @private */
+    this._o = {
+      getToken: o.getToken,
+      minBackoffMs: o.minBackoffMs ?? 100,
+      maxBackoffMs: o.maxBackoffMs ?? 5000,
+      acceptTimeoutMs: o.acceptTimeoutMs ?? 10000,
+      refreshBeforeMs: o.refreshBeforeMs ?? 60000,
+      connectTimeoutMs: o.connectTimeoutMs ?? 10000,
+      pingIntervalMs: o.pingIntervalMs,
+      maxFrameBytes: o.maxFrameBytes ?? 262144,
+    };
+    /** @private @type {WebSocketConstructor} */
+    this._WS = WS;
+    /** @private */
+    this._urls = urls;
+    /** @private */
+    this._urlIndex = 0;
+    /** @type {string} the chat session's id, kept across reconnects */
+    this.sessionId = o.sessionId ?? newId();
+    /** @type {ConnectionState} */
+    this.state = 'connecting';
+    /** @type {ReadyFrame|null} the last `ready` frame */
+    this.ready = null;
+    /** @type {number} successful reconnections (the first connection not counted) */
+    this.reconnects = 0;
+
+    /** @private @type {Conn|null} where new work goes */
+    this._conn = null;
+    /** @private @type {Set<Conn>} every open connection (current and draining) */
+    this._conns = new Set();
+    /** @private @type {Map<string, Call>} unfinished calls */
+    this._calls = new Map();
+    /** @private @type {Map<string, Set<(ev: any) => void>>} */
+    this._listeners = new Map();
+    /** @private */
+    this._closed = false;
+    /** @private */
+    this._dialing = false;
+    /** @private */
+    this._attempt = 0;
+    /** @private consecutive connections that ended right after `ready` */
+    this._flaps = 0;
+    /** @private the next getToken call must return a fresh token */
+    this._force = false;
+    /** @private */
+    this._everConnected = false;
+    /** @private @type {Array<{resolve: (r: ReadyFrame) => void, reject: (e: Error) => void}>} */
+    this._readyWaiters = [];
+    /** @private @type {{timer: ReturnType<typeof setTimeout>, resolve: () => void}|null} */
+    this._sleeping = null;
+
+    if (o.onState) this.on('state', o.onState);
+    // Let the caller subscribe to events before the first one.
+    queueMicrotask(() => this._dial('connect', 0));
+  }
+
+  /** The endpoint of the current connection (null while disconnected). */
+  get url() {
+    return this._conn ? this._conn.url : null;
+  }
+
+  /**
+   * Subscribes to an event; returns the unsubscribe function.
+   * @template {keyof ClientEvents} K
+   * @param {K} type
+   * @param {(ev: ClientEvents[K]) => void} listener
+   * @returns {() => void}
+   */
+  on(type, listener) {
+    let set = this._listeners.get(type);
+    if (!set) this._listeners.set(type, (set = new Set()));
+    set.add(listener);
+    return () => this.off(type, listener);
+  }
+
+  /**
+   * @template {keyof ClientEvents} K
+   * @param {K} type
+   * @param {(ev: ClientEvents[K]) => void} listener
+   */
+  off(type, listener) {
+    this._listeners.get(type)?.delete(listener);
+  }
+
+  /**
+   * Resolves with the `ready` frame once the client is connected (at once if it is).
+   * @returns {Promise<ReadyFrame>}
+   */
+  connected() {
+    if (this._closed) return Promise.reject(new JetwayError({ code: 'closed', message: 'client closed' }));
+    const c = this._sendable();
+    if (c && c.ready) return Promise.resolve(c.ready);
+    return new Promise((resolve, reject) => this._readyWaiters.push({ resolve, reject }));
+  }
+
+  /**
+   * Sends a request. The returned call ends in exactly one outcome: its
+   * `done` frame, or a JetwayError (the server's `error` frame).
+   * @param {Request} request
+   * @param {CallHandlers} [handlers]
+   * @returns {Call}
+   */
+  send(request, handlers) {
+    if (this._closed) throw new JetwayError({ code: 'closed', message: 'client closed' });
+    if (!request || !Array.isArray(request.messages) || request.messages.length === 0) {
+      throw new TypeError('jetway: request.messages must be a non-empty array');
+    }
+    const id = request.request_id ?? newId();
+    if (!ID_RE.test(id)) throw new TypeError('jetway: request_id must be 8-64 chars of [A-Za-z0-9_-]');
+    if (this._calls.has(id)) throw new Error(`jetway: request ${id} is already in flight on this client`);
+    /** @type {RequestFrame} */
+    const frame = { type: 'request', request_id: id, messages: request.messages };
+    if (request.system !== undefined) frame.system = request.system;
+    if (request.model) frame.model = request.model;
+    if (request.max_tokens !== undefined) frame.max_tokens = request.max_tokens;
+    if (request.temperature !== undefined) frame.temperature = request.temperature;
+    const call = new Call(this, id, frame, handlers);
+    const size = new TextEncoder().encode(JSON.stringify(frame)).length;
+    if (size > this._o.maxFrameBytes) {
+      // The server would close the socket (1009) and the re-send would loop: fail here.
+      queueMicrotask(() =>
+        this._finish(call, null, new JetwayError({ code: 'invalid_request', status: 400, request_id: id,
+          message: `request is ${size} bytes; the limit is ${this._o.maxFrameBytes}` })));
+      return call;
+    }
+    this._calls.set(id, call);
+    const c = this._sendable();
+    if (c) this._transmit(call, c);
+    return call;
+  }
+
+  /**
+   * Follows a request sent earlier (for example before a page reload) from
+   * after_seq. An id the server does not know ends with code `not_found`.
+   * @param {string} requestId
+   * @param {number} [afterSeq]
+   * @param {CallHandlers} [handlers]
+   * @returns {Call}
+   */
+  resume(requestId, afterSeq = 0, handlers) {
+    if (this._closed) throw new JetwayError({ code: 'closed', message: 'client closed' });
+    if (!ID_RE.test(requestId)) throw new TypeError('jetway: request_id must be 8-64 chars of [A-Za-z0-9_-]');
+    if (this._calls.has(requestId)) throw new Error(`jetway: request ${requestId} is already in flight on this client`);
+    const call = new Call(this, requestId, null, handlers);
+    call.lastSeq = afterSeq;
+    this._calls.set(requestId, call);
+    const c = this._sendable();
+    if (c) this._transmit(call, c);
+    return call;
+  }
+
+  /**
+   * Asks the server to stop a request (sent as soon as there is a connection).
+   * @param {string} requestId
+   */
+  cancel(requestId) {
+    const call = this._calls.get(requestId);
+    const c = call && call[kIn].conn && call[kIn].conn.alive ? call[kIn].conn : this._sendable();
+    if (c) {
+      c.send({ type: 'cancel', request_id: requestId });
+    } else if (call) {
+      call[kIn].cancel = true;
+    }
+  }
+
+  /** Sends an application ping (liveness is also checked on its own). */
+  ping() {
+    this._sendable()?.send({ type: 'ping', t: Date.now() });
+  }
+
+  /** Ends the session: closes the sockets; unfinished calls fail with code `closed`. */
+  close() {
+    if (this._closed) return;
+    this._closed = true;
+    if (this._sleeping) {
+      clearTimeout(this._sleeping.timer);
+      this._sleeping.resolve();
+    }
+    for (const c of this._conns) {
+      c.alive = false;
+      c.stopTimers();
+      try {
+        c.ws.close(1000, 'client closed');
+      } catch {
+        // already closed
+      }
+    }
+    this._conns.clear();
+    this._conn = null;
+    const err = () => new JetwayError({ code: 'closed', message: 'client closed' });
+    for (const call of [...this._calls.values()]) this._finish(call, null, err());
+    for (const w of this._readyWaiters.splice(0)) w.reject(err());
+    this._setState('closed', {});
+  }
+
+  // -------------------------------------------------------------------------
+  // Connections.
+
+  /**
+   * @private
+   * @param {string} type
+   * @param {any} ev
+   */
+  _emit(type, ev) {
+    for (const fn of [...(this._listeners.get(type) ?? [])]) {
+      try {
+        fn(ev);
+      } catch (err) {
+        report(err);
+      }
+    }
+  }
+
+  /**
+   * @private
+   * @param {ConnectionState} state
+   * @param {Omit<StateEvent, 'state'>} extra
+   */
+  _setState(state, extra) {
+    this.state = state;
+    this._emit('state', { state, ...extra });
+  }
+
+  /** @private the connection new work may go to */
+  _sendable() {
+    const c = this._conn;
+    return c && c.alive && !c.draining ? c : null;
+  }
+
+  /** @private */
+  /** @param {number} ms */
+  _sleep(ms) {
+    return new Promise((resolve) => {
+      const done = () => {
+        this._sleeping = null;
+        resolve(undefined);
+      };
+      this._sleeping = { timer: setTimeout(done, ms), resolve: done };
+    });
+  }
+
+  /**
+   * The next connection attempt goes to the url after this one. Relative to
+   * the url, so that a drain and the close that ends it move only once.
+   * @private
+   * @param {string} url
+   */
+  _moveOn(url) {
+    const i = this._urls.indexOf(url);
+    this._urlIndex = i >= 0 ? i + 1 : this._urlIndex + 1;
+  }
+
+  /**
+   * Jittered exponential backoff ("full jitter").
+   * @private
+   * @param {number} attempt
+   */
+  _backoff(attempt) {
+    const cap = Math.min(this._o.maxBackoffMs, this._o.minBackoffMs * 2 ** Math.min(attempt - 1, 16));
+    return Math.round(Math.random() * cap) + 1;
+  }
+
+  /**
+   * @private
+   * @param {boolean} force
+   * @param {TokenReason} reason
+   */
+  async _token(force, reason) {
+    let token = await this._o.getToken({ force, reason });
+    if (!force && expiresWithin(token, 2000)) token = await this._o.getToken({ force: true, reason: 'rejected' });
+    if (typeof token !== 'string' || token === '') throw new TypeError('jetway: getToken returned no token');
+    return token;
+  }
+
+  /**
+   * Dials until a connection is ready (one loop at a time), then adopts it
+   * as the current connection.
+   * @private
+   * @param {'connect'|'reconnect'|'draining'} why
+   * @param {number} delayMs
+   */
+  async _dial(why, delayMs) {
+    if (this._dialing || this._closed) return;
+    this._dialing = true;
+    try {
+      let delay = Math.max(delayMs, this._attempt > 0 ? this._backoff(this._attempt) : 0);
+      while (!this._closed) {
+        if (delay > 0) await this._sleep(delay);
+        if (this._closed) return;
+        const url = this._urls[this._urlIndex % this._urls.length];
+        try {
+          const force = this._force;
+          const token = await this._token(force, force ? 'rejected' : 'connect');
+          this._force = false;
+          if (this._closed) return;
+          await this._open(url, token);
+          return;
+        } catch (err) {
+          if (this._closed) return;
+          this._attempt++;
+          this._moveOn(url);
+          // A refused upgrade looks like any failure in a browser: after two
+          // in a row, ask for a fresh token in case ours is the problem.
+          if (/** @type {ConnectError} */ (err).status === 401 || this._attempt === 2) this._force = true;
+          delay = this._backoff(this._attempt);
+          // While a draining connection still delivers, the state stays `draining`.
+          const state = this._conn ? this.state : this._everConnected || why !== 'connect' ? 'reconnecting' : 'connecting';
+          this._setState(state, { attempt: this._attempt, delayMs: delay, url, error: err });
+        }
+      }
+    } finally {
+      this._dialing = false;
+    }
+  }
+
+  /**
+   * Opens one WebSocket and waits for `ready`; adopts it synchronously with
+   * that frame so no later frame can slip past.
+   * @private
+   * @param {string} url
+   * @param {string} token
+   * @returns {Promise<Conn>}
+   */
+  _open(url, token) {
+    return new Promise((resolve, reject) => {
+      const u = new URL(url);
+      u.searchParams.set('session_id', this.sessionId);
+      /** @type {WebSocketLike} */
+      let ws;
+      try {
+        ws = new this._WS(u.toString(), [SUBPROTOCOL, 'bearer.' + token]);
+      } catch (err) {
+        reject(new ConnectError(`jetway: cannot open ${url}: ${err}`, { cause: err }));
+        return;
+      }
+      const conn = new Conn(ws, url, token);
+      let settled = false;
+      /** @type {unknown} */
+      let lastError;
+      /** @param {ConnectError} err */
+      const fail = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        conn.alive = false;
+        try {
+          ws.close();
+        } catch {
+          // not open yet
+        }
+        reject(err);
+      };
+      const timer = setTimeout(() => fail(new ConnectError(`jetway: no ready from ${url} within ${this._o.connectTimeoutMs} ms`)),
+        this._o.connectTimeoutMs);
+      ws.onopen = () => {
+        if (ws.protocol !== SUBPROTOCOL) fail(new ConnectError(`jetway: server selected subprotocol "${ws.protocol}", want ${SUBPROTOCOL}`));
+      };
+      ws.onerror = (ev) => {
+        lastError = ev && (ev.error || ev.message);
+      };
+      ws.onclose = (ev) => {
+        if (!settled) {
+          // Browsers hide a refused upgrade's status; Node's ws names it in the error.
+          const m = /Unexpected server response: (\d{3})/.exec(String(lastError ?? ''));
+          fail(new ConnectError(`jetway: connection to ${url} closed before ready (${ev.code}${ev.reason ? ' ' + ev.reason : ''})`,
+            { code: ev.code, status: m ? Number(m[1]) : undefined, cause: lastError }));
+          return;
+        }
+        this._lost(conn, ev.code, String(ev.reason ?? ''));
+      };
+      ws.onmessage = (ev) => {
+        /** @type {ServerFrame} */
+        let f;
+        try {
+          f = JSON.parse(typeof ev.data === 'string' ? ev.data : new TextDecoder().decode(ev.data));
+        } catch {
+          return;
+        }
+        conn.lastSeen = now();
+        if (settled) {
+          if (conn.alive) this._frame(conn, f);
+          return;
+        }
+        if (f.type !== 'ready') {
+          fail(new ConnectError(`jetway: first frame from ${url} is ${f.type}, not ready`));
+          return;
+        }
+        settled = true;
+        clearTimeout(timer);
+        if (this._closed) {
+          conn.alive = false;
+          ws.close(1000, 'client closed');
+          reject(new JetwayError({ code: 'closed', message: 'client closed' }));
+          return;
+        }
+        conn.ready = f;
+        conn.readyAt = now();
+        this._adopt(conn);
+        resolve(conn);
+      };
+    });
+  }
+
+  /**
+   * Makes a ready connection the current one and sends it every call that
+   * has no live connection.
+   * @private
+   * @param {Conn} conn
+   */
+  _adopt(conn) {
+    const ready = /** @type {ReadyFrame} */ (conn.ready);
+    this._conns.add(conn);
+    this._conn = conn;
+    this._attempt = this._flaps;
+    this.ready = ready;
+    if (this._everConnected) this.reconnects++;
+    this._everConnected = true;
+    const interval = this._o.pingIntervalMs ?? Math.max(1, ready.heartbeat_s || 25) * 1000;
+    conn.pingTimer = setInterval(() => {
+      if (now() - conn.lastSeen > interval * 2.5) {
+        // Nothing heard for too long: the socket is dead even if the browser has not noticed.
+        const ws = conn.ws;
+        this._lost(conn, 4000, 'no heartbeat');
+        try {
+          ws.close(4000, 'no heartbeat');
+        } catch {
+          // already closed
+        }
+        return;
+      }
+      conn.send({ type: 'ping', t: Date.now() });
+    }, interval);
+    this._scheduleRefresh(conn, ready.expires_at);
+    this._setState('connected', { url: conn.url });
+    this._emit('ready', ready);
+    for (const w of this._readyWaiters.splice(0)) w.resolve(ready);
+    this._flush();
+  }
+
+  /**
+   * A connection ended (close event, or declared dead).
+   * @private
+   * @param {Conn} conn
+   * @param {number} code
+   * @param {string} reason
+   */
+  _lost(conn, code, reason) {
+    if (!conn.alive) return;
+    conn.alive = false;
+    conn.stopTimers();
+    this._conns.delete(conn);
+    this._emit('close', { code, reason, url: conn.url });
+    if (this._closed) return;
+    if (code === 4001) this._force = true; // token expired or revoked
+    if (conn !== this._conn) {
+      // A draining connection finished: whatever it still carried continues on the current one.
+      this._flush();
+      return;
+    }
+    this._conn = null;
+    this._flaps = now() - conn.readyAt < STABLE_MS ? this._flaps + 1 : 0;
+    this._attempt = this._flaps;
+    if (conn.draining || code === 1001 || code === 1012 || code === 1013) this._moveOn(conn.url);
+    this._setState('reconnecting', { url: conn.url, code, reason, attempt: this._attempt });
+    this._dial('reconnect', 0);
+  }
+
+  /**
+   * Sends every unfinished call that is not live on an open connection to
+   * the current one: a resume from its last seq once accepted, else the
+   * request again.
+   * @private
+   */
+  _flush() {
+    const c = this._sendable();
+    if (!c) return;
+    for (const call of [...this._calls.values()]) {
+      const on = call[kIn].conn;
+      if (on === c || (on && on.alive)) continue;
+      this._transmit(call, c);
+    }
+  }
+
+  /**
+   * @private
+   * @param {Call} call
+   * @param {Conn} conn
+   */
+  _transmit(call, conn) {
+    const again = call[kIn].transmits++ > 0;
+    call[kIn].conn = conn;
+    if (call.accepted || call[kIn].resumeOnly) {
+      if (again) call.stats.resumes++;
+      conn.send({ type: 'resume', request_id: call.id, after_seq: call.lastSeq });
+    } else {
+      if (again) call.stats.resends++;
+      /** @type {RequestFrame} */
+      const frame = { ...(/** @type {RequestFrame} */ (call.request)) };
+      if (call.lastSeq > 0) frame.after_seq = call.lastSeq;
+      conn.send(frame);
+      this._armAccept(call);
+    }
+    if (call[kIn].cancel) {
+      call[kIn].cancel = false;
+      conn.send({ type: 'cancel', request_id: call.id });
+    }
+  }
+
+  /**
+   * Re-sends a request that got no `accepted` in time (safe: idempotent).
+   * @private
+   * @param {Call} call
+   */
+  _armAccept(call) {
+    clearTimeout(call[kIn].timer);
+    if (this._o.acceptTimeoutMs < 0) return;
+    call[kIn].timer = setTimeout(() => {
+      if (call.accepted || call.finished || this._closed) return;
+      const c = this._sendable();
+      if (c) {
+        this._transmit(call, c);
+      } else {
+        call[kIn].conn = null; // sent with the next connection
+      }
+    }, this._o.acceptTimeoutMs);
+  }
+
+  /**
+   * Sends `auth` with a fresh token before the current one expires.
+   * @private
+   * @param {Conn} conn
+   * @param {string} expiresAt
+   */
+  _scheduleRefresh(conn, expiresAt) {
+    clearTimeout(conn.refreshTimer);
+    const before = this._o.refreshBeforeMs;
+    const exp = Date.parse(expiresAt);
+    if (before < 0 || !Number.isFinite(exp)) return;
+    const left = exp - Date.now();
+    let wait = left - before;
+    if (wait < 1000) wait = Math.max(0, left / 2);
+    conn.refreshTimer = setTimeout(() => {
+      if (exp - Date.now() > before + 1000 && wait >= MAX_TIMER_MS) {
+        this._scheduleRefresh(conn, expiresAt); // the timer's range ended before the refresh time
+        return;
+      }
+      this._refresh(conn, exp);
+    }, Math.min(wait, MAX_TIMER_MS));
+  }
+
+  /**
+   * @private
+   * @param {Conn} conn
+   * @param {number} exp
+   */
+  async _refresh(conn, exp) {
+    if (!conn.alive || this._closed) return;
+    try {
+      const token = await this._token(true, 'refresh');
+      // The same token again would only shorten the next wait: let it
+      // expire and reconnect (close 4001) with a fresh one instead.
+      if (conn.alive && token !== conn.token) {
+        conn.token = token;
+        conn.send({ type: 'auth', token });
+      }
+    } catch (error) {
+      this._emit('error', { code: 'token', message: `jetway: getToken failed: ${error}`, error });
+      const left = exp - Date.now();
+      if (conn.alive && left > 2000) conn.refreshTimer = setTimeout(() => this._refresh(conn, exp), Math.min(left / 2, 30000));
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Frames.
+
+  /**
+   * @private
+   * @param {Conn} conn
+   * @param {ServerFrame} f
+   */
+  _frame(conn, f) {
+    switch (f.type) {
+      case 'accepted': {
+        const call = this._calls.get(f.request_id);
+        if (!call || call.accepted) return;
+        call.accepted = f;
+        call.acceptedAt = now();
+        clearTimeout(call[kIn].timer);
+        callback(call.onAccepted, f, call);
+        return;
+      }
+      case 'chunk': {
+        const call = this._calls.get(f.request_id);
+        if (call) this._chunk(call, f.seq, f.text);
+        return;
+      }
+      case 'done': {
+        const call = this._calls.get(f.request_id);
+        if (!call) return; // a replayed terminal of a finished call
+        call.stats.terminals++;
+        if (call.text !== f.text) call.stats.mismatch = true;
+        this._finish(call, f, null);
+        return;
+      }
+      case 'error':
+        if (!f.request_id) {
+          this._emit('error', f);
+          return;
+        }
+        this._callError(conn, f);
+        return;
+      case 'draining':
+        conn.draining = true;
+        this._emit('draining', f);
+        if (conn === this._conn) {
+          this._setState('draining', { url: conn.url });
+          this._moveOn(conn.url);
+          // Spread a fleet's reconnects over the server's hint.
+          this._dial('draining', Math.round(Math.random() * Math.max(0, f.reconnect_after_ms || 0)));
+        }
+        return;
+      case 'auth_ok':
+        this._scheduleRefresh(conn, f.expires_at);
+        this._emit('auth', f);
+        return;
+      default:
+        // pong, and frame types of later protocol versions
+        return;
+    }
+  }
+
+  /**
+   * @private
+   * @param {Call} call
+   * @param {number} seq
+   * @param {string} text
+   */
+  _chunk(call, seq, text) {
+    call.stats.chunksReceived++;
+    if (call.finished || seq <= call.lastSeq) {
+      call.stats.duplicates++;
+      return;
+    }
+    const pending = call[kIn].pending;
+    if (seq > call.lastSeq + 1) {
+      if (pending.has(seq)) {
+        call.stats.duplicates++;
+      } else {
+        call.stats.outOfOrder++;
+        pending.set(seq, text);
+      }
+      return;
+    }
+    if (call.firstChunkAt === null) call.firstChunkAt = now();
+    /** @type {Chunk[]} */
+    const fresh = [{ seq, text }];
+    call.lastSeq = seq;
+    for (let t = pending.get(call.lastSeq + 1); t !== undefined; t = pending.get(call.lastSeq + 1)) {
+      pending.delete(call.lastSeq + 1);
+      call.lastSeq++;
+      fresh.push({ seq: call.lastSeq, text: t });
+    }
+    for (const c of fresh) {
+      call[kIn].chunks.push(c.text);
+      call.text += c.text;
+    }
+    for (const c of fresh) callback(call.onChunk, c, call);
+    wake(call);
+  }
+
+  /**
+   * @private
+   * @param {Conn} conn
+   * @param {ErrorFrame} f
+   */
+  _callError(conn, f) {
+    const call = this._calls.get(/** @type {string} */ (f.request_id));
+    if (!call) return;
+    call.stats.terminals++;
+    if (f.code === 'not_found' && !call[kIn].resumeOnly) {
+      // The server has no record of it: the request never arrived there
+      // (or that server's memory is gone). Sending it again is safe.
+      call.stats.terminals--;
+      call.accepted = null;
+      const c = this._sendable();
+      if (c) this._transmit(call, c);
+      else call[kIn].conn = null;
+      return;
+    }
+    if (f.code === 'draining' && !call.accepted) {
+      // It reached a server that is shutting down: send it to the next one.
+      call.stats.terminals--;
+      call[kIn].conn = null;
+      const c = this._sendable();
+      if (c && c !== conn) this._transmit(call, c);
+      return;
+    }
+    this._finish(call, null, new JetwayError(f));
+  }
+
+  /**
+   * @private
+   * @param {Call} call
+   * @param {DoneFrame|null} done
+   * @param {JetwayError|null} err
+   */
+  _finish(call, done, err) {
+    if (call.finished) return;
+    call.finished = true;
+    call.finishedAt = now();
+    clearTimeout(call[kIn].timer);
+    call[kIn].pending.clear();
+    if (this._calls.get(call.id) === call) this._calls.delete(call.id);
+    if (done) {
+      call.done = done;
+      call.text = done.text; // the server's complete answer is authoritative
+      call[kIn].settle(done, null);
+      callback(call.onDone, done, call);
+    } else {
+      call.error = err;
+      call[kIn].settle(null, err);
+      callback(call.onError, err, call);
+    }
+    wake(call);
+  }
+}
+
+/**
+ * Calls a user callback; its exceptions are reported, never break the client.
+ * @param {Function|null|undefined} fn
+ * @param {...any} args
+ */
+function callback(fn, ...args) {
+  if (!fn) return;
+  try {
+    fn(...args);
+  } catch (err) {
+    report(err);
+  }
+}
+
+/** @param {unknown} err */
+function report(err) {
+  const g = /** @type {any} */ (globalThis);
+  if (typeof g.reportError === 'function') g.reportError(err);
+  else console.error(err);
+}
+
+/** @param {Call} call */
+function wake(call) {
+  for (const w of call[kIn].waiters.splice(0)) w();
+}
+
+/**
+ * Whether a JWT's `exp` is within ms from now (false when unreadable).
+ * @param {unknown} token
+ * @param {number} ms
+ */
+function expiresWithin(token, ms) {
+  if (typeof token !== 'string') return false;
+  try {
+    const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const exp = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4))).exp;
+    return typeof exp === 'number' && exp * 1000 - Date.now() < ms;
+  } catch {
+    return false;
+  }
+}
