@@ -1,6 +1,6 @@
 // Package web serves the demo chat page and the browser client module
-// (jetway.js), embedded in the binary, and in dev mode the endpoint the page
-// uses to mint dev tokens.
+// (jetway.js), embedded in the binary, and in dev mode the endpoints the page
+// uses to offer apps and mint dev tokens. See web/README.md.
 package web
 
 import (
@@ -31,15 +31,51 @@ func Files() fs.FS {
 type Options struct {
 	DevIssuer *auth.DevIssuer // dev mode: mint tokens at POST /dev/token; nil in production
 	Config    *config.Config  // tenants and apps offered by the dev sign-in
+	Cognito   Cognito         // production: the hosted UI the page signs users in with
 }
 
-// Mount adds the page at / and, in dev mode, /dev/token and /dev/apps.
+// Cognito is the Cognito hosted UI the page uses in production (the
+// authorization code flow with PKCE, for a public app client without a
+// secret). Empty fields are shown on the page as settings still to make.
+type Cognito struct {
+	// Domain is the hosted UI's base URL, https://<prefix>.auth.<region>.amazoncognito.com.
+	Domain string `json:"domain"`
+	// ClientID is the app client id (one of an app's client_ids in the tenants file).
+	ClientID string `json:"client_id"`
+	// RedirectURI must be one of the app client's callback URLs; default: the page's own URL.
+	RedirectURI string `json:"redirect_uri"`
+	// Scopes is space-separated; default "openid".
+	Scopes string `json:"scopes"`
+}
+
+// contentSecurityPolicy lets the page load only its own files and talk to
+// gateways (ws:, wss:) and the Cognito token endpoint (https:).
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self' ws: wss: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Mount adds the page at / with /jetway.js, /app.js, /style.css and
+// /config.json and, in dev mode, /dev/apps and /dev/token.
 func Mount(r gin.IRoutes, o Options) {
 	files := http.FS(Files())
-	r.GET("/", func(c *gin.Context) { c.FileFromFS("/", files) })
-	r.GET("/jetway.js", func(c *gin.Context) { c.FileFromFS("/jetway.js", files) })
-	r.GET("/app.js", func(c *gin.Context) { c.FileFromFS("/app.js", files) })
-	r.GET("/style.css", func(c *gin.Context) { c.FileFromFS("/style.css", files) })
+	serve := func(name string) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			h := c.Writer.Header()
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "no-referrer")
+			if name == "/" {
+				h.Set("Content-Security-Policy", contentSecurityPolicy)
+			}
+			c.FileFromFS(name, files)
+		}
+	}
+	for _, name := range []string{"/", "/jetway.js", "/app.js", "/style.css"} {
+		r.GET(name, serve(name))
+	}
+	r.GET("/config.json", func(c *gin.Context) {
+		c.Header("Cache-Control", "no-cache")
+		c.JSON(http.StatusOK, gin.H{"dev": o.DevIssuer != nil, "cognito": o.Cognito})
+	})
 	if o.DevIssuer == nil {
 		return
 	}
@@ -49,10 +85,11 @@ func Mount(r gin.IRoutes, o Options) {
 			App    string   `json:"app"`
 			Models []string `json:"models"`
 		}
-		var out []app
+		out := []app{}
 		for _, t := range o.Config.Tenants {
 			for _, a := range t.Apps {
-				out = append(out, app{Tenant: t.ID, App: a.ID, Models: a.Models.Allow})
+				models := append([]string{}, a.Models.Allow...)
+				out = append(out, app{Tenant: t.ID, App: a.ID, Models: models})
 			}
 		}
 		c.JSON(http.StatusOK, gin.H{"apps": out})
