@@ -1,0 +1,171 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
+)
+
+// devServer mounts the page in dev mode over the test tenants.
+func devServer(t *testing.T) (*httptest.Server, *auth.DevIssuer, *config.Config) {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	cfg, err := config.Load("testdata/jetway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := auth.LoadOrCreateDevIssuer(filepath.Join(t.TempDir(), "key.pem"), "jetway-dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gin.New()
+	Mount(r, Options{DevIssuer: dev, Config: cfg})
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv, dev, cfg
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestFilesAreServedWithTheirTypes(t *testing.T) {
+	srv, _, _ := devServer(t)
+	for path, want := range map[string]string{
+		"/":          "text/html",
+		"/jetway.js": "text/javascript",
+		"/app.js":    "text/javascript",
+		"/style.css": "text/css",
+	} {
+		resp, body := get(t, srv.URL+path)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), want) {
+			t.Errorf("%s: %d %q, want 200 %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), want)
+		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+		if len(body) == 0 {
+			t.Errorf("%s: empty", path)
+		}
+	}
+	resp, body := get(t, srv.URL+"/")
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "connect-src 'self' ws: wss:") {
+		t.Errorf("CSP %q", csp)
+	}
+	if !strings.Contains(body, `<script type="module" src="/app.js">`) {
+		t.Error("index.html does not load app.js as a module")
+	}
+	_, js := get(t, srv.URL+"/jetway.js")
+	for _, export := range []string{"export function connect(", "export class Client", "export class Call", "export class JetwayError", "export const SUBPROTOCOL = 'jetway.v1'"} {
+		if !strings.Contains(js, export) {
+			t.Errorf("jetway.js lacks %q", export)
+		}
+	}
+}
+
+func TestDevApps(t *testing.T) {
+	srv, _, _ := devServer(t)
+	resp, body := get(t, srv.URL+"/dev/apps")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var out struct {
+		Apps []struct {
+			Tenant, App string
+			Models      []string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(out.Apps)
+	want := `[{"Tenant":"contoso","App":"support-assistant","Models":["mock-a","mock-b"]},{"Tenant":"fabrikam","App":"tiny-quota","Models":["mock-cheap"]}]`
+	if string(got) != want {
+		t.Errorf("apps %s\nwant %s", got, want)
+	}
+	_, cfg := get(t, srv.URL+"/config.json")
+	if !strings.Contains(cfg, `"dev":true`) {
+		t.Errorf("config.json %s", cfg)
+	}
+}
+
+func TestDevToken(t *testing.T) {
+	srv, dev, cfg := devServer(t)
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+"/dev/token", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if code, _ := post(`{"tenant":"contoso","app":"support-assistant"}`); code != http.StatusBadRequest {
+		t.Errorf("no sub: %d, want 400", code)
+	}
+	if code, _ := post(`not json`); code != http.StatusBadRequest {
+		t.Errorf("bad JSON: %d, want 400", code)
+	}
+	if code, _ := post(`{"sub":"ana","tenant":"contoso","app":"nope"}`); code != http.StatusNotFound {
+		t.Errorf("unknown app: %d, want 404", code)
+	}
+	code, out := post(`{"sub":"ana","tenant":"fabrikam","app":"tiny-quota","ttl_s":120}`)
+	if code != http.StatusOK || out["expires_in"] != float64(120) {
+		t.Fatalf("mint: %d %v", code, out)
+	}
+	// The token is what the gateway's verifier accepts for that user and app.
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Issuer: dev.Issuer(), KeySet: dev.KeySet()}, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(context.Background(), out["token"].(string))
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if p.Subject != "ana" || p.Tenant != "fabrikam" || p.App != "tiny-quota" {
+		t.Errorf("principal %+v", p)
+	}
+}
+
+func TestProductionHasNoDevEndpoints(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	Mount(r, Options{Cognito: Cognito{Domain: "https://d.auth.eu-west-1.amazoncognito.com", ClientID: "c1"}})
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	if resp, _ := get(t, srv.URL+"/dev/apps"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/dev/apps: %d, want 404", resp.StatusCode)
+	}
+	resp, err := http.Post(srv.URL+"/dev/token", "application/json", strings.NewReader(`{"sub":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/dev/token: %d, want 404", resp.StatusCode)
+	}
+	_, body := get(t, srv.URL+"/config.json")
+	want := `{"cognito":{"domain":"https://d.auth.eu-west-1.amazoncognito.com","client_id":"c1","redirect_uri":"","scopes":""},"dev":false}`
+	if body != want {
+		t.Errorf("config.json %s\nwant %s", body, want)
+	}
+}
