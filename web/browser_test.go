@@ -24,8 +24,9 @@ import (
 // chromiumPath is Debian's Chromium, which `make test-deps` installs.
 const chromiumPath = "/usr/bin/chromium"
 
-// screenshotDir keeps the screenshots the tests take, for review.
-const screenshotDir = "testdata/screenshots"
+// screenshotDir keeps the screenshots the latest run took, for review (not
+// committed: the reviewed set is in testdata/screenshots).
+const screenshotDir = "testdata/screenshots/latest"
 
 // One headless Chromium serves every browser test; each test gets its own
 // tab in its own browser context (no shared storage).
@@ -227,7 +228,7 @@ func (p *page) waitFinished(n int, within time.Duration) {
 		return a.length >= %d && ['done', 'error'].includes(a[%d].dataset.state); })()`, n, n-1), "the answer", within)
 }
 
-// screenshot saves a PNG of the viewport under testdata/screenshots.
+// screenshot saves a PNG of the viewport under screenshotDir.
 func (p *page) screenshot(name string) {
 	p.t.Helper()
 	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())

@@ -170,7 +170,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
 	if s.ServeDemo {
-		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg})
+		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
+			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
 	}
 	admin := gin.New()
 	admin.Use(gin.Recovery())

@@ -22,6 +22,10 @@ type settings struct {
 	DevKeyFile              string
 	DevAllowRemote          bool
 	AllowedOrigins          string
+	CognitoDomain           string
+	CognitoClientID         string
+	CognitoRedirectURI      string
+	CognitoScopes           string
 
 	Heartbeat             time.Duration
 	MaxFrameBytes         int
@@ -147,6 +151,10 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", 5*time.Second, "clock skew allowed on exp/nbf/iat")
 	str(&s.DevKeyFile, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv), "dev mode: the dev issuer's key file")
 	boolean(&s.DevAllowRemote, "JETWAY_DEV_ALLOW_REMOTE", false, "dev mode: allow a non-loopback listen address")
+	str(&s.CognitoDomain, "JETWAY_COGNITO_DOMAIN", "", "demo page in production: the Cognito hosted UI base URL")
+	str(&s.CognitoClientID, "JETWAY_COGNITO_CLIENT_ID", "", "demo page in production: the public app client id")
+	str(&s.CognitoRedirectURI, "JETWAY_COGNITO_REDIRECT_URI", "", "demo page in production: the callback URL (default: the page's URL)")
+	str(&s.CognitoScopes, "JETWAY_COGNITO_SCOPES", "", "demo page in production: space-separated scopes (default openid)")
 	str(&s.AllowedOrigins, "JETWAY_ALLOWED_ORIGINS", "", "comma-separated allowed browser origins")
 	dur(&s.Heartbeat, "JETWAY_HEARTBEAT", 25*time.Second, "WebSocket ping interval")
 	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", 256<<10, "largest inbound frame in bytes")
