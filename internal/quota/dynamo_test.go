@@ -36,27 +36,6 @@ func TestDynamoStoreContract(t *testing.T) {
 	testStoreContract(t, func(t *testing.T) quota.Store { return newDynamoStore(t, client) })
 }
 
-func TestCreateTableIsIdempotent(t *testing.T) {
-	client := dynalitetest.Client(t, dynalitetest.Start(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	table := dynalitetest.TableName(t)
-	for range 2 {
-		if err := quota.CreateTable(ctx, client, table); err != nil {
-			t.Fatalf("CreateTable: %v", err)
-		}
-	}
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := out.Table
-	if d.TableStatus != types.TableStatusActive || len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != "pk" ||
-		d.KeySchema[0].KeyType != types.KeyTypeHash {
-		t.Errorf("table = %s %+v, want ACTIVE with hash key pk", d.TableStatus, d.KeySchema)
-	}
-}
-
 // The stored item is exactly the documented schema.
 func TestDynamoItemSchema(t *testing.T) {
 	client := dynalitetest.Client(t, dynalitetest.Start(t))

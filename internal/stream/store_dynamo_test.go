@@ -39,26 +39,6 @@ func TestDynamoStoreContract(t *testing.T) {
 	})
 }
 
-func TestCreateTableIsIdempotent(t *testing.T) {
-	client := dynalitetest.Client(t, dynalitetest.Start(t))
-	ctx := testCtx(t)
-	table := dynalitetest.TableName(t)
-	for range 2 {
-		if err := stream.CreateTable(ctx, client, table); err != nil {
-			t.Fatalf("CreateTable: %v", err)
-		}
-	}
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := out.Table
-	if d.TableStatus != types.TableStatusActive || len(d.KeySchema) != 1 || aws.ToString(d.KeySchema[0].AttributeName) != "pk" ||
-		d.KeySchema[0].KeyType != types.KeyTypeHash {
-		t.Errorf("table = %s %+v, want ACTIVE with hash key pk", d.TableStatus, d.KeySchema)
-	}
-}
-
 // The stored item is the schema documented in store.go.
 func TestDynamoItemSchema(t *testing.T) {
 	client := dynalitetest.Client(t, dynalitetest.Start(t))
