@@ -270,3 +270,37 @@ func TestArticleTest1(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardrailAndBudget: a guardrail intervention ends honestly in done
+// with its stop reason; a USD budget is enforced by the same reservation.
+func TestGuardrailAndBudget(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(nil)
+	dialApp := func(sub, tenant, clientID string) *client.Client {
+		tok := w.token(sub, tenant, clientID, time.Hour)
+		return w.dial(g, sub, func(o *client.Options) { o.Token = func(context.Context) (string, error) { return tok, nil } })
+	}
+	req := ask("say something unsafe")
+	req.Model = "mock-guardrail"
+	call, err := dialApp("gr-user", "contoso", "contoso-nofallback").Send(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := waitCall(t, call, 20*time.Second)
+	if err != nil || done.StopReason != "guardrail_intervened" || done.Chunks == 0 || done.Chunks >= 300 || done.Text != call.Text() {
+		t.Fatalf("guardrail: %+v %v, want done with stop_reason guardrail_intervened and the allowed text", done, err)
+	}
+	// $0.001 a day cannot cover one request reserved at max_tokens: a clean 429, no model call.
+	before := w.mock.Requests("mock-a")
+	call, err = dialApp("budget-user", "fabrikam", "fabrikam-budget").Send(context.Background(), ask("expensive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = waitCall(t, call, 20*time.Second)
+	if e, ok := err.(*client.Error); !ok || e.Code != "quota_exceeded" || e.Window != "day" || e.RetryAfterMs <= 0 {
+		t.Fatalf("USD budget: %v, want quota_exceeded for the day window", err)
+	}
+	if w.mock.Requests("mock-a") != before {
+		t.Fatal("a request over its USD budget reached the model")
+	}
+}
