@@ -238,11 +238,21 @@ func (c *Call) onDone(d *Done) {
 	c.finish(d, nil)
 }
 
-func (c *Call) onError(e *Error) {
+func (c *Call) onError(e *Error, from *conn) {
 	c.mu.Lock()
 	c.stats.Terminals++
 	resumeOnly := c.resumeOnly
+	accepted := c.acc != nil
 	c.mu.Unlock()
+	// draining refuses new work on a server that is shutting down (before
+	// acceptance, so nothing ran): send it again on the next connection.
+	if e.Code == "draining" && !resumeOnly && !accepted && c.client.opts.Reconnect {
+		c.mu.Lock()
+		c.stats.Resends++
+		c.mu.Unlock()
+		go c.resendAway(from, e)
+		return
+	}
 	// not_found on a resume means the request never arrived: send it again.
 	if e.Code == "not_found" && !resumeOnly && c.client.opts.Reconnect {
 		c.mu.Lock()
@@ -251,6 +261,25 @@ func (c *Call) onError(e *Error) {
 		c.mu.Unlock()
 		go func() { _ = c.send(0, "request"); c.armAcceptTimer() }()
 		return
+	}
+	c.finish(nil, e)
+}
+
+// resendAway re-sends the request once the client has a connection other
+// than the draining one; it gives up with the draining error after a while.
+func (c *Call) resendAway(from *conn, e *Error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if cur := c.client.current(); cur != nil && cur != from {
+			_ = c.send(0, "request")
+			c.armAcceptTimer()
+			return
+		}
+		select {
+		case <-c.client.ctx.Done():
+			return
+		case <-time.After(c.client.opts.MinBackoff):
+		}
 	}
 	c.finish(nil, e)
 }

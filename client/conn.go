@@ -81,7 +81,7 @@ func (cn *conn) readLoop() {
 			if call := c.call(f.RequestID); call != nil {
 				var e Error
 				_ = json.Unmarshal(data, &e)
-				call.onError(&e)
+				call.onError(&e, cn)
 			}
 		case "draining":
 			c.state("draining", nil)

@@ -146,7 +146,8 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	// New work went elsewhere: a client whose next request reached server a
 	// in the instant between SIGTERM and its session hearing of the drain
 	// is still served there (in-flight work finishes), so most, not
-	// necessarily all, of it lands on b.
+	// necessarily all, of it lands on b. Requests refused with `draining`
+	// were sent again there by the client.
 	if n := len(b.logs.find("completed", "")); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
