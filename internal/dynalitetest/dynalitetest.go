@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
@@ -210,4 +211,26 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// SmallRetryBudget is a client option with the bounded retries the gateway
+// configures on its admission path: a few attempts, short backoff.
+func SmallRetryBudget(o *dynamodb.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = 3
+		so.MaxBackoff = 10 * time.Millisecond
+	})
+}
+
+// UnreachableEndpoint returns the URL of a loopback port nothing listens on:
+// every connection is refused, as with an unreachable DynamoDB.
+func UnreachableEndpoint(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close()
+	return endpoint
 }

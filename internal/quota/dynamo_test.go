@@ -3,7 +3,6 @@ package quota_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -89,27 +87,13 @@ func storeTable(t *testing.T, client *dynamodb.Client) string {
 	return out.TableNames[0]
 }
 
-// smallRetryBudget is what the gateway is expected to configure on the
-// admission path: a couple of attempts with short backoff.
-func smallRetryBudget(o *dynamodb.Options) {
-	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-		so.MaxAttempts = 3
-		so.MaxBackoff = 10 * time.Millisecond
-	})
-}
-
 func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "http://" + l.Addr().String()
-	l.Close() // nothing listens there any more: connection refused
+	endpoint := dynalitetest.UnreachableEndpoint(t)
 
-	client := dynalitetest.Client(t, endpoint, smallRetryBudget)
+	client := dynalitetest.Client(t, endpoint, dynalitetest.SmallRetryBudget)
 	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{})
 	begin := time.Now()
-	_, err = q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
+	_, err := q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
 	took := time.Since(begin)
 	if !errors.Is(err, quota.ErrUnavailable) || errors.Is(err, quota.ErrExceeded) {
 		t.Fatalf("Reserve = %v, want ErrUnavailable", err)
@@ -131,7 +115,7 @@ func TestDynamoThrottledIsRetriedThenUnavailable(t *testing.T) {
 		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`))
 	}))
 	defer srv.Close()
-	client := dynalitetest.Client(t, srv.URL, smallRetryBudget)
+	client := dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget)
 	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{})
 	_, err := q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
 	if !errors.Is(err, quota.ErrUnavailable) {
@@ -153,7 +137,7 @@ func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	client := dynalitetest.Client(t, srv.URL, smallRetryBudget)
+	client := dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget)
 	var observed atomic.Int64
 	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{
 		StoreTimeout: 100 * time.Millisecond,

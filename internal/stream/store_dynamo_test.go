@@ -3,7 +3,6 @@ package stream_test
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -151,24 +149,10 @@ func TestDynamoTwoServers(t *testing.T) {
 	wantErr(t, "other's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", other, 0, []string{"x"}, time.Now().Add(time.Minute)), stream.ErrLostLease)
 }
 
-// smallRetryBudget is what the gateway is expected to configure: a couple
-// of attempts with short backoff.
-func smallRetryBudget(o *dynamodb.Options) {
-	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-		so.MaxAttempts = 3
-		so.MaxBackoff = 10 * time.Millisecond
-	})
-}
-
 func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "http://" + l.Addr().String()
-	l.Close() // nothing listens there any more: connection refused
+	endpoint := dynalitetest.UnreachableEndpoint(t)
 
-	s := stream.NewDynamoStore(dynalitetest.Client(t, endpoint, smallRetryBudget), "requests")
+	s := stream.NewDynamoStore(dynalitetest.Client(t, endpoint, dynalitetest.SmallRetryBudget), "requests")
 	ctx := testCtx(t)
 	now := time.Now()
 	calls := map[string]func() error{
@@ -210,7 +194,7 @@ func TestDynamoThrottledIsUnavailable(t *testing.T) {
 		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`))
 	}))
 	defer srv.Close()
-	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, smallRetryBudget), "requests")
+	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
 	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"}, time.Now())
 	wantErr(t, "Checkpoint", err, stream.ErrUnavailable)
 	if got := calls.Load(); got != 3 {
@@ -240,7 +224,7 @@ func TestDynamoRefusalWithReturnedItem(t *testing.T) {
 			"terminal":{"B":"aW50ZXJydXB0ZWQ="},"body_hash":{"S":"h"}}}`))
 	}))
 	defer srv.Close()
-	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, smallRetryBudget), "requests")
+	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
 	ctx := testCtx(t)
 
 	existing, err := s.Create(ctx, running("req-1", time.Now()))
