@@ -48,6 +48,7 @@ type DynamoStore struct {
 	client *dynamodb.Client
 	table  string
 	now    func() time.Time // expiry checks (TTL deletion lags)
+	meter  dynamotable.Meter
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
@@ -55,6 +56,13 @@ type DynamoStore struct {
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 	return &DynamoStore{client: client, table: table, now: time.Now}
+}
+
+// SetObserver reports every call from now on to obs (table role
+// "requests", ops create|checkpoint|finish|interrupt|get); call it before
+// the store is used.
+func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
+	s.meter = dynamotable.NewMeter(dynamotable.TableRequests, obs)
 }
 
 // Create implements Store with one conditional PutItem.
@@ -92,6 +100,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		item[attrExpires] = num(exp)
 	}
 	for range createAttempts {
+		start := time.Now()
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(s.table),
 			Item:      item,
@@ -101,6 +110,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": num(s.now().Unix())},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
+		s.meter.Observe("create", start, err)
 		if err == nil {
 			return &r, nil
 		}
@@ -386,7 +396,9 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 		return fmt.Errorf("%s: %w: %d bytes in one write, limit %d", op, ErrTooLarge, u.add, MaxRecordBytes)
 	}
 	key := u.key[attrPK].(*types.AttributeValueMemberS).Value
+	start := time.Now()
 	_, err := s.client.UpdateItem(ctx, u.input(s.table))
+	s.meter.Observe(op, start, err)
 	if err == nil {
 		return nil
 	}
@@ -440,11 +452,13 @@ func (s *DynamoStore) get(ctx context.Context, owner, requestID string) (*Record
 
 // getKey reads the live record (nil when absent or expired) and its size estimate.
 func (s *DynamoStore) getKey(ctx context.Context, key string) (*Record, int, error) {
+	start := time.Now()
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrPK: str(key)},
 		ConsistentRead: aws.Bool(true),
 	})
+	s.meter.Observe("get", start, err)
 	if err != nil {
 		return nil, 0, s.failure(err)
 	}
