@@ -43,7 +43,9 @@ type observation struct{ table, op, outcome string }
 
 type observer func(table, op, outcome string, d time.Duration)
 
-func (f observer) ObserveDynamoDB(table, op, outcome string, d time.Duration) { f(table, op, outcome, d) }
+func (f observer) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
+	f(table, op, outcome, d)
+}
 
 func TestMeter(t *testing.T) {
 	var got []observation

@@ -162,4 +162,6 @@ func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
 
 type observerFunc func(table, op, outcome string, d time.Duration)
 
-func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) { f(table, op, outcome, d) }
+func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
+	f(table, op, outcome, d)
+}
