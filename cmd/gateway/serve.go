@@ -149,7 +149,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
 	g.Go(func() error { return logs.Run(gctx) })
 
-	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
 		Quotas: quotas, Records: records, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,

@@ -37,8 +37,8 @@ const (
 const createAttempts = 3
 
 // DynamoStore is a Store in a DynamoDB table shared by every gateway task.
-// Every write is one single-item conditional PutItem, UpdateItem or
-// DeleteItem (no transactions, so it runs unchanged on DynamoDB and on
+// Every write is one single-item conditional PutItem or UpdateItem (no
+// transactions, so it runs unchanged on DynamoDB and on
 // dynalite); Get is one strongly consistent GetItem.
 //
 // Throttling and unreachable endpoints are retried by the SDK client's
@@ -125,27 +125,6 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	return nil, fmt.Errorf("create %s: %w: the existing record kept vanishing", r.RequestID, ErrConflict)
 }
 
-// Accept implements Store with one conditional UpdateItem.
-func (s *DynamoStore) Accept(ctx context.Context, owner, requestID, server string, accepted, reservation []byte) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("accept: %w", err)
-	}
-	if len(accepted) == 0 {
-		return fmt.Errorf("accept: %w: empty accepted frame", ErrInvalid)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.grow(len(accepted) + len(reservation))
-	u.setBytes(attrAccepted, accepted)
-	u.setBytes(attrReservation, reservation)
-	return s.update(ctx, "accept", u, func(cur *Record, size int) error {
-		if err := ownerRefusal(cur, server); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(accepted)+len(reservation), MaxRecordBytes)
-	})
-}
-
 // Checkpoint implements Store with one conditional UpdateItem:
 //
 //	SET chunks = list_append(if_not_exists(chunks, :empty), :new), seq = :seq,
@@ -227,51 +206,6 @@ func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID string, no
 		}
 		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(terminal), MaxRecordBytes)
 	})
-}
-
-// Release implements Store with one conditional UpdateItem (lease_until = 0).
-func (s *DynamoStore) Release(ctx context.Context, owner, requestID, server string) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.set(attrLeaseUntil, num(0))
-	return s.update(ctx, "release", u, func(cur *Record, _ int) error {
-		if err := ownerRefusal(cur, server); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: refused, then found owned and running", ErrConflict)
-	})
-}
-
-// Delete implements Store with one conditional DeleteItem.
-func (s *DynamoStore) Delete(ctx context.Context, owner, requestID, server string) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.cond("attribute_not_exists(#accepted)", map[string]string{"#accepted": attrAccepted}, nil)
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 u.key,
-		ConditionExpression:                 aws.String(strings.Join(u.conds, " AND ")),
-		ExpressionAttributeNames:            u.names,
-		ExpressionAttributeValues:           u.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return nil
-	}
-	cur, err := s.refused(ctx, err, owner, requestID)
-	if err == nil {
-		err = ownerRefusal(cur, server)
-		if err == nil {
-			err = fmt.Errorf("%w: accepted", ErrConflict)
-		}
-	}
-	return fmt.Errorf("delete %s: %w", requestID, err)
 }
 
 // update is one conditional UpdateItem under construction. Every update
@@ -419,7 +353,7 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 	return nil
 }
 
-// refused handles a failed conditional PutItem or DeleteItem: the record
+// refused handles a failed conditional PutItem: the record
 // as it is now (nil when absent), or the store's failure.
 func (s *DynamoStore) refused(ctx context.Context, err error, owner, requestID string) (*Record, error) {
 	var refused *types.ConditionalCheckFailedException
