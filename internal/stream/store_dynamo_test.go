@@ -190,10 +190,18 @@ func TestDynamoThrottledIsUnavailable(t *testing.T) {
 	}))
 	defer srv.Close()
 	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
+	var observed []string
+	s.SetObserver(observerFunc(func(table, op, outcome string, _ time.Duration) {
+		observed = append(observed, table+" "+op+" "+outcome)
+	}))
 	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"}, time.Now())
 	wantErr(t, "Checkpoint", err, stream.ErrUnavailable)
 	if got := calls.Load(); got != 3 {
 		t.Errorf("DynamoDB saw %d calls, want 3 (the SDK's retry budget)", got)
+	}
+	// One observation per store call (the SDK's retries inside it), in the shared vocabulary.
+	if strings.Join(observed, ",") != "requests checkpoint throttled" {
+		t.Errorf("observed %q, want one throttled checkpoint on the requests table", observed)
 	}
 }
 
@@ -236,4 +244,10 @@ func TestDynamoRefusalWithReturnedItem(t *testing.T) {
 	if strings.Join(targets, ",") != strings.Join(want, ",") {
 		t.Errorf("calls = %v, want %v (no GetItem)", targets, want)
 	}
+}
+
+type observerFunc func(table, op, outcome string, d time.Duration)
+
+func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
+	f(table, op, outcome, d)
 }
