@@ -35,18 +35,18 @@ const (
 
 // Options bound the pipeline. Zero values mean the Default* constants above.
 type Options struct {
-	MaxInflight           int           // model calls in flight on this server
-	MaxInflightPerTenant  int           // 0: no cap
-	MaxInflightPerUser    int           //
-	MaxInflightPerSession int           //
-	RequestTimeout        time.Duration //
+	MaxInflight           int // model calls in flight on this server
+	MaxInflightPerTenant  int // 0: no cap
+	MaxInflightPerUser    int
+	MaxInflightPerSession int
+	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration // a model's own setting wins
 	ReserveTimeout        time.Duration // the quota reservation's budget
 	SettleTimeout         time.Duration // how long settlement keeps retrying (until the window ends, at most this)
 	ServerID              string
 	StoreTimeout          time.Duration // one request-store call
 	PollInterval          time.Duration // following a record owned by another server
-	CheckpointInterval    time.Duration //
+	CheckpointInterval    time.Duration
 	CheckpointChunks      int           // checkpoint early after this many chunks
 	Lease                 time.Duration // how long an owner's record lease lasts unrenewed
 	ResumeWindow          time.Duration // finished records are kept this long
