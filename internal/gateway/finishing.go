@@ -68,14 +68,17 @@ type outcome struct {
 // this server ended the request (false only for a lost Interrupt race).
 func (g *Gateway) finish(o outcome) bool {
 	frame := o.frame()
+	if o.how == endInterrupted && !g.persistInterrupt(o, frame) {
+		return false
+	}
+	if !o.settledElsewhere {
+		g.logEnding(o) // before the client can see the terminal, so the log line is never behind it
+	}
 	switch o.how {
 	case endRejected:
 		o.log.Reject(frame, o.end)
 		g.logs.Forget(o.log)
 	case endInterrupted:
-		if !g.persistInterrupt(o, frame) {
-			return false
-		}
 		o.log.Finish(frame, o.end)
 	case endOwned:
 		if o.settledElsewhere {
@@ -93,7 +96,6 @@ func (g *Gateway) finish(o outcome) bool {
 		}
 	}
 	cost := g.price(o.model, o.usage)
-	g.logEnding(o)
 	rec := o.usageRecord(cost, g.opts.ServerID)
 	if g.usage != nil {
 		g.usage.Record(rec)
