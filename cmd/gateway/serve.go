@@ -83,6 +83,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
+	modelIDs := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		modelIDs = append(modelIDs, m.ID)
+	}
+	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
 
 	g, gctx := errgroup.WithContext(bg)
 

@@ -13,6 +13,11 @@ import (
 // so the number of series stays bounded. An empty value is recorded as
 // "none".
 
+// OtherModel is the one label (and usage-record value) for every model id
+// that is not in the configuration: a client may name any string, and none
+// may become a series of its own.
+const OtherModel = "other"
+
 // Directions for token counts.
 const (
 	DirectionInput  = "input"
@@ -50,7 +55,8 @@ func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets
 // *Metrics, so callers may pass nil to switch metrics off. When an EMF
 // aggregator is attached (SetEMF), the same calls feed it.
 type Metrics struct {
-	emf atomic.Pointer[EMF]
+	emf    atomic.Pointer[EMF]
+	models atomic.Pointer[map[string]struct{}] // nil: every model id is a label
 
 	activeSessions  prometheus.Gauge
 	inflight        prometheus.Gauge
@@ -151,6 +157,32 @@ func (m *Metrics) SetEMF(e *EMF) {
 	m.emf.Store(e)
 }
 
+// LimitModels makes ids the only model labels from now on: any other model
+// id is recorded as OtherModel. Call it with the configuration's model ids.
+func (m *Metrics) LimitModels(ids []string) {
+	if m == nil {
+		return
+	}
+	set := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+	m.models.Store(&set)
+}
+
+// model is the label for a model id: "none", a configured id or OtherModel.
+func (m *Metrics) model(id string) string {
+	if id == "" {
+		return "none"
+	}
+	if set := m.models.Load(); set != nil {
+		if _, ok := (*set)[id]; !ok {
+			return OtherModel
+		}
+	}
+	return id
+}
+
 func label(v string) string {
 	if v == "" {
 		return "none"
@@ -205,7 +237,7 @@ func (m *Metrics) ObserveRequest(r UsageRecord) {
 	if m == nil {
 		return
 	}
-	t, a, mo := label(r.Tenant), label(r.App), label(r.Model)
+	t, a, mo := label(r.Tenant), label(r.App), m.model(r.Model)
 	m.requests.WithLabelValues(t, a, mo, label(r.Outcome)).Inc()
 	if r.InputTokens > 0 {
 		m.tokens.WithLabelValues(t, a, mo, DirectionInput).Add(float64(r.InputTokens))
@@ -286,7 +318,7 @@ func (m *Metrics) ObserveBedrock(model string, d time.Duration, errKind string) 
 	if m == nil {
 		return
 	}
-	mo := label(model)
+	mo := m.model(model)
 	m.bedrockLatency.WithLabelValues(mo).Observe(d.Seconds())
 	if errKind != "" {
 		m.bedrockErrors.WithLabelValues(mo, errKind).Inc()
@@ -298,7 +330,7 @@ func (m *Metrics) SetBreakerState(model string, s BreakerState) {
 	if m == nil {
 		return
 	}
-	m.breaker.WithLabelValues(label(model)).Set(float64(s))
+	m.breaker.WithLabelValues(m.model(model)).Set(float64(s))
 }
 
 // UsageRecordsSent counts records a sink delivered.
