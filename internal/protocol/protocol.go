@@ -71,6 +71,7 @@ func Status(code string) int {
 const (
 	CloseNormal        = 1000
 	CloseGoingAway     = 1001
+	CloseInvalidData   = 1007 // a text frame that is not UTF-8 (RFC 6455 8.1)
 	ClosePolicy        = 1008
 	CloseTooBig        = 1009
 	CloseInternal      = 1011

@@ -77,6 +77,8 @@ type Metrics struct {
 	usageFailed     *prometheus.CounterVec   // sink
 	usageDropped    *prometheus.CounterVec   // sink
 	connRejected    *prometheus.CounterVec   // reason
+	retainedBytes   prometheus.Gauge
+	retainedEvicted prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -104,6 +106,8 @@ type Metrics struct {
 //	usage_records_failed_total            counter   sink
 //	usage_records_dropped_total           counter   sink
 //	connections_rejected_total            counter   reason
+//	retained_answer_bytes                 gauge
+//	retained_answers_evicted_total        counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -138,12 +142,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		usageFailed:  counter("usage_records_failed_total", "Usage records the sink gave up on.", "sink"),
 		usageDropped: counter("usage_records_dropped_total", "Usage records dropped because the sink's buffer was full.", "sink"),
 		connRejected: counter("connections_rejected_total", "WebSocket connections refused before the upgrade, by reason.", "reason"),
+		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "retained_answer_bytes",
+			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
+		retainedEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retained_answers_evicted_total",
+			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.queueWait, m.quotaRejections, m.dynamoLatency, m.dynamoErrors,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected)
+			m.connRejected, m.retainedBytes, m.retainedEvicted)
 	}
 	return m
 }
@@ -356,4 +364,22 @@ func (m *Metrics) UsageRecordsDropped(sink string, n int) {
 		return
 	}
 	m.usageDropped.WithLabelValues(label(sink)).Add(float64(n))
+}
+
+// RetainedAnswerBytes records the estimated memory of the finished answers
+// kept for resume.
+func (m *Metrics) RetainedAnswerBytes(n int64) {
+	if m == nil {
+		return
+	}
+	m.retainedBytes.Set(float64(n))
+}
+
+// RetainedAnswerEvicted counts a finished answer forgotten early to keep
+// the retained bytes within their budget.
+func (m *Metrics) RetainedAnswerEvicted() {
+	if m == nil {
+		return
+	}
+	m.retainedEvicted.Inc()
 }
