@@ -198,7 +198,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
 	serveDemo := env("JETWAY_SERVE_DEMO", "")
 	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, out); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
