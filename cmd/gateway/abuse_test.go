@@ -275,3 +275,176 @@ func assertBounded(t *testing.T, n int, before, after footprint, usage int64, la
 		t.Errorf("largest answer frame %d bytes (bound 1 KiB)", largest)
 	}
 }
+
+// drain sends frames on one socket, then a ping whose pong marks the end,
+// reading every answer meanwhile; it returns the largest error frame.
+func drain(t *testing.T, ws *websocket.Conn, frames [][]byte) (largestError int) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		for _, f := range frames {
+			mt := websocket.TextMessage
+			if len(f) > 0 && f[0] == 0 { // a binary frame
+				mt = websocket.BinaryMessage
+			}
+			if err := ws.WriteMessage(mt, f); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping","t":"end-of-flood"}`))
+	}()
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var f struct{ Type, T string }
+		_ = json.Unmarshal(data, &f)
+		if f.Type == "error" {
+			largestError = max(largestError, len(data))
+		}
+		if f.Type == "pong" && f.T == "end-of-flood" {
+			break
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	return largestError
+}
+
+// randomFrame is a frame a fuzzer would send: JSON of the known shapes with
+// random values, random JSON, random text, or a binary frame. Never `auth`
+// (a bad token ends the session by design) and always valid UTF-8 (invalid
+// UTF-8 closes with 1007, tested in TestProtocolEdges).
+func randomFrame(r *rand.Rand) []byte {
+	value := func() any {
+		switch r.IntN(7) {
+		case 0:
+			return randomString(r, r.IntN(300))
+		case 1:
+			return r.NormFloat64() * 1e12
+		case 2:
+			return nil
+		case 3:
+			return []any{randomString(r, 5), r.IntN(10)}
+		case 4:
+			return map[string]any{"role": randomString(r, 4), "content": randomString(r, 20)}
+		case 5:
+			return r.IntN(2) == 0
+		default:
+			return -r.IntN(1 << 20)
+		}
+	}
+	switch r.IntN(5) {
+	case 0:
+		return []byte(randomString(r, r.IntN(500)))
+	case 1:
+		b := make([]byte, 1+r.IntN(200))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		b[0] = 0
+		return b
+	default:
+		types := []string{"request", "resume", "cancel", "ping", "", randomString(r, 12)}
+		m := map[string]any{"type": types[r.IntN(len(types))]}
+		for _, k := range []string{"request_id", "messages", "system", "model", "max_tokens", "temperature", "after_seq", "t"} {
+			if r.IntN(2) == 0 {
+				m[k] = value()
+			}
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+}
+
+// TestAbuseSuite: random frames, oversized values in every string field,
+// and unique-value floods on every client field that reaches telemetry
+// (model, request_id, session_id); afterwards the gateway's footprint grew
+// less than fixed bounds and a normal request is served.
+func TestAbuseSuite(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.startQuiet(nil)
+	served(t, w, g.gw)
+	before := g.footprint(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	frames := 0
+
+	t.Run("random frames", func(t *testing.T) {
+		var fs [][]byte
+		for range 2000 {
+			fs = append(fs, randomFrame(r))
+		}
+		frames += len(fs)
+		if largest := drain(t, dialRaw(t, w, g.gw, "fuzzer"), fs); largest > 1024 {
+			t.Errorf("largest error frame %d bytes (bound 1 KiB)", largest)
+		}
+	})
+
+	t.Run("oversized fields", func(t *testing.T) {
+		big := randomString(r, 200<<10)
+		msg := func(role, content string) []map[string]string { return []map[string]string{{"role": role, "content": content}} }
+		var fs [][]byte
+		for _, m := range []map[string]any{
+			{"type": big},
+			{"type": "request", "request_id": big, "messages": msg("user", "hi")},
+			{"type": "request", "request_id": "oversized-model", "model": big, "messages": msg("user", "hi")},
+			{"type": "request", "request_id": "oversized-role1", "messages": msg(big, "hi")},
+			{"type": "request", "request_id": "oversized-sys01", "system": big, "model": "not-allowed", "messages": msg("user", "hi")},
+			{"type": "request", "request_id": "oversized-cont1", "model": "not-allowed", "messages": msg("user", big)},
+			{"type": "resume", "request_id": big},
+			{"type": "cancel", "request_id": big},
+			{"type": "ping", "t": big},
+		} {
+			b, _ := json.Marshal(m)
+			fs = append(fs, b)
+		}
+		frames += len(fs)
+		if largest := drain(t, dialRaw(t, w, g.gw, "oversizer"), fs); largest > 1024 {
+			t.Errorf("largest error frame %d bytes (bound 1 KiB)", largest)
+		}
+		// session_id at the upgrade.
+		d := websocket.Dialer{Subprotocols: []string{"jetway.v1"}, HandshakeTimeout: 5 * time.Second}
+		_, resp, err := d.Dial(g.URL()+"?session_id="+strings.Repeat("s", 8<<10),
+			http.Header{"Authorization": {"Bearer " + w.token("oversizer", "contoso", "contoso-support", time.Hour)}})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("oversized session_id: %v (resp %v), want 400", err, resp)
+		}
+	})
+
+	t.Run("unique values", func(t *testing.T) {
+		// request_id and model together on one socket; session_id one
+		// socket each, at most the per-user connection cap at once.
+		var fs [][]byte
+		for i := range 1000 {
+			b, _ := json.Marshal(map[string]any{"type": "request", "request_id": fmt.Sprintf("uniq-%08d", i),
+				"model": fmt.Sprintf("model-%08d", i), "messages": []map[string]string{{"role": "user", "content": "hi"}}})
+			fs = append(fs, b)
+		}
+		frames += len(fs)
+		drain(t, dialRaw(t, w, g.gw, "uniquer"), fs)
+		d := websocket.Dialer{Subprotocols: []string{"jetway.v1"}, HandshakeTimeout: 5 * time.Second}
+		hdr := http.Header{"Authorization": {"Bearer " + w.token("sessioner", "contoso", "contoso-support", time.Hour)}}
+		for i := range 50 {
+			ws, _, err := d.Dial(fmt.Sprintf("%s?session_id=unique-session-%06d", g.URL(), i), hdr)
+			if err != nil {
+				t.Fatalf("session %d: %v", i, err)
+			}
+			drain(t, ws, [][]byte{[]byte(`{"type":"request","request_id":"sessionreq1","model":"nope","messages":[{"role":"user","content":"hi"}]}`)})
+			_ = ws.Close()
+			frames++
+		}
+	})
+
+	after := g.footprint(t)
+	served(t, w, g.gw)
+	g.stop(t)
+	usage := g.usageBytes(t)
+	t.Logf("%d hostile frames: /metrics %d -> %d bytes; heap %.1f -> %.1f MB; log +%d bytes; usage files %d bytes",
+		frames, before.metricsBytes, after.metricsBytes, float64(before.heapBytes)/(1<<20), float64(after.heapBytes)/(1<<20),
+		after.logBytes-before.logBytes, usage)
+	assertBounded(t, frames, before, after, usage, 0)
+}

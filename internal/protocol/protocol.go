@@ -131,6 +131,14 @@ func invalid(format string, args ...any) error {
 // ErrInvalid and names the problem. When the frame carried a readable
 // request_id, it is returned even on error so the error frame can name it.
 func Decode(data []byte) (Inbound, error) {
+	in, err := decode(data)
+	if err != nil && !ValidID(in.RequestID) {
+		in.RequestID = "" // an error frame never echoes an invalid id
+	}
+	return in, err
+}
+
+func decode(data []byte) (Inbound, error) {
 	var in Inbound
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&in); err != nil {

@@ -123,3 +123,10 @@ func TestClip(t *testing.T) {
 		t.Fatalf("error echoes %d bytes", len(err.Error()))
 	}
 }
+
+func TestDecodeDropsInvalidRequestIDOnError(t *testing.T) {
+	in, err := Decode([]byte(`{"type":"cancel","request_id":"` + strings.Repeat("x", 10000) + `"}`))
+	if err == nil || in.RequestID != "" {
+		t.Fatalf("got id of %d bytes, %v", len(in.RequestID), err)
+	}
+}
