@@ -386,7 +386,9 @@ func TestAbuseSuite(t *testing.T) {
 
 	t.Run("oversized fields", func(t *testing.T) {
 		big := randomString(r, 200<<10)
-		msg := func(role, content string) []map[string]string { return []map[string]string{{"role": role, "content": content}} }
+		msg := func(role, content string) []map[string]string {
+			return []map[string]string{{"role": role, "content": content}}
+		}
 		var fs [][]byte
 		for _, m := range []map[string]any{
 			{"type": big},
