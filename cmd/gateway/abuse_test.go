@@ -254,6 +254,35 @@ func TestAbuseUniqueModelFlood(t *testing.T) {
 		read, size>>10, took.Round(time.Millisecond), before.metricsBytes, after.metricsBytes,
 		float64(before.heapBytes)/(1<<20), float64(after.heapBytes)/(1<<20), after.logBytes-before.logBytes, usage, largest)
 	assertBounded(t, n, before, after, usage, largest)
+	if got := g.usageModels(t)["other"]; got != n {
+		t.Errorf("%d usage records with model \"other\", want %d (one per refused request)", got, n)
+	}
+}
+
+// usageModels counts the usage records by model.
+func (q *quietGW) usageModels(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	err := filepath.WalkDir(q.usageDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			var r struct{ Model string }
+			if json.Unmarshal(line, &r) == nil {
+				out[r.Model]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("usage dir: %v", err)
+	}
+	return out
 }
 
 // assertBounded holds the suite's fixed bounds for n hostile frames.
