@@ -11,7 +11,8 @@ import (
 // or from fixed enums (outcome codes, directions, operations, error kinds,
 // sink names, rejection reasons); never user ids, request ids or free text,
 // so the number of series stays bounded. An empty value is recorded as
-// "none".
+// "none"; after LimitModels, a model id outside the configuration as
+// OtherModel.
 
 // OtherModel is the one label (and usage-record value) for every model id
 // that is not in the configuration: a client may name any string, and none
