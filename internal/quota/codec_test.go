@@ -183,7 +183,7 @@ func TestRestoreRejectsBadData(t *testing.T) {
 	for name, data := range map[string]string{
 		"not JSON":           `{"v":1,`,
 		"no version":         `{"request_id":"r","items":[]}`,
-		"future version":     `{"v":2,"request_id":"r","items":[]}`,
+		"future version":     `{"v":3,"request_id":"r","items":[]}`,
 		"unknown window":     `{"v":1,"items":[{"kind":"app","key":"k","window":"week","start":"2031-01-15T10:00:00Z","limit":{"tokens":10}}]}`,
 		"empty scope":        `{"v":1,"items":[{"kind":"","key":"k","window":"hour","start":"2031-01-15T10:00:00Z","limit":{"tokens":10}}]}`,
 		"no cap":             `{"v":1,"items":[{"kind":"app","key":"k","window":"hour","start":"2031-01-15T10:00:00Z","limit":{}}]}`,
