@@ -277,7 +277,7 @@ func (l *lease) plan(kind writeKind, need Amount, now time.Time) LeaseWrite {
 	}
 	return LeaseWrite{
 		PrevSeq: l.seq,
-		Lease:   Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL), Seq: l.seq + 1},
+		Lease:   Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL).Truncate(time.Millisecond), Seq: l.seq + 1},
 		Grant:   granted.Sub(l.granted),
 		Limit:   l.limit,
 		Force:   force,
@@ -304,6 +304,11 @@ func (l *lease) adopt(st ItemState) {
 		return
 	}
 	l.seq, l.granted, l.committed, l.expires = mine.Seq, mine.Granted, mine.Committed, mine.Expires
+}
+
+// sameLease reports whether a and b are the same write of a lease.
+func sameLease(a, b Lease) bool {
+	return a.Owner == b.Owner && a.Seq == b.Seq && a.Granted == b.Granted && a.Committed == b.Committed && a.Expires.Equal(b.Expires)
 }
 
 // errLeaseClosed: the lease was drained while a reservation waited to write.
@@ -353,7 +358,7 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 			if rerr != nil {
 				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
 			}
-			if mine, ok := st.Leases[w.Lease.Owner]; ok && mine.Seq == w.Lease.Seq {
+			if mine, ok := st.Leases[w.Lease.Owner]; ok && sameLease(mine, w.Lease) {
 				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "applied"), zap.Error(err))
 				err = nil
 			} else {
@@ -363,6 +368,9 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 				l.mu.Unlock()
 				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
 			}
+		}
+		if mine, ok := st.Leases[w.Lease.Owner]; errors.Is(err, ErrLeaseConflict) && ok && sameLease(mine, w.Lease) {
+			err = nil // an earlier attempt of this write applied (the SDK retried it)
 		}
 		l.mu.Lock()
 		switch {
