@@ -20,7 +20,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 )
 
-func newDynamoStore(t *testing.T, client *dynamodb.Client) *quota.DynamoStore {
+func newDynamoStore(t testing.TB, client *dynamodb.Client) *quota.DynamoStore {
 	t.Helper()
 	table := dynalitetest.TableName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

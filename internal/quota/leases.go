@@ -332,7 +332,7 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 		l.mu.Lock()
 		if l.closed && kind != writeReturn && kind != writeCharge {
 			l.mu.Unlock()
-			return errLeaseClosed
+			return unavailable(errLeaseClosed)
 		}
 		if kind != writeReturn && kind != writeCharge && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
 			// Another write made room meanwhile.
