@@ -343,6 +343,38 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		}
 	})
 
+	t.Run("Run returns an idle lease", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		q := leaseServer(t, store, "server-a", time.Now, quota.LeaseOptions{TTL: 200 * time.Millisecond})
+		limit := quota.Limit{Scope: support, Window: quota.Day, Tokens: 1_000_000}
+		r, err := q.Reserve(c, "r1", []quota.Limit{limit}, tokens(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Settle(c, r, tokens(10)); err != nil {
+			t.Fatal(err)
+		}
+		it := itemOf(limit, time.Now())
+		if got := readItem(t, store, it).Used.Tokens; got <= 10 {
+			t.Fatalf("used = %d, want a lease beyond the 10 settled", got)
+		}
+		runCtx, stop := context.WithCancel(c)
+		ran := make(chan error, 1)
+		go func() { ran <- q.Run(runCtx) }()
+		deadline := time.Now().Add(20 * time.Second)
+		for readItem(t, store, it).Used.Tokens != 10 {
+			if time.Now().After(deadline) {
+				t.Fatalf("used = %d after 20s, want the idle lease returned (10)", readItem(t, store, it).Used.Tokens)
+			}
+			time.Sleep(10 * time.Millisecond) // polling the store, with a deadline
+		}
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+
 	t.Run("usage past the committed amount is written at once", func(t *testing.T) {
 		c := ctx(t)
 		store := newStore(t)
