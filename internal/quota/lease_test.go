@@ -300,6 +300,55 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		}
 	})
 
+	t.Run("a lease reclaimed from a live server", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		clk := newClock(midMonth)
+		lo := quota.LeaseOptions{TTL: 30 * time.Second, Ahead: time.Second, Block: 4 * time.Second, MinRequests: 1, Fraction: 1}
+		limit := quota.Limit{Scope: support, Window: quota.Hour, Tokens: 10_000}
+		it := itemOf(limit, midMonth)
+		a := leaseServer(t, store, "server-a", clk.Now, lo)
+		b := leaseServer(t, store, "server-b", clk.Now, lo)
+		r, err := a.Reserve(c, "a-1", []quota.Limit{limit}, tokens(1000)) // a holds 5000, 2000 committed
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(lo.TTL + time.Second) // a is only slow: its lease expires all the same
+		rb, err := b.Reserve(c, "b-1", []quota.Limit{limit}, tokens(6000))
+		if err != nil {
+			t.Fatalf("b after a's lease expired: %v", err)
+		}
+		if _, held := readItem(t, store, it).Leases["server-a"]; held {
+			t.Fatal("a's expired lease was not reclaimed")
+		}
+		// a goes on: its request settles, it admits again, and nothing it
+		// committed is counted twice or lost once it drains.
+		if err := a.Settle(c, r, tokens(300)); err != nil {
+			t.Fatal(err)
+		}
+		r2, err := a.Reserve(c, "a-2", []quota.Limit{limit}, tokens(500))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := readItem(t, store, it); st.Used.Tokens > limit.Tokens {
+			t.Errorf("used = %d > limit", st.Used.Tokens)
+		}
+		if err := a.Settle(c, r2, tokens(200)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Settle(c, rb, tokens(6000)); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []*quota.Quota{a, b} {
+			if err := q.Drain(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := readItem(t, store, it).Used.Tokens; got != 300+200+6000 {
+			t.Errorf("used after both drained = %d, want %d", got, 300+200+6000)
+		}
+	})
+
 	t.Run("drain returns unused tokens and in-flight refunds", func(t *testing.T) {
 		c := ctx(t)
 		store := newStore(t)
