@@ -198,3 +198,38 @@ func TestRestoreRejectsBadData(t *testing.T) {
 		t.Errorf("valid: %v", err)
 	}
 }
+
+// A reservation admitted from a lease is encoded as version 2 with its
+// lease owner, so that no version-1 reader refunds it.
+func TestLeasedReservationEncoding(t *testing.T) {
+	ctx := context.Background()
+	now := func() time.Time { return midMonth }
+	q := quota.New(quota.NewMemoryStore(), quota.Options{Now: now, Lease: quota.LeaseOptions{Owner: "server-a"}})
+	r, err := q.Reserve(ctx, "req-1", codecLimits, tokens(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		V     int `json:"v"`
+		Items []struct {
+			LeaseOwner string `json:"lease_owner"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.V != 2 || len(raw.Items) != 3 || raw.Items[0].LeaseOwner != "server-a" {
+		t.Errorf("encoded = %s, want version 2 with lease_owner server-a on every item", data)
+	}
+	back, err := q.Restore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Items(), r.Items()) {
+		t.Errorf("restored items = %+v\nwant %+v", back.Items(), r.Items())
+	}
+}
