@@ -15,6 +15,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // flight is one request on this server, from admission to its one ending.
@@ -186,7 +187,7 @@ func (f *flight) policy() error {
 		want = app.Models.Default
 	}
 	if !app.Allows(want) {
-		return protocol.Errorf(errModelNotAllowed, "model %q is not allowed for app %s", want, app.ID)
+		return protocol.Errorf(errModelNotAllowed, "model %q is not allowed for app %s", protocol.Clip(want), app.ID)
 	}
 	ids := []string{want}
 	for _, id := range app.Models.Fallbacks {
@@ -225,13 +226,17 @@ func (f *flight) maxCostMicroUSD() int64 {
 	return worst
 }
 
-// requestedModel is the chain's first model, or what the client asked for
-// when the chain was never built.
+// requestedModel is the chain's first model, or a configured model id the
+// client asked for, or "" or telemetry.OtherModel: never the client's
+// string, which would become a label and a record value.
 func (f *flight) requestedModel() string {
 	if len(f.chain) > 0 {
 		return f.chain[0].ID
 	}
-	return f.req.Model
+	if _, ok := f.g.cfg.Model(f.req.Model); ok || f.req.Model == "" {
+		return f.req.Model
+	}
+	return telemetry.OtherModel
 }
 
 // acquire takes the in-flight slots or says which cap is full.
