@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -225,25 +224,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
-	start := time.Now()
-	var drainOnce sync.Once
+	// It runs once, whatever started it.
+	var start time.Time
 	drain := func(reason string) {
-		drainOnce.Do(func() {
-			ready.Store(false)
-			logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
-				zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
-			hub.Drain()
-			gw.Drain()
-			drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
-			defer cancelDrain()
-			if err := gw.Wait(drainCtx); err != nil {
-				logger.Warn("drain_deadline", zap.Error(err))
-			}
-			if err := hub.Close(drainCtx); err != nil {
-				logger.Warn("sessions_closed_at_deadline", zap.Error(err))
-			}
-			logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
-		})
+		start = time.Now()
+		ready.Store(false)
+		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
+			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
+		hub.Drain()
+		gw.Drain()
+		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
+		defer cancelDrain()
+		if err := gw.Wait(drainCtx); err != nil {
+			logger.Warn("drain_deadline", zap.Error(err))
+		}
+		if err := hub.Close(drainCtx); err != nil {
+			logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+		}
+		logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
 	}
 
 	// Run until a signal (ctx) or a component fails (gctx). A drain that
@@ -255,7 +253,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	case <-gctx.Done():
 		drain("failure")
 	case reason := <-drainReq:
-		start = time.Now()
 		drain(reason)
 		select {
 		case <-ctx.Done():
