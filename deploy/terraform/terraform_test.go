@@ -196,6 +196,9 @@ func terraformBinary() (string, error) {
 	}); err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", err
+	}
 	build := exec.Command("go", "build", "-o", bin, "./cmd/tofu")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
