@@ -114,8 +114,6 @@ run "ecs" {
     cache_table_name      = "c"
     firehose_stream_name  = "f"
     config_yaml           = "models: []"
-    health_check_interval = run.alb.health_check_interval
-    deregistration_delay  = run.alb.deregistration_delay
   }
 
   assert {
@@ -123,14 +121,16 @@ run "ecs" {
     error_message = "the drain (JETWAY_DRAIN_TIMEOUT) must end before ECS kills the task (stopTimeout, at most 120 s on Fargate)"
   }
   assert {
-    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_INTERVAL"] == "${run.alb.health_check_interval}s"
-    error_message = "the task must know the target group's health check interval"
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_INTERVAL"] == "${var.health_check_interval}s"
+    error_message = "the task must know the health check interval"
   }
   # Deregistration: the ALB stops health checks; the task notices within
   # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
+  # modules/jetway passes the target group's interval and delay to this
+  # module (checked by the HCL tests); these are its defaults.
   assert {
-    condition = run.alb.deregistration_delay >= (
-      (tonumber({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_SELF_DRAIN_MISSES"]) + 1) * run.alb.health_check_interval
+    condition = var.deregistration_delay >= (
+      (tonumber({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_SELF_DRAIN_MISSES"]) + 1) * var.health_check_interval
       + tonumber(trimsuffix({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_DRAIN_TIMEOUT"], "s"))
     )
     error_message = "the deregistration delay must cover the task's detection of its deregistration plus its drain"
