@@ -236,6 +236,10 @@ func bearer(r *http.Request) (string, error) {
 	return "", errors.New("missing credentials: send Authorization: Bearer <JWT> or offer the bearer.<JWT> subprotocol")
 }
 
+// OriginAllowed is the browser Origin policy (JETWAY_ALLOWED_ORIGINS), for
+// the other doors on the public listener.
+func (h *Hub) OriginAllowed(origin string) bool { return h.originAllowed(origin) }
+
 func (h *Hub) originAllowed(origin string) bool {
 	for _, o := range h.opts.AllowedOrigins {
 		if o == "*" || strings.EqualFold(o, origin) {
