@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ func (d *openaiDoor) ask(ctx context.Context, worker int, prompt string, maxToke
 		}
 		switch {
 		case bytes.HasPrefix(line, []byte("data: [DONE]")):
+			_, _ = io.Copy(io.Discard, r) // read to the end so the connection is kept for the next request
 			return nil
 		case bytes.HasPrefix(line, []byte(`data: {"error"`)):
 			return errors.New("openai door: error event")

@@ -67,7 +67,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 					return
 				}
 			}
-			if started || len(snap.Chunks) > 0 || snap.Terminal != nil {
+			if started && snap.Accepted != nil || len(snap.Chunks) > 0 || snap.Terminal != nil {
 				s.startSSE()
 			}
 		}
