@@ -225,6 +225,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		logger.Info("body_read_failed", zap.Error(err))
 		return
 	}
+	rc := http.NewResponseController(w)
 	chatReq, in, err := parseChat(body, requestID)
 	if err != nil {
 		logger.Info("bad_request", zap.Error(err))
@@ -238,7 +239,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false))
 		return
 	}
-	rsp := &responder{h: h, w: w, rc: http.NewResponseController(w), logger: logger, requestID: requestID,
+	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID,
 		created: received.Unix(), includeUsage: chatReq.StreamOptions != nil && chatReq.StreamOptions.IncludeUsage}
 	if chatReq.Stream {
 		rsp.stream(r.Context(), log, from)

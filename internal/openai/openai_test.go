@@ -386,3 +386,26 @@ func TestSlowClientIsCut(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling with a deadline
 	}
 }
+
+// TestStreamOutlivesTheReadTimeout: the server's read timeout bounds reading
+// the request, not the answer that follows.
+func TestStreamOutlivesTheReadTimeout(t *testing.T) {
+	srv := httptest.NewUnstartedServer(New(fakeVerifier{}, fakeGateway{func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+		log := stream.NewLog("alice", req.RequestID, "h")
+		log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, Model: "mock-a"}))
+		log.Append("first")
+		time.AfterFunc(600*time.Millisecond, func() { // the model keeps answering past the read timeout
+			log.Append(" last")
+			text, n := log.Text()
+			log.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, Chunks: n, Text: text, Model: "mock-a"}), time.Now())
+		})
+		return log, 0, nil
+	}}, fakeApps{}, nil, zap.NewNop(), Options{}))
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	evs := readEvents(t, post(t, srv.URL, hello+`,"stream":true}`, nil).Body)
+	if len(evs) != 4 || evs[3].data != "[DONE]" {
+		t.Fatalf("events %+v", evs)
+	}
+}
