@@ -409,3 +409,17 @@ func TestStreamOutlivesTheReadTimeout(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 }
+
+// TestDrainingIs503WithRetryAfter: a server that drains refuses new work
+// with 503 draining and a retry hint, never a queue.
+func TestDrainingIs503WithRetryAfter(t *testing.T) {
+	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
+		return nil, 0, gateway.ErrDraining
+	}, Options{})
+	resp := post(t, srv.URL, hello+"}", nil)
+	e := decodeError(t, resp.Body)
+	if resp.StatusCode != 503 || e.Code != "draining" || e.Type != "server_error" || resp.Header.Get("Retry-After") != "1" ||
+		resp.Header.Get("x-should-retry") != "true" || resp.Header.Get("x-request-id") == "" {
+		t.Errorf("draining: %d %v %+v", resp.StatusCode, resp.Header, e)
+	}
+}
