@@ -30,6 +30,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/openai"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
@@ -84,6 +85,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
+	modelIDs := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		modelIDs = append(modelIDs, m.ID)
+	}
+	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
 
 	g, gctx := errgroup.WithContext(bg)
 
@@ -145,7 +151,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- sink.Run(sinkCtx) }()
 
-	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
+	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow,
+		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
 	g.Go(func() error { return logs.Run(gctx) })
 
 	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
@@ -184,6 +191,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
+	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
+	for _, p := range []string{openai.PathChat, openai.PathModels} {
+		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
@@ -214,8 +226,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = mainLn.Close()
 		return fmt.Errorf("admin listen %s: %w", s.AdminListen, err)
 	}
-	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second}
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+	// A hijacked WebSocket starts with the read deadline set here; the
+	// session replaces it with its heartbeat deadline before its first read.
+	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
 	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)

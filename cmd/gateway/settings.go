@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // settings are the server's environment-variable settings (docs/configuration.md).
@@ -41,6 +42,9 @@ type settings struct {
 	MaxInflightPerTenant  int
 	MaxInflight           int
 	ResumeWindow          time.Duration
+	RetainedAnswerBytes   int
+	HTTPReadTimeout       time.Duration
+	HTTPIdleTimeout       time.Duration
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
@@ -172,6 +176,9 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
 	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
+	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
+	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
+	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
 	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
 	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")
@@ -196,7 +203,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
 	serveDemo := env("JETWAY_SERVE_DEMO", "")
 	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, out); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
