@@ -46,7 +46,7 @@ func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
 	return &flight{g: g, caller: c, req: req, log: log, logger: g.logger.With(
 		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
-		zap.String("user", c.Principal.Subject))}
+		zap.String("user", c.Principal.Subject), zap.String("door", req.door()))}
 }
 
 func (f *flight) userKey() string {
@@ -127,7 +127,7 @@ func (f *flight) lookupCache() {
 	if f.g.cache == nil || c == nil {
 		return
 	}
-	if t := f.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) {
+	if t := f.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) || f.req.TopP != nil || len(f.req.Stop) > 0 {
 		return
 	}
 	p := f.caller.Principal

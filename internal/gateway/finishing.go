@@ -35,6 +35,7 @@ type who struct {
 	owner, requestID                 string
 	tenant, app, clientID, sessionID string
 	receivedAt                       time.Time
+	door                             string // "" when unknown (another server's record)
 }
 
 // outcome is how a request ended: everything its one ending needs.
@@ -157,7 +158,7 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 		FallbackFrom: o.fallbackFrom, Outcome: code, Status: status,
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
-		Chunks: o.chunks, Server: server, Cached: o.cached,
+		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
 	}
 }
 

@@ -13,6 +13,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -120,7 +121,19 @@ type Caller struct {
 type Request struct {
 	protocol.Inbound
 	ReceivedAt time.Time
+	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
+	Stop       []string // stop sequences (the OpenAI door's stop)
+	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
 }
+
+// The doors a request can come through (telemetry.UsageRecord.Door).
+const (
+	DoorWS     = "ws"
+	DoorOpenAI = "openai"
+)
+
+// door is the request's door, DoorWS when unset.
+func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 
 // Submit handles a request frame. It returns the request's log and the seq
 // to follow it from (req.AfterSeq for a request the server already knew,
@@ -130,7 +143,7 @@ type Request struct {
 // returns the existing log without calling the model or charging again;
 // the same id with a different body returns an error (conflict).
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
-	hash := bodyHash(req.Inbound)
+	hash := bodyHash(req)
 	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
@@ -246,14 +259,16 @@ func contents(ms []protocol.Message) []string {
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a
 // re-send with the same id and body is recognised and a different body is a conflict.
-func bodyHash(in protocol.Inbound) string {
+func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
 		Messages    []protocol.Message `json:"m"`
 		System      string             `json:"s"`
 		Model       string             `json:"mo"`
 		MaxTokens   int                `json:"mt"`
 		Temperature *float64           `json:"t"`
-	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature})
+		TopP        *float64           `json:"tp,omitempty"`
+		Stop        []string           `json:"st,omitempty"`
+	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

@@ -117,7 +117,7 @@ func (f *flight) outcome(err error) outcome {
 	p := f.caller.Principal
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
 		who: who{owner: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
-			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt}}
+			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
 	if f.reservation != nil {
 		o.reserved = f.reservation.Amount().Tokens
 	}
@@ -126,7 +126,7 @@ func (f *flight) outcome(err error) outcome {
 
 func (f *flight) call() router.Call {
 	c := router.Call{System: f.req.System, Messages: routerMessages(f.req.Messages), MaxTokens: f.maxTokens,
-		Temperature: f.req.Temperature}
+		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
 	if gr := f.app.Guardrail; gr != nil {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
