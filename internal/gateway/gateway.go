@@ -18,7 +18,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -153,33 +152,25 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
 		return log, req.AfterSeq, nil
 	}
-	if g.records != nil {
-		ctx, cancel := g.storeCtx()
-		rec, err := g.records.Get(ctx, c.Principal.Subject, req.RequestID)
-		cancel()
-		switch {
-		case err == nil && rec.BodyHash != hash:
-			g.logs.Forget(log)
-			return nil, 0, errConflict
-		case err == nil:
-			g.startFollowing(log, rec) // known on another server: follow it, never call the model again
-			return log, req.AfterSeq, nil
-		case !errors.Is(err, stream.ErrNotFound):
-			g.logs.Forget(log)
-			return nil, 0, errors.Join(errBusy, err)
-		}
-	}
 	f := g.newFlight(c, req, log)
 	f.logger.Info("received")
 	if err := f.admit(); err != nil {
 		f.reject(err)
 		return log, 0, nil
 	}
-	if f.following {
-		return log, req.AfterSeq, nil
-	}
+	// The model call starts now; the record is stored beside it (land), and
+	// no chunk reaches the client before it is.
+	f.ctx, f.cancel = context.WithTimeout(g.base, g.opts.RequestTimeout)
+	f.cancelled = make(chan struct{})
+	var once sync.Once
+	f.stop = func() { once.Do(func() { close(f.cancelled) }); f.cancel() }
+	f.landed = make(chan struct{})
 	g.wg.Add(1)
 	go f.fly()
+	f.land()
+	if f.following {
+		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
+	}
 	return log, 0, nil // a new request: everything, whatever after_seq said
 }
 
