@@ -175,7 +175,8 @@ func (f *flight) reserve() (protocol.Accepted, error) {
 }
 
 // lookupCache finds a cached answer for a deterministic request of an app
-// that caches (temperature 0, unless the app allows any).
+// that caches (temperature 0, unless the app allows any): from memory at
+// once, else from DynamoDB within Options.CacheLookup.
 func (f *flight) lookupCache() {
 	c := f.app.Cache
 	if f.g.cache == nil || c == nil {
@@ -187,7 +188,9 @@ func (f *flight) lookupCache() {
 	p := f.caller.Principal
 	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
 		f.maxTokens, f.req.Temperature)
-	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.StoreTimeout)
+	// The model call waits for this lookup, so its DynamoDB tier gets a small
+	// budget (docs/architecture.md, "The response cache").
+	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)
 	defer cancel()
 	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
 		f.cached = a
