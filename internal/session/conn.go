@@ -82,7 +82,7 @@ func (s *Session) run() {
 		// so the client reconnects and resumes.
 		if v := recover(); v != nil {
 			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
-			s.closeNow(protocol.CloseInternal, "internal error")
+			s.closeNow(protocol.DisconnectInternal)
 		}
 	}()
 	opts := s.hub.opts
@@ -152,7 +152,7 @@ func (s *Session) readFailed(err error) {
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
 			s.logger.Info("heartbeat_timeout")
-			s.closeNow(protocol.ClosePolicy, "heartbeat timeout")
+			s.closeNow(protocol.DisconnectHeartbeat)
 			return
 		}
 		s.logger.Debug("read_ended", zap.Error(err))
@@ -293,7 +293,7 @@ func (s *Session) slowConsumer() {
 	if s.hub.metrics != nil {
 		s.hub.metrics.SlowConsumerClosed()
 	}
-	s.closeNow(protocol.CloseSlowConsumer, "slow consumer: resume your requests")
+	s.closeNow(protocol.DisconnectSlow)
 }
 
 // writeLoop is the connection's only writer of frames and of the close
@@ -308,7 +308,7 @@ func (s *Session) writeLoop(q *sendQueue) {
 		}
 		for _, it := range batch {
 			if it.close != nil {
-				s.writeClose(it.close.code, it.close.reason)
+				s.writeClose(*it.close)
 				q.shut()
 				return
 			}
@@ -346,8 +346,8 @@ func (s *Session) ping() {
 
 // writeClose sends the close frame after everything queued before it, then
 // gives the client a moment to answer before the reader gives up.
-func (s *Session) writeClose(code int, reason string) {
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+func (s *Session) writeClose(d protocol.Disconnect) {
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(time.Second))
 	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 }
 
@@ -358,7 +358,7 @@ func (s *Session) isClosing() bool {
 }
 
 // closeAfterQueue closes once every frame queued so far is written.
-func (s *Session) closeAfterQueue(code int, reason string) {
+func (s *Session) closeAfterQueue(d protocol.Disconnect) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -366,17 +366,17 @@ func (s *Session) closeAfterQueue(code int, reason string) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
-		s.closeNow(code, reason)
+	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
+		s.closeNow(d)
 	}
 }
 
 // closeNow sends the close frame at once (best effort) and ends the connection.
-func (s *Session) closeNow(code int, reason string) {
+func (s *Session) closeNow(d protocol.Disconnect) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(100*time.Millisecond))
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(100*time.Millisecond))
 	s.cancel()
 	_ = s.conn.Close()
 }
@@ -385,7 +385,7 @@ func (s *Session) closeNow(code int, reason string) {
 func (s *Session) expired() {
 	s.logger.Info("token_expired")
 	s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
-	s.closeAfterQueue(protocol.CloseTokenExpired, "token expired")
+	s.closeAfterQueue(protocol.DisconnectTokenExpired)
 }
 
 // refresh replaces the session's credentials (same user required).
@@ -402,7 +402,7 @@ func (s *Session) refresh(token string) {
 	if err != nil {
 		s.logger.Info("auth_refresh_rejected", zap.Error(err))
 		s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
-		s.closeAfterQueue(protocol.CloseTokenExpired, "token rejected")
+		s.closeAfterQueue(protocol.DisconnectTokenRejected)
 		return
 	}
 	s.mu.Lock()
@@ -462,9 +462,9 @@ func (s *Session) closeWhenIdle(ctx context.Context) {
 	}
 	select {
 	case <-idle:
-		s.closeAfterQueue(protocol.CloseGoingAway, "server shutting down")
+		s.closeAfterQueue(protocol.DisconnectShutdown)
 	case <-ctx.Done():
-		s.closeNow(protocol.CloseGoingAway, "server shutting down")
+		s.closeNow(protocol.DisconnectShutdown)
 	case <-s.ctx.Done():
 	}
 }

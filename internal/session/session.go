@@ -353,7 +353,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		for _, s := range all {
-			s.closeNow(protocol.CloseGoingAway, "server shutting down")
+			s.closeNow(protocol.DisconnectShutdown)
 		}
 		return fmt.Errorf("close sessions: %w", ctx.Err())
 	}
