@@ -381,14 +381,7 @@ func (c *Client) lost(cn *conn, err error) {
 // reconnect dials with jittered exponential backoff until it succeeds or the client closes.
 func (c *Client) reconnect(attempt int) {
 	for {
-		backoff := c.opts.MinBackoff << min(attempt-1, 10)
-		if backoff > c.opts.MaxBackoff || backoff <= 0 {
-			backoff = c.opts.MaxBackoff
-		}
-		wait := time.Duration(mrand.Int64N(int64(backoff)) + 1)
-		if attempt == 1 {
-			wait = 0
-		}
+		wait := backoff(attempt, c.opts.MinBackoff, c.opts.MaxBackoff)
 		select {
 		case <-c.ctx.Done():
 			return
@@ -421,6 +414,19 @@ func (c *Client) reconnect(attempt int) {
 		c.resumeAll()
 		return
 	}
+}
+
+// backoff is the wait before reconnect attempt n (1, 2, ...): none before
+// the first, then a uniformly random wait in (0, lo<<(n-1)], capped at hi.
+func backoff(attempt int, lo, hi time.Duration) time.Duration {
+	if attempt <= 1 {
+		return 0
+	}
+	b := lo << min(attempt-1, 10)
+	if b > hi || b <= 0 {
+		b = hi
+	}
+	return time.Duration(mrand.Int64N(int64(b)) + 1)
 }
 
 // resumeAll asks the current connection for every unfinished call: resume
