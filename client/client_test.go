@@ -128,6 +128,20 @@ func wait(t *testing.T, call *Call) (*Done, error) {
 	return d, err
 }
 
+// sendCollecting sends a request whose OnChunk records each seq delivered.
+func sendCollecting(t *testing.T, c *Client, id string) (*Call, func() []int) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []int
+	r := ask(id)
+	r.OnChunk = func(seq int, _ string) { mu.Lock(); got = append(got, seq); mu.Unlock() }
+	call, err := c.Send(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call, func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+}
+
 func ask(id string) Request {
 	return Request{RequestID: id, Messages: []Message{{Role: "user", Content: "hi"}}}
 }
@@ -181,15 +195,8 @@ func TestReconnectResumesFromLastContiguousSeq(t *testing.T) {
 			p.send(done(id, 5, "abcde"))
 			p.waitClose()
 		})
-	var mu sync.Mutex
-	var got []int
 	c := dial(t, s, func(o *Options) { o.Reconnect = true })
-	r := ask(id)
-	r.OnChunk = func(seq int, _ string) { mu.Lock(); got = append(got, seq); mu.Unlock() }
-	call, err := c.Send(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	call, seqs := sendCollecting(t, c, id)
 	d, err := wait(t, call)
 	if err != nil || d.Text != "abcde" {
 		t.Fatalf("result %+v, %v", d, err)
@@ -197,9 +204,7 @@ func TestReconnectResumesFromLastContiguousSeq(t *testing.T) {
 	if after := <-resumedAfter; after != 2 {
 		t.Fatalf("resumed after seq %d, want 2 (the last contiguous)", after)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
+	if got := seqs(); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
 		t.Fatalf("OnChunk seqs %v, want 1..5 once each", got)
 	}
 	st := call.Stats()
@@ -275,22 +280,13 @@ func TestDedupesReplayedChunksAndTerminals(t *testing.T) {
 		p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeInternal, Status: 500})
 		p.waitClose()
 	})
-	var mu sync.Mutex
-	var got []int
 	c := dial(t, s, nil)
-	r := ask(id)
-	r.OnChunk = func(seq int, _ string) { mu.Lock(); got = append(got, seq); mu.Unlock() }
-	call, err := c.Send(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	call, seqs := sendCollecting(t, c, id)
 	d, err := wait(t, call)
 	if err != nil || d.Text != "ab" || d.Chunks != 2 {
 		t.Fatalf("result %+v, %v", d, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, []int{1, 2}) || call.Text() != "ab" {
+	if got := seqs(); !slices.Equal(got, []int{1, 2}) || call.Text() != "ab" {
 		t.Fatalf("OnChunk seqs %v, text %q", got, call.Text())
 	}
 	if st := call.Stats(); st.Duplicates != 1 || st.ChunksReceived != 3 {
