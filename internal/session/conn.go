@@ -33,6 +33,7 @@ type Session struct {
 	draining  bool
 	follows   map[string]*follow // request id -> the follower delivering it
 	closing   bool
+	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
 }
 
@@ -288,7 +289,16 @@ func (s *Session) sendError(requestID string, e protocol.Error) {
 	s.send(protocol.Encode(e))
 }
 
+// slowConsumer closes the session with 4008, once: the writer's timed-out
+// write and producers that found the queue full may all report it.
 func (s *Session) slowConsumer() {
+	s.mu.Lock()
+	again := s.slow
+	s.slow = true
+	s.mu.Unlock()
+	if again {
+		return
+	}
 	s.logger.Warn("slow_consumer", zap.Int("queue_frames", s.hub.opts.SendQueueFrames))
 	if s.hub.metrics != nil {
 		s.hub.metrics.SlowConsumerClosed()

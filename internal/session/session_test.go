@@ -231,6 +231,9 @@ func TestSlowConsumerClosed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // poll
 	}
 	code := closeCode(t, ws)
+	if n := logs.FilterMessage("slow_consumer").Len(); n != 1 {
+		t.Fatalf("%d slow_consumer events for one connection, want 1", n) // the writer and a producer may both see it
+	}
 	if code != protocol.DisconnectSlow.Code && code != websocket.CloseAbnormalClosure {
 		t.Fatalf("closed with %d, want %d (or 1006 when the close frame did not fit)", code, protocol.DisconnectSlow.Code)
 	}
