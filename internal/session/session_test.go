@@ -47,14 +47,22 @@ func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
 
 func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
 
-// fakeVerifier accepts the token "good" for one user.
+// fakeVerifier accepts for user u1 the token "good" (valid for an hour) and
+// "brief" (valid for 200ms), and for user u2 the token "other".
 type fakeVerifier struct{}
 
 func (fakeVerifier) Verify(_ context.Context, token string) (auth.Principal, error) {
-	if token != "good" {
+	p := auth.Principal{Subject: "u1", Tenant: "t1", App: "a1", ExpiresAt: time.Now().Add(time.Hour)}
+	switch token {
+	case "good":
+	case "brief":
+		p.ExpiresAt = time.Now().Add(200 * time.Millisecond)
+	case "other":
+		p.Subject = "u2"
+	default:
 		return auth.Principal{}, auth.ErrBadSignature
 	}
-	return auth.Principal{Subject: "u1", Tenant: "t1", App: "a1", ExpiresAt: time.Now().Add(time.Hour)}, nil
+	return p, nil
 }
 
 // serve starts a hub behind httptest and returns it with its ws:// URL.
@@ -84,12 +92,12 @@ func serve(t *testing.T, gw Gateway, logger *zap.Logger, o Options) (*Hub, strin
 // dial opens a socket as a real client would and reads ready.
 func dial(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	return dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}, HandshakeTimeout: 5 * time.Second})
+	return dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}, HandshakeTimeout: 5 * time.Second}, "good")
 }
 
-func dialWith(t *testing.T, url string, d *websocket.Dialer) *websocket.Conn {
+func dialWith(t *testing.T, url string, d *websocket.Dialer, token string) *websocket.Conn {
 	t.Helper()
-	ws, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer good"}})
+	ws, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -215,7 +223,7 @@ func TestSlowConsumerClosed(t *testing.T) {
 				_ = tc.SetReadBuffer(4096) // a client that stops reading fills this at once
 			}
 			return c, err
-		}})
+		}}, "good")
 	if err := ws.WriteJSON(request("slow-request-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -354,5 +362,83 @@ func TestInvalidFramesKeepTheSocketOpen(t *testing.T) {
 	}
 	if code := closeCode(t, ws); code != websocket.CloseMessageTooBig {
 		t.Fatalf("closed with %d, want 1009", code)
+	}
+}
+
+// Refusals before the upgrade are plain HTTP with a JSON error body.
+func TestUpgradeRefusals(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{MaxConnsPerUser: 1, AllowedOrigins: []string{"https://chat.example"}})
+	dial(t, url) // the user's one connection
+	for _, tc := range []struct {
+		name   string
+		url    string
+		header http.Header
+		status int
+		code   string
+	}{
+		{"no token", url, nil, 401, protocol.CodeUnauthorized},
+		{"bad token", url, http.Header{"Authorization": {"Bearer bad"}}, 401, protocol.CodeUnauthorized},
+		{"token in the query", url + "?access_token=good", http.Header{"Authorization": {"Bearer good"}}, 401, protocol.CodeUnauthorized},
+		{"bad session id", url + "?session_id=x", http.Header{"Authorization": {"Bearer good"}}, 400, protocol.CodeInvalidRequest},
+		{"origin", url, http.Header{"Authorization": {"Bearer good"}, "Origin": {"https://evil.example"}}, 403, protocol.CodeForbidden},
+		{"over the per-user cap", url, http.Header{"Authorization": {"Bearer good"}}, 429, protocol.CodeRateLimited},
+	} {
+		d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
+		ws, resp, err := d.Dial(tc.url, tc.header)
+		if err == nil {
+			_ = ws.Close()
+			t.Fatalf("%s: upgraded", tc.name)
+		}
+		var body struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if resp == nil || json.NewDecoder(resp.Body).Decode(&body) != nil || resp.StatusCode != tc.status ||
+			body.Error.Code != tc.code || body.Error.Message == "" {
+			t.Fatalf("%s: %v %+v, want %d %s", tc.name, resp, body, tc.status, tc.code)
+		}
+		_ = resp.Body.Close()
+	}
+}
+
+// A token that runs out closes the session with 4001 after an error frame;
+// an auth frame with a fresh token for the same user keeps it, another
+// user's token closes it.
+func TestTokenExpiryAndRefresh(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{})
+	d := &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
+
+	expires := dialWith(t, url, d, "brief")
+	if f := read(t, expires); f["type"] != protocol.TypeError || f["code"] != protocol.CodeUnauthorized {
+		t.Fatalf("at expiry: %v, want error unauthorized", f)
+	}
+	if code := closeCode(t, expires); code != protocol.DisconnectTokenExpired.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenExpired.Code)
+	}
+
+	refreshed := dialWith(t, url, d, "brief")
+	if err := refreshed.WriteJSON(map[string]string{"type": "auth", "token": "good"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, refreshed); f["type"] != protocol.TypeAuthOK {
+		t.Fatalf("refresh: %v, want auth_ok", f)
+	}
+	// Past the first token's expiry the session is still open.
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if err := refreshed.WriteJSON(map[string]string{"type": "ping"}); err != nil {
+			t.Fatal(err)
+		}
+		if f := read(t, refreshed); f["type"] != protocol.TypePong {
+			t.Fatalf("after the refresh: %v, want pong", f)
+		}
+	}
+	if err := refreshed.WriteJSON(map[string]string{"type": "auth", "token": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, refreshed); f["code"] != protocol.CodeUnauthorized {
+		t.Fatalf("another user's token: %v, want error unauthorized", f)
+	}
+	if code := closeCode(t, refreshed); code != protocol.DisconnectTokenRejected.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenRejected.Code)
 	}
 }
