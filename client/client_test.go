@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,11 +25,14 @@ type server struct {
 	mu      sync.Mutex
 	scripts []func(*peer)
 	conns   int
+	open    []*websocket.Conn
+	closing atomic.Bool // the test is over: writes may fail
 }
 
 // peer is the server's side of one connection.
 type peer struct {
 	t  *testing.T
+	s  *server
 	ws *websocket.Conn
 }
 
@@ -45,22 +49,33 @@ func newServer(t *testing.T, scripts ...func(*peer)) *server {
 		s.mu.Lock()
 		script := s.scripts[min(s.conns, len(s.scripts)-1)]
 		s.conns++
+		s.open = append(s.open, ws)
 		s.mu.Unlock()
 		wg.Add(1)
 		defer wg.Done()
 		defer ws.Close()
-		p := &peer{t: t, ws: ws}
+		p := &peer{t: t, s: s, ws: ws}
 		p.send(protocol.Ready{Type: protocol.TypeReady, SessionID: r.URL.Query().Get("session_id"),
 			Protocol: protocol.Subprotocol, HeartbeatS: 25, ExpiresAt: protocol.Timestamp(time.Now().Add(time.Hour))})
 		script(p)
 	}))
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		// End the scripts still waiting on a connection the client kept.
+		s.closing.Store(true)
+		s.mu.Lock()
+		for _, ws := range s.open {
+			_ = ws.NetConn().Close()
+		}
+		s.mu.Unlock()
+		ts.Close()
+		wg.Wait()
+	})
 	s.url = "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/ws"
 	return s
 }
 
 func (p *peer) send(frame any) {
-	if err := p.ws.WriteMessage(websocket.TextMessage, protocol.Encode(frame)); err != nil {
+	if err := p.ws.WriteMessage(websocket.TextMessage, protocol.Encode(frame)); err != nil && !p.s.closing.Load() {
 		p.t.Errorf("server write: %v", err)
 	}
 }
@@ -268,7 +283,7 @@ func TestAcceptTimeoutResends(t *testing.T) {
 
 // Replayed chunks and a doubled terminal reach the caller once.
 func TestDedupesReplayedChunksAndTerminals(t *testing.T) {
-	const id = "dedupe-req-1"
+	const id, next = "dedupe-req-1", "dedupe-req-2"
 	s := newServer(t, func(p *peer) {
 		p.read()
 		p.send(accepted(id))
@@ -278,6 +293,10 @@ func TestDedupesReplayedChunksAndTerminals(t *testing.T) {
 		p.send(done(id, 2, "ab"))
 		p.send(done(id, 2, "ab"))
 		p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeInternal, Status: 500})
+		// A second request: its answer, read after the frames above, marks them handled.
+		p.read()
+		p.send(accepted(next))
+		p.send(done(next, 0, ""))
 		p.waitClose()
 	})
 	c := dial(t, s, nil)
@@ -286,15 +305,22 @@ func TestDedupesReplayedChunksAndTerminals(t *testing.T) {
 	if err != nil || d.Text != "ab" || d.Chunks != 2 {
 		t.Fatalf("result %+v, %v", d, err)
 	}
+	after, err := c.Send(context.Background(), ask(next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, after); err != nil {
+		t.Fatal(err)
+	}
 	if got := seqs(); !slices.Equal(got, []int{1, 2}) || call.Text() != "ab" {
 		t.Fatalf("OnChunk seqs %v, text %q", got, call.Text())
 	}
-	if st := call.Stats(); st.Duplicates != 1 || st.ChunksReceived != 3 {
+	if st := call.Stats(); st.Duplicates != 1 || st.ChunksReceived != 3 || st.Terminals != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	// The later terminals change nothing.
+	// The later terminals changed nothing.
 	if d2, err := call.Wait(context.Background()); d2 != d || err != nil {
-		t.Fatalf("second Wait %+v, %v", d2, err)
+		t.Fatalf("Wait after the replayed terminals: %+v, %v", d2, err)
 	}
 }
 
@@ -332,5 +358,37 @@ func TestLostConnectionFailsCallsWithoutReconnect(t *testing.T) {
 	}
 	if _, err := wait(t, call); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("error %v, want ErrDisconnected", err)
+	}
+}
+
+// A request refused with draining is sent again on the connection the
+// client opens away from the draining server.
+func TestDrainingRefusalIsSentAgainElsewhere(t *testing.T) {
+	const id = "drain-req-1"
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(protocol.Draining{Type: protocol.TypeDraining, ReconnectAfterMs: 1})
+			p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeDraining, Status: 503, Retryable: true})
+			p.waitClose()
+		},
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id {
+				t.Errorf("on the new connection %+v, want the request", in)
+			}
+			p.send(accepted(id))
+			p.send(done(id, 0, ""))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	if st := call.Stats(); st.Resends != 1 {
+		t.Fatalf("stats %+v, want one resend", st)
 	}
 }
