@@ -83,6 +83,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
+	modelIDs := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		modelIDs = append(modelIDs, m.ID)
+	}
+	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
 
 	g, gctx := errgroup.WithContext(bg)
 
@@ -144,7 +149,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- sink.Run(sinkCtx) }()
 
-	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
+	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow,
+		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
 	g.Go(func() error { return logs.Run(gctx) })
 
 	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
@@ -194,8 +200,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = mainLn.Close()
 		return fmt.Errorf("admin listen %s: %w", s.AdminListen, err)
 	}
-	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second}
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+	// A hijacked WebSocket starts with the read deadline set here; the
+	// session replaces it with its heartbeat deadline before its first read.
+	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
 	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)

@@ -14,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/session"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // settings are the server's environment-variable settings (docs/configuration.md).
@@ -44,6 +45,9 @@ type settings struct {
 	MaxInflightPerTenant  int
 	MaxInflight           int
 	ResumeWindow          time.Duration
+	RetainedAnswerBytes   int
+	HTTPReadTimeout       time.Duration
+	HTTPIdleTimeout       time.Duration
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
@@ -98,8 +102,7 @@ func defaultDevKeyFile(getenv func(string) string) string {
 func parseSettings(name string, args []string, getenv func(string) string, out io.Writer) (*settings, error) {
 	s := &settings{}
 	fs, serveDemo, errs := s.flags(name, getenv)
-	fs.SetOutput(out)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, out); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -210,6 +213,9 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
 	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
+	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
+	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
+	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
 	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
 	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")

@@ -486,7 +486,7 @@ func (r *run) policy() error {
 		}
 	}
 	if !allowed {
-		return fmt.Errorf("%w: model %q is not allowed for app %s", errModelNotAllowed, want, app.ID)
+		return fmt.Errorf("%w: model %q is not allowed for app %s", errModelNotAllowed, protocol.Clip(want), app.ID)
 	}
 	ids := []string{want}
 	for _, f := range app.Models.Fallbacks {
@@ -593,11 +593,16 @@ func (r *run) reject(err error) {
 	r.record(usageOutcome{code: pe.Code, status: pe.Status}, router.Outcome{Model: r.requestedModel()})
 }
 
+// requestedModel is a configured model id, or "" or telemetry.OtherModel:
+// never the client's string, which would become a label and a record value.
 func (r *run) requestedModel() string {
 	if len(r.chain) > 0 {
 		return r.chain[0].ID
 	}
-	return r.req.Model
+	if _, ok := r.g.cfg.Model(r.req.Model); ok || r.req.Model == "" {
+		return r.req.Model
+	}
+	return telemetry.OtherModel
 }
 
 // run calls the model, streams into the log and ends in exactly one terminal.

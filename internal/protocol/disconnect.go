@@ -24,6 +24,9 @@ var (
 	// DisconnectShutdown ends a session once a draining server's requests
 	// have delivered their terminals (or the drain timeout passed).
 	DisconnectShutdown = Disconnect{Code: 1001, Reason: "server shutting down"}
+	// DisconnectInvalidData closes a connection that sent a text frame that
+	// is not UTF-8 (RFC 6455 8.1).
+	DisconnectInvalidData = Disconnect{Code: 1007, Reason: "text frame is not valid UTF-8"}
 	// DisconnectHeartbeat closes a connection that answered no ping within
 	// two heartbeats.
 	DisconnectHeartbeat = Disconnect{Code: 1008, Reason: "heartbeat timeout"}

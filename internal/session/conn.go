@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
@@ -130,6 +131,11 @@ func (s *Session) readLoop() {
 		if mt != websocket.TextMessage {
 			s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
 			continue
+		}
+		if !utf8.Valid(data) {
+			s.logger.Info("invalid_utf8")
+			s.closeNow(protocol.DisconnectInvalidData)
+			return
 		}
 		in, err := protocol.Decode(data)
 		if err != nil {

@@ -442,3 +442,15 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenRejected.Code)
 	}
 }
+
+// A text frame that is not UTF-8 ends the socket with 1007.
+func TestInvalidUTF8Closes(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{})
+	ws := dial(t, url)
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("{\"type\":\"ping\",\"t\":\"\xff\"}")); err != nil {
+		t.Fatal(err)
+	}
+	if code := closeCode(t, ws); code != protocol.DisconnectInvalidData.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectInvalidData.Code)
+	}
+}
