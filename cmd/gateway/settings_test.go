@@ -55,10 +55,23 @@ func TestSettingsDocumented(t *testing.T) {
 		}
 	})
 	for key := range rows {
-		if !seen[key] && !strings.HasPrefix(key, "AWS_ENDPOINT_URL_") { // the SDK's own variables
+		switch {
+		case strings.HasPrefix(key, "AWS_ENDPOINT_URL_"): // the SDK's own variables
+		case pendingSettings[key] && seen[key]:
+			t.Errorf("%s is a setting now: delete it from pendingSettings", key)
+		case !seen[key] && !pendingSettings[key]:
 			t.Errorf("%s is documented but is no setting", key)
 		}
 	}
+}
+
+// pendingSettings are documented ahead of their wiring: the quota leases
+// (issue 13, part A; internal/quota's DefaultLease* constants) are not read
+// by settings.go yet. Delete each one as it is wired.
+var pendingSettings = map[string]bool{
+	"JETWAY_QUOTA_LEASE": true, "JETWAY_QUOTA_LEASE_TTL": true, "JETWAY_QUOTA_LEASE_AHEAD": true,
+	"JETWAY_QUOTA_LEASE_BLOCK": true, "JETWAY_QUOTA_LEASE_FRACTION": true,
+	"JETWAY_QUOTA_LEASE_MIN_REQUESTS": true, "JETWAY_QUOTA_LEASE_MAX_ITEMS": true,
 }
 
 var (
