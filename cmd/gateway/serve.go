@@ -30,6 +30,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/openai"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/session"
@@ -175,6 +176,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
+	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
+	for _, p := range []string{openai.PathChat, openai.PathModels} {
+		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})

@@ -48,6 +48,11 @@ type OverheadResult struct {
 	Jetway    PathStats `json:"jetway"`
 	AddedTTFT Added     `json:"added_ttft"`
 	AddedGap  Added     `json:"added_gap"`
+	// With --door openai: the OpenAI door's path, what it adds to the
+	// direct call, and what it adds over the WebSocket door.
+	OpenAI          *PathStats `json:"openai,omitempty"`
+	AddedTTFTOpenAI *Added     `json:"added_ttft_openai,omitempty"`
+	OpenAIOverWS    *Added     `json:"openai_over_ws_ttft,omitempty"`
 }
 
 type pathSamples struct {
@@ -132,8 +137,13 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	defer closeAll(clients)
 
-	var d, j pathSamples
-	bar := e.progress.bar(int64(2*s.Streams*s.Rounds), "overhead")
+	var d, j, oa pathSamples
+	paths := 2
+	var door *openaiDoor
+	if s.Door == "openai" {
+		paths, door = 3, newOpenAIDoor(s, e.tokens, users)
+	}
+	bar := e.progress.bar(int64(paths*s.Streams*s.Rounds), "overhead")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w, c := range clients {
@@ -148,10 +158,19 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			}
 			for r := 0; r < s.Rounds && ctx.Err() == nil; r++ {
 				n := w*1000 + r
-				for k := 0; k < 2; k++ {
-					viaJetway := (w+k)%2 == 0
+				for k := 0; k < paths; k++ {
+					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door
+					viaJetway := path == 0
 					t := &timing{gaps: make([]time.Duration, 0, 320)}
 					var err error
+					if path == 2 {
+						err = door.ask(ctx, w, s.prompt(n), maxTokens, t)
+						bar.add(1)
+						if r >= s.Warmup {
+							oa.add(t.ttft(), t.gaps, err)
+						}
+						continue
+					}
 					if viaJetway {
 						t.start = time.Now()
 						o := e.ask(ctx, c, n, l, func(int, string) { t.text() })
@@ -188,10 +207,15 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	res := OverheadResult{Streams: s.Streams, Rounds: s.Rounds - s.Warmup, Direct: d.stats(), Jetway: j.stats()}
 	res.AddedTTFT = added(res.Direct.TTFT, res.Jetway.TTFT)
 	res.AddedGap = added(res.Direct.Gap, res.Jetway.Gap)
+	if door != nil {
+		st := oa.stats()
+		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
+		res.OpenAI, res.AddedTTFTOpenAI, res.OpenAIOverWS = &st, &a, &w
+	}
 	a, lat := l.snapshot()
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
-			"bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds()},
+			"bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {

@@ -187,6 +187,10 @@ func validateRequestID(id string) error {
 	return nil
 }
 
+// ValidateRequest checks a request's fields by the rules Decode applies to
+// request frames (for the other doors, which build an Inbound themselves).
+func ValidateRequest(in *Inbound) error { return validateRequest(in) }
+
 func validateRequest(in *Inbound) error {
 	if err := validateRequestID(in.RequestID); err != nil {
 		return err

@@ -252,6 +252,10 @@ func bearer(r *http.Request) (string, error) {
 	return "", errors.New("missing credentials: send Authorization: Bearer <JWT> or offer the bearer.<JWT> subprotocol")
 }
 
+// OriginAllowed is the browser Origin policy (JETWAY_ALLOWED_ORIGINS), for
+// the other doors on the public listener.
+func (h *Hub) OriginAllowed(origin string) bool { return h.originAllowed(origin) }
+
 // offersJetway reports whether the client offered the protocol we speak
 // (bearer.<JWT> is a credential, not a protocol).
 func offersJetway(offered []string) bool {
