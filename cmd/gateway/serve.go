@@ -33,6 +33,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/openai"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
@@ -172,6 +173,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	var ready atomic.Bool
+	// A drain starts at SIGTERM, when the load balancer's health checks stop
+	// (it deregistered this task), or on POST /drain, whichever comes first.
+	drainReq := make(chan string, 1)
+	requestDrain := func(reason string) {
+		select {
+		case drainReq <- reason:
+		default:
+		}
+	}
+	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses()})
+	g.Go(func() error {
+		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
+		return nil
+	})
 	gin.SetMode(gin.ReleaseMode)
 	main := gin.New()
 	main.Use(gin.Recovery())
@@ -189,11 +204,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	admin.Use(gin.Recovery())
 	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	admin.GET("/readyz", func(c *gin.Context) {
+		healthChecks.Checked()
 		if !ready.Load() {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
+	})
+	admin.POST("/drain", func(c *gin.Context) {
+		requestDrain("admin")
+		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
 	})
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
@@ -218,27 +238,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
 		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID))
 
-	// Run until a signal (ctx) or a component fails (gctx).
-	select {
-	case <-ctx.Done():
-	case <-gctx.Done():
-	}
-
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
-	start := time.Now()
-	ready.Store(false)
-	logger.Info("draining", zap.Duration("timeout", s.DrainTimeout), zap.Int("sessions", hub.Sessions()),
-		zap.Int("inflight", gw.Inflight()))
-	hub.Drain()
-	gw.Drain()
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
-	defer cancelDrain()
-	if err := gw.Wait(drainCtx); err != nil {
-		logger.Warn("drain_deadline", zap.Error(err))
+	// It runs once, whatever started it.
+	var start time.Time
+	drain := func(reason string) {
+		start = time.Now()
+		ready.Store(false)
+		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
+			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
+		hub.Drain()
+		gw.Drain()
+		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
+		defer cancelDrain()
+		if err := gw.Wait(drainCtx); err != nil {
+			logger.Warn("drain_deadline", zap.Error(err))
+		}
+		if err := hub.Close(drainCtx); err != nil {
+			logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+		}
+		logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
 	}
-	if err := hub.Close(drainCtx); err != nil {
-		logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+
+	// Run until a signal (ctx) or a component fails (gctx). A drain that
+	// starts before either keeps the process up, drained, until SIGTERM:
+	// ECS stops the task itself after the deregistration delay.
+	select {
+	case <-ctx.Done():
+		drain("signal")
+	case <-gctx.Done():
+		drain("failure")
+	case reason := <-drainReq:
+		drain(reason)
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+		}
 	}
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelShut()

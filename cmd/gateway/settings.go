@@ -13,6 +13,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -51,6 +52,8 @@ type settings struct {
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
+	HealthCheckInterval   time.Duration
+	SelfDrainMisses       int
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int
 	Lease                 time.Duration
@@ -223,6 +226,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.Lease, "JETWAY_LEASE", 5*time.Second, "how long a request record's owner lease lasts unrenewed")
 	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", 200*time.Millisecond, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
+	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
+	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
@@ -244,6 +249,14 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 // flagName turns JETWAY_MAX_INFLIGHT into max-inflight and AWS_REGION into aws-region.
 func flagName(key string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
+}
+
+// selfDrainMisses is the watcher's Misses: 0 turns self-drain off.
+func (s *settings) selfDrainMisses() int {
+	if s.SelfDrainMisses == 0 {
+		return -1
+	}
+	return s.SelfDrainMisses
 }
 
 // origins splits the allowed-origins setting.

@@ -26,6 +26,7 @@ var forbidden = map[string][]string{
 	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
+	"internal/selfdrain": {module, "github.com/"},
 	"client":             {module + "internal/"},
 }
 
