@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
@@ -211,20 +212,20 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take")
 	num(&s.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)")
 	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", session.DefaultMaxConnsPerUser, "open WebSockets per user")
-	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", 4, "requests in flight per session")
-	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", 8, "requests in flight per user")
-	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
-	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
-	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", stream.DefaultRetention, "how long finished answers stay resumable")
+	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session")
+	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", gateway.DefaultMaxInflightPerUser, "requests in flight per user")
+	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", gateway.DefaultMaxInflightPerTenant, "model calls in flight per tenant (0: no cap)")
+	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", gateway.DefaultMaxInflight, "model calls in flight on this server")
+	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", gateway.DefaultResumeWindow, "how long finished answers stay resumable")
 	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
 	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
 	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
-	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
-	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
-	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")
-	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", 64, "checkpoint early after this many chunks")
-	dur(&s.Lease, "JETWAY_LEASE", 5*time.Second, "how long a request record's owner lease lasts unrenewed")
-	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", 200*time.Millisecond, "how often a resumed request owned by another server is polled")
+	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", gateway.DefaultRequestTimeout, "longest a request may run")
+	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", gateway.DefaultFirstTokenTimeout, "longest wait for a model's first token")
+	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", gateway.DefaultCheckpointInterval, "how often a running request's record is checkpointed")
+	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", gateway.DefaultCheckpointChunks, "checkpoint early after this many chunks")
+	dur(&s.Lease, "JETWAY_LEASE", gateway.DefaultLease, "how long a request record's owner lease lasts unrenewed")
+	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", gateway.DefaultPollInterval, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
 	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
