@@ -145,8 +145,8 @@ func TestRequestsTableOutageGivesCleanBusy(t *testing.T) {
 				call.AcceptedFrame(), call.Text(), st)
 		}
 	}
-	if n := len(g.logs.find("rejected", "")); n != 3 {
-		t.Fatalf("%d rejected log lines, want 3 (one per request):\n%s", n, g.logs.text())
+	if n := len(g.logs.Find("rejected", "")); n != 3 {
+		t.Fatalf("%d rejected log lines, want 3 (one per request):\n%s", n, g.logs.String())
 	}
 	proxy.down.Store(false)
 	if _, err := waitCall(t, mustSend(t, c, ask("after the outage")), 20*time.Second); err != nil {

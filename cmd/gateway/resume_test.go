@@ -252,7 +252,7 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 	// record and that call is stopped before it delivers anything.
 	stopped := 0
 	for _, s := range cl.servers {
-		stopped += len(s.logs.find("follows_other_server", ""))
+		stopped += len(s.logs.Find("follows_other_server", ""))
 	}
 	if n := w.mock.Requests("mock-a"); n < users*perUser || n > int64(users*perUser+stopped) {
 		t.Fatalf("model calls %d, want %d (one per request) plus at most the %d stopped duplicates", n, users*perUser, stopped)
