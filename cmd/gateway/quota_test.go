@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -197,5 +201,116 @@ func waitFor(t testing.TB, within time.Duration, cond func() bool, what func() s
 			t.Fatalf("condition not met within %s: %s", within, what())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// quotaCalls sums jetway_dynamodb_calls_total of the quota table on a
+// gateway's admin listener, by op.
+func quotaCalls(t *testing.T, admin string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "jetway_dynamodb_calls_total{") || !strings.Contains(line, `table="quota"`) {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `op="`)
+		op, _, _ := strings.Cut(rest, `"`)
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		out[op] += f
+	}
+	return out
+}
+
+func sumCalls(m map[string]float64) (n float64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestQuotaLeaseCalls counts the quota table's DynamoDB calls (the
+// gateway's own metric) with leases on, across three processes: a cold
+// server's first request takes one lease write per limit (Contoso's
+// support assistant: tenant month and app hour), and at steady load one
+// busy app takes a small fraction of a call per admitted request, whatever
+// its rate (the bound asserted here is loose: counts, not timing; the
+// measured figures are in docs/benchmarks.md). It also reports the writes
+// per second each of the two items takes, the figure that bounds a hot
+// tenant (one DynamoDB item takes about 1,000 writes/s).
+func TestQuotaLeaseCalls(t *testing.T) {
+	w := newWorld(t, fastPace())
+	endpoint := dynalitetest.Start(t)
+	table := dynalitetest.TableName(t)
+	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
+	var servers []*proc
+	for i := 0; i < 3; i++ {
+		servers = append(servers, w.startProcess(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+			"JETWAY_QUOTA_TABLE": table, "JETWAY_SERVER_ID": fmt.Sprintf("task-%d", i)}))
+	}
+	// A cold server's first request.
+	c0 := w.dial(servers[0].gw, "cold-user", nil)
+	call, err := c0.Send(context.Background(), ask("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitCall(t, call, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cold := quotaCalls(t, servers[0].Admin)
+	t.Logf("cold server, first request: %v quota calls %v", sumCalls(cold), cold)
+	if sumCalls(cold) != 2 || cold["lease"] != 2 {
+		t.Errorf("cold first request: quota calls %v, want 2 lease writes (one per limit)", cold)
+	}
+
+	// Steady load: 10 sessions (distinct users) per server on one app.
+	before := make([]map[string]float64, len(servers))
+	for i, p := range servers {
+		before[i] = quotaCalls(t, p.Admin)
+	}
+	var admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(8 * time.Second)
+	for i := 0; i < 30; i++ {
+		c := w.dial(servers[i%3].gw, fmt.Sprintf("busy-user-%d", i), nil)
+		wg.Go(func() {
+			for n := 0; time.Now().Before(deadline); n++ {
+				call, err := c.Send(context.Background(), ask(fmt.Sprintf("steady %d-%d", i, n)))
+				if err != nil {
+					t.Errorf("send: %v", err)
+					return
+				}
+				if _, err := waitCall(t, call, 20*time.Second); err != nil {
+					failed.Add(1)
+					continue
+				}
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	var calls float64
+	for i, p := range servers {
+		calls += sumCalls(quotaCalls(t, p.Admin)) - sumCalls(before[i])
+	}
+	perReq := calls / float64(admitted.Load())
+	t.Logf("steady load, 3 servers x 10 sessions, 2 limits: %d admitted (%d failed) in %s = %.0f requests/s; %.0f quota calls = %.3f per admitted request; %.1f writes/s per item",
+		admitted.Load(), failed.Load(), took.Round(time.Millisecond), float64(admitted.Load())/took.Seconds(), calls, perReq,
+		calls/2/took.Seconds())
+	if failed.Load() != 0 || admitted.Load() == 0 {
+		t.Fatalf("admitted %d, failed %d", admitted.Load(), failed.Load())
+	}
+	if perReq > 0.5 {
+		t.Errorf("%.3f quota calls per admitted request: leases are not in effect", perReq)
 	}
 }
