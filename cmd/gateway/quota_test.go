@@ -314,3 +314,76 @@ func TestQuotaLeaseCalls(t *testing.T) {
 		t.Errorf("%.3f quota calls per admitted request: leases are not in effect", perReq)
 	}
 }
+
+// TestQuotaLeasesScopesWindowsUSD: with leases on, a request takes a lease
+// on every limit that applies (Contoso's tenant month and app hour), a
+// minute window and a USD budget still refuse with their scope and window,
+// and a drain leaves each item holding exactly what was charged.
+func TestQuotaLeasesScopesWindowsUSD(t *testing.T) {
+	w := newWorld(t, fastPace())
+	endpoint := dynalitetest.Start(t)
+	table := dynalitetest.TableName(t)
+	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
+	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table})
+	owner, _ := g.logs.find("listening", "")[0]["quota_lease_owner"].(string)
+	if owner == "" {
+		t.Fatal("quota leases are off with a quota table")
+	}
+	dialApp := func(sub, tenant, clientID string) *client.Client {
+		tok := w.token(sub, tenant, clientID, time.Hour)
+		return w.dial(g, sub, func(o *client.Options) { o.Token = func(context.Context) (string, error) { return tok, nil } })
+	}
+	send := func(c *client.Client, prompt string) (*client.Done, error) {
+		call, err := c.Send(context.Background(), ask(prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waitCall(t, call, 20*time.Second)
+	}
+	var charged int64
+	support := w.dial(g, "lena", nil)
+	for i := 0; i < 5; i++ {
+		d, err := send(support, fmt.Sprint("question ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged += d.Usage.InputTokens + d.Usage.OutputTokens
+	}
+	// 100 tokens a minute cannot hold one reservation at max_tokens.
+	if _, err := send(dialApp("tiny-user", "fabrikam", "fabrikam-tiny"), "hello"); !isQuota(err, "app", "minute") {
+		t.Fatalf("minute window: %v, want quota_exceeded app/minute", err)
+	}
+	if _, err := send(dialApp("budget-user", "fabrikam", "fabrikam-budget"), "expensive"); !isQuota(err, "app", "day") {
+		t.Fatalf("USD budget: %v, want quota_exceeded app/day", err)
+	}
+	store := quota.NewDynamoStore(dynalitetest.Client(t, endpoint), table)
+	now := time.Now()
+	items := []quota.Item{
+		{Scope: quota.TenantScope("contoso"), Window: quota.Month},
+		{Scope: quota.AppScope("contoso", "support-assistant"), Window: quota.Hour},
+	}
+	read := func(it quota.Item) quota.ItemState {
+		it.Start, _ = it.Window.Bounds(now)
+		st, err := store.ReadItem(context.Background(), it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, it := range items {
+		if st := read(it); st.Leases[owner].Granted.Tokens <= charged {
+			t.Errorf("%s %s: lease %+v, want a block beyond the %d charged", it.Scope, it.Window, st.Leases[owner], charged)
+		}
+	}
+	g.stop(t) // drain: the leases' unused tokens go back
+	for _, it := range items {
+		if st := read(it); st.Used.Tokens != charged || st.Used.Requests != 5 {
+			t.Errorf("%s %s after drain: used %+v, want %d tokens, 5 requests", it.Scope, it.Window, st.Used, charged)
+		}
+	}
+}
+
+func isQuota(err error, scope, window string) bool {
+	e, ok := err.(*client.Error)
+	return ok && e.Code == "quota_exceeded" && e.Scope == scope && e.Window == window && e.RetryAfterMs > 0
+}

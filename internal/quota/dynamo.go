@@ -205,6 +205,15 @@ const (
 //	condition: lease_<owner>.seq = :prev (attribute_not_exists for a new lease)
 //	           AND, per positive grant of a limited metric, used <= limit - grant
 func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error) {
+	// A grant larger than a limit can never fit; checked here because the
+	// condition would let it through on an item that does not exist yet.
+	if !w.Force && !grantFits(Amount{}, w.Grant, w.Limit) {
+		st, err := s.ReadItem(ctx, it)
+		if err != nil {
+			return ItemState{}, err
+		}
+		return st, ErrExceeded
+	}
 	in := s.update(it, w.Grant)
 	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #l = :lease")
 	in.ExpressionAttributeNames["#l"] = leasePrefix + w.Lease.Owner

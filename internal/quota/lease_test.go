@@ -110,6 +110,19 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		t.Logf("%d requests: %d lease writes", n, store.writes.Load())
 	})
 
+	t.Run("a request larger than the limit is refused on a new item", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		q := leaseServer(t, store, "server-a", newClock(midMonth).Now, quota.LeaseOptions{})
+		limit := quota.Limit{Scope: support, Window: quota.Minute, Tokens: 100}
+		if _, err := q.Reserve(c, "big", []quota.Limit{limit}, tokens(1034)); !errors.Is(err, quota.ErrExceeded) {
+			t.Fatalf("Reserve of 1034 on a 100-token limit: %v, want ErrExceeded", err)
+		}
+		if st := readItem(t, store, itemOf(limit, midMonth)); !st.Used.IsZero() || len(st.Leases) != 0 {
+			t.Errorf("item after the refusal: %+v, want untouched", st)
+		}
+	})
+
 	t.Run("a refused server gives back the room another can use", func(t *testing.T) {
 		c := ctx(t)
 		store := newStore(t)
