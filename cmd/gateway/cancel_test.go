@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,8 +43,7 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		prompt := fmt.Sprintf("cancelled on another server %d", i)
 		full := expected("mock-a", prompt, tokens)
 		c := w.dial(a.gw, user, func(o *client.Options) { o.URLs = cl.urls(0); o.Reconnect = true })
-		// Each round cancels at another point of the owner's checkpoint cycle.
-		liveAt := 30 + 11*i
+		const liveAt = 40
 		cut, live := make(chan struct{}), make(chan struct{})
 		var cutOnce, liveOnce sync.Once
 		req := ask(prompt)
@@ -68,6 +68,10 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no chunk past seq %d through B", call.ID, liveAt)
 		}
+		// Chunks reach B's client in bursts, one poll after each of A's
+		// checkpoints; a user's cancel falls anywhere in A's checkpoint
+		// cycle, so each round cancels at another offset from a burst.
+		<-time.After(time.Duration(i) * time.Second / rounds)
 		var doneAt time.Time
 		terminal := make(chan struct{})
 		go func() { <-call.Done(); doneAt = time.Now(); close(terminal) }()
@@ -109,8 +113,8 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		texts[call.ID], owners[call.ID] = *e.Text, user
 		_ = c.Close()
 	}
-	t.Logf("cancel across servers, %d rounds (checkpoint 1s, poll 200ms): cancel sent -> owner's model call stopped %s; -> cancelled terminal received %s",
-		rounds, spread(stops), spread(terminals))
+	t.Logf("cancel across servers, %d rounds (checkpoint 1s, poll 200ms; load %s): cancel sent -> owner's model call stopped %s; -> cancelled terminal received %s",
+		rounds, loadAverage(), spread(stops), spread(terminals))
 
 	// The records end cancelled; nothing was left running.
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
@@ -191,4 +195,14 @@ func readUsage(t *testing.T, dir string) map[string][]telemetry.UsageRecord {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// loadAverage is /proc/loadavg's first three fields, to read beside a timing.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
