@@ -87,8 +87,8 @@ func TestResumeOnAnotherServer(t *testing.T) {
 	if done.Text != expected("mock-a", "cross-server resume", 300) || call.Text() != done.Text || st.OutOfOrder != 0 {
 		t.Fatalf("answer after a cross-server resume is wrong: stats %+v", st)
 	}
-	if len(cl.servers[1].logs.find("adopted", call.ID)) != 1 {
-		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.text())
+	if len(cl.servers[1].logs.Find("adopted", call.ID)) != 1 {
+		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.String())
 	}
 	if n := w.mock.Requests("mock-a"); n != 1 {
 		t.Fatalf("model calls %d, want 1", n)

@@ -34,6 +34,7 @@ type Session struct {
 	draining  bool
 	follows   map[string]*follow // request id -> the follower delivering it
 	closing   bool
+	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
 }
 
@@ -83,7 +84,7 @@ func (s *Session) run() {
 		// so the client reconnects and resumes.
 		if v := recover(); v != nil {
 			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
-			s.closeNow(protocol.CloseInternal, "internal error")
+			s.closeNow(protocol.DisconnectInternal)
 		}
 	}()
 	opts := s.hub.opts
@@ -133,7 +134,7 @@ func (s *Session) readLoop() {
 		}
 		if !utf8.Valid(data) {
 			s.logger.Info("invalid_utf8")
-			s.closeNow(protocol.CloseInvalidData, "text frame is not valid UTF-8")
+			s.closeNow(protocol.DisconnectInvalidData)
 			return
 		}
 		in, err := protocol.Decode(data)
@@ -158,7 +159,7 @@ func (s *Session) readFailed(err error) {
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
 			s.logger.Info("heartbeat_timeout")
-			s.closeNow(protocol.ClosePolicy, "heartbeat timeout")
+			s.closeNow(protocol.DisconnectHeartbeat)
 			return
 		}
 		s.logger.Debug("read_ended", zap.Error(err))
@@ -294,12 +295,21 @@ func (s *Session) sendError(requestID string, e protocol.Error) {
 	s.send(protocol.Encode(e))
 }
 
+// slowConsumer closes the session with 4008, once: the writer's timed-out
+// write and producers that found the queue full may all report it.
 func (s *Session) slowConsumer() {
+	s.mu.Lock()
+	again := s.slow
+	s.slow = true
+	s.mu.Unlock()
+	if again {
+		return
+	}
 	s.logger.Warn("slow_consumer", zap.Int("queue_frames", s.hub.opts.SendQueueFrames))
 	if s.hub.metrics != nil {
 		s.hub.metrics.SlowConsumerClosed()
 	}
-	s.closeNow(protocol.CloseSlowConsumer, "slow consumer: resume your requests")
+	s.closeNow(protocol.DisconnectSlow)
 }
 
 // writeLoop is the connection's only writer of frames and of the close
@@ -314,7 +324,7 @@ func (s *Session) writeLoop(q *sendQueue) {
 		}
 		for _, it := range batch {
 			if it.close != nil {
-				s.writeClose(it.close.code, it.close.reason)
+				s.writeClose(*it.close)
 				q.shut()
 				return
 			}
@@ -352,8 +362,8 @@ func (s *Session) ping() {
 
 // writeClose sends the close frame after everything queued before it, then
 // gives the client a moment to answer before the reader gives up.
-func (s *Session) writeClose(code int, reason string) {
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+func (s *Session) writeClose(d protocol.Disconnect) {
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(time.Second))
 	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 }
 
@@ -364,7 +374,7 @@ func (s *Session) isClosing() bool {
 }
 
 // closeAfterQueue closes once every frame queued so far is written.
-func (s *Session) closeAfterQueue(code int, reason string) {
+func (s *Session) closeAfterQueue(d protocol.Disconnect) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -372,17 +382,17 @@ func (s *Session) closeAfterQueue(code int, reason string) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
-		s.closeNow(code, reason)
+	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
+		s.closeNow(d)
 	}
 }
 
 // closeNow sends the close frame at once (best effort) and ends the connection.
-func (s *Session) closeNow(code int, reason string) {
+func (s *Session) closeNow(d protocol.Disconnect) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(100*time.Millisecond))
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(100*time.Millisecond))
 	s.cancel()
 	_ = s.conn.Close()
 }
@@ -391,7 +401,7 @@ func (s *Session) closeNow(code int, reason string) {
 func (s *Session) expired() {
 	s.logger.Info("token_expired")
 	s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
-	s.closeAfterQueue(protocol.CloseTokenExpired, "token expired")
+	s.closeAfterQueue(protocol.DisconnectTokenExpired)
 }
 
 // refresh replaces the session's credentials (same user required).
@@ -408,7 +418,7 @@ func (s *Session) refresh(token string) {
 	if err != nil {
 		s.logger.Info("auth_refresh_rejected", zap.Error(err))
 		s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
-		s.closeAfterQueue(protocol.CloseTokenExpired, "token rejected")
+		s.closeAfterQueue(protocol.DisconnectTokenRejected)
 		return
 	}
 	s.mu.Lock()
@@ -468,9 +478,9 @@ func (s *Session) closeWhenIdle(ctx context.Context) {
 	}
 	select {
 	case <-idle:
-		s.closeAfterQueue(protocol.CloseGoingAway, "server shutting down")
+		s.closeAfterQueue(protocol.DisconnectShutdown)
 	case <-ctx.Done():
-		s.closeNow(protocol.CloseGoingAway, "server shutting down")
+		s.closeNow(protocol.DisconnectShutdown)
 	case <-s.ctx.Done():
 	}
 }

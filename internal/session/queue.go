@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // errQueueFull means the client did not drain its queue in time: a slow consumer.
@@ -15,12 +17,7 @@ var errQueueClosed = errors.New("session closed")
 // item is one queued frame, or a close instruction when close is set.
 type item struct {
 	frame []byte
-	close *closeReq
-}
-
-type closeReq struct {
-	code   int
-	reason string
+	close *protocol.Disconnect
 }
 
 // sendQueue is a connection's outbound queue, bounded in frames and bytes.
