@@ -61,7 +61,7 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		}
 		<-cut
 		c.Drop() // the reconnect goes to the next URL: B, which follows A's record
-		waitFor(t, 10*time.Second, func() bool { return len(b.logs.find("adopted", call.ID)) == 1 },
+		waitFor(t, 10*time.Second, func() bool { return len(b.logs.Find("adopted", call.ID)) == 1 },
 			func() string { return "B never resumed " + call.ID })
 		select {
 		case <-live:
@@ -106,9 +106,9 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		if n := w.mock.Requests("mock-a"); n != int64(i+1) {
 			t.Fatalf("model calls %d after %d requests: a resume or cancel called the model again", n, i+1)
 		}
-		if len(b.logs.find("cancel_sent_to_owner", call.ID)) != 1 || len(a.logs.find("cancelled_elsewhere", call.ID)) != 1 ||
-			len(b.logs.find("interrupted", call.ID)) != 0 {
-			t.Fatalf("%s: the cancel did not go B -> record -> A:\nA:\n%s\nB:\n%s", call.ID, a.logs.text(), b.logs.text())
+		if len(b.logs.Find("cancel_sent_to_owner", call.ID)) != 1 || len(a.logs.Find("cancelled_elsewhere", call.ID)) != 1 ||
+			len(b.logs.Find("interrupted", call.ID)) != 0 {
+			t.Fatalf("%s: the cancel did not go B -> record -> A:\nA:\n%s\nB:\n%s", call.ID, a.logs.String(), b.logs.String())
 		}
 		texts[call.ID], owners[call.ID] = *e.Text, user
 		_ = c.Close()
