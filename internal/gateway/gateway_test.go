@@ -533,3 +533,42 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 		t.Fatalf("usage records %+v, want B's one cancelled record", recs)
 	}
 }
+
+// TestCancelElsewhereBeforeTheFirstToken: with nothing to checkpoint yet,
+// the owner's bare lease renewals still learn of a cancel sent to another
+// server, and the request ends `cancelled` with no text, charged its input.
+func TestCancelElsewhereBeforeTheFirstToken(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		<-ctx.Done() // the model never answers; only the cancel ends this call
+		return router.Outcome{Model: "cheap"}, ctx.Err()
+	}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-early", ""))
+	logB, err := b.Resume(caller("chat"), "req-cancel-early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel(caller("chat"), "req-cancel-early"); err != nil {
+		t.Fatal(err)
+	}
+	fb := terminal(t, logB)
+	if fb["code"] != protocol.CodeCancelled || fb["text"] != "" || fb["chunks"] != 0.0 {
+		t.Errorf("B's terminal %v, want cancelled with no text", fb)
+	}
+	if string(terminalFrame(t, logA)) != string(logB.Read(0).Terminal) {
+		t.Errorf("A and B delivered different terminals")
+	}
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "a" || recs[0].Outcome != protocol.CodeCancelled || recs[0].OutputTokens != 0 || recs[0].InputTokens == 0 {
+		t.Fatalf("usage records %+v, want A's one cancelled record charging the input estimate", recs)
+	}
+}
+
+func terminalFrame(t *testing.T, log *stream.Log) []byte {
+	t.Helper()
+	terminal(t, log)
+	return log.Read(0).Terminal
+}
