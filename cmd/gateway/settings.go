@@ -52,6 +52,8 @@ type settings struct {
 	MockTTFT             time.Duration
 	MockPerToken         time.Duration
 	BedrockMaxAttempts   int
+	BedrockCAFile        string
+	Pprof                bool
 	DynamoDBMaxAttempts  int
 	QuotaTable           string
 	RequestsTable        string
@@ -180,6 +182,8 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", 250*time.Millisecond, "in-process mock: time to first token")
 	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", 8*time.Millisecond, "in-process mock: time per token")
 	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
+	str(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots")
+	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")
 	num(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call")
 	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")

@@ -83,6 +83,10 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		addedRow(&b, "Inter-chunk gap", o.AddedGap)
 		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.\n\n",
 			o.Direct.Requests, o.Direct.Errors, o.Jetway.Requests, o.Jetway.Errors)
+		if o.GatewayCPUCores >= 0 {
+			fmt.Fprintf(&b, "Gateway CPU: %.2f cores over the run, %.1f us per chunk frame delivered (%d frames).\n\n",
+				o.GatewayCPUCores, o.GatewayCPUPerFrameUS, o.ChunkFrames)
+		}
 	case r.Capacity != nil:
 		c := r.Capacity
 		b.WriteString("| Capacity | |\n|---|---|\n")
@@ -103,6 +107,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			row(&b, "Requests completed", fmt.Sprintf("%.0f /s", c.RequestsPerSec))
 			if c.GatewayCPUCores >= 0 {
 				row(&b, "Gateway CPU", fmt.Sprintf("%.2f cores", c.GatewayCPUCores))
+			}
+			if c.GatewayCPUPerFrameUS >= 0 {
+				row(&b, "Gateway CPU per chunk frame", fmt.Sprintf("%.1f us", c.GatewayCPUPerFrameUS))
 			}
 			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
 		}
