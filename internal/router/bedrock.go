@@ -4,6 +4,7 @@
 package router
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
@@ -94,51 +96,100 @@ var errNoStop = errors.New("bedrock stream ended without messageStop")
 // event is a failure (ErrMidStream, or ErrUnavailable before any delta).
 // The Result holds what was known when an error happened.
 func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string)) (Result, error) {
-	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds)
+	tap := &bodyTap{}
+	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds, tap.install)
 	if err != nil {
 		return Result{}, classify(ctx, c.ModelID, false, err)
 	}
-	stream := out.GetStream()
-	defer stream.Close()
+	// The SDK's own reader got an empty body and ends at once; the events
+	// are read below from the real one.
+	_ = out.GetStream().Close()
+	if tap.body == nil {
+		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
+	}
+	defer tap.body.Close()
+	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta)
+}
 
+// eventReadBuffer is the read buffer under the event-stream decoder, which
+// reads each message in several small pieces (prelude, headers, payload,
+// CRC): one read of the body fills it with whole messages. A few deltas
+// fit in 4 KiB.
+const eventReadBuffer = 4 << 10
+
+// errNoBody is the error of a successful ConverseStream response whose body
+// the tap did not see (the SDK changed how it calls its HTTP client).
+var errNoBody = errors.New("bedrock event stream body not captured")
+
+// readEvents decodes a ConverseStream body with the SDK's own event-stream
+// codec (restjson1, the Bedrock schemas and type registry: the very code
+// its reader runs), but on the calling goroutine. The SDK's reader would
+// hand every event through two goroutines and two channels (its
+// EventStreamReader and the ConverseStream pipe); per token that was two
+// wake-ups and most of the adapter's CPU. Exceptions arrive as the SDK's
+// typed errors (*types.ThrottlingException, ...), as before.
+func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string)) (Result, error) {
+	codec := restjson1.New(schemas.AmazonBedrockFrontendService)
 	var res Result
 	streamed, stopped := false, false
-	events := stream.Events()
 	for {
-		select {
-		case <-ctx.Done():
-			return res, classify(ctx, c.ModelID, streamed, ctx.Err())
-		case ev, ok := <-events:
-			if !ok {
-				// Err is set before the channel closes.
-				if err := stream.Err(); err != nil {
-					return res, classify(ctx, c.ModelID, streamed, err)
-				}
+		ev, err := codec.DeserializeEventMessage(schemas.ConverseStreamOutput, bedrockruntime.TypeRegistry, body)
+		if err != nil {
+			if err == io.EOF && ctx.Err() == nil {
 				if !stopped {
-					return res, classify(ctx, c.ModelID, streamed, errNoStop)
+					return res, classify(ctx, model, streamed, errNoStop)
 				}
 				return res, nil
 			}
-			switch v := ev.(type) {
-			case *types.ConverseStreamOutputMemberContentBlockDelta:
-				if d, ok := v.Value.Delta.(*types.ContentBlockDeltaMemberText); ok && d.Value != "" {
-					streamed = true
-					onDelta(d.Value)
-				}
-			case *types.ConverseStreamOutputMemberMessageStop:
-				stopped = true
-				res.StopReason = string(v.Value.StopReason)
-			case *types.ConverseStreamOutputMemberMetadata:
-				if u := v.Value.Usage; u != nil {
-					res.UsageReported = true
-					res.Usage = Usage{
-						InputTokens:  int(aws.ToInt32(u.InputTokens)),
-						OutputTokens: int(aws.ToInt32(u.OutputTokens)),
-					}
+			return res, classify(ctx, model, streamed, err)
+		}
+		switch v := ev.(type) {
+		case *types.ContentBlockDeltaEvent:
+			if d, ok := v.Delta.(*types.ContentBlockDeltaMemberText); ok && d.Value != "" {
+				streamed = true
+				onDelta(d.Value)
+			}
+		case *types.MessageStopEvent:
+			stopped = true
+			res.StopReason = string(v.StopReason)
+		case *types.ConverseStreamMetadataEvent:
+			if u := v.Usage; u != nil {
+				res.UsageReported = true
+				res.Usage = Usage{
+					InputTokens:  int(aws.ToInt32(u.InputTokens)),
+					OutputTokens: int(aws.ToInt32(u.OutputTokens)),
 				}
 			}
 		}
 	}
+}
+
+// bodyTap takes the body of a successful ConverseStream response for
+// readEvents and gives the SDK an empty one. Error answers pass untouched:
+// the SDK turns them into its typed errors.
+type bodyTap struct {
+	client bedrockruntime.HTTPClient
+	body   io.ReadCloser
+}
+
+// install is a per-call option; it goes after sdkWorkarounds.
+func (t *bodyTap) install(o *bedrockruntime.Options) {
+	if o.HTTPClient == nil {
+		o.HTTPClient = awshttp.NewBuildableClient()
+	}
+	t.client = o.HTTPClient
+	o.HTTPClient = t
+}
+
+func (t *bodyTap) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.client.Do(req)
+	if err == nil && resp.StatusCode == http.StatusOK {
+		if t.body != nil {
+			_ = t.body.Close()
+		}
+		t.body, resp.Body = resp.Body, http.NoBody
+	}
+	return resp, err
 }
 
 func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
