@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/pem"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ func TestStreamsFromTLSBedrock(t *testing.T) {
 	w := newWorld(t, fastPace())
 	ts := httptest.NewUnstartedServer(mockmodel.New(fastPace()))
 	ts.EnableHTTP2 = true
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusting gateway's handshakes fail on purpose
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	ca := filepath.Join(t.TempDir(), "mock-ca.pem")

@@ -244,19 +244,19 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 	for {
 		snap := log.Read(cursor)
 		if !sentAccepted && snap.Accepted != nil {
-			if !s.sendCtx(ctx, snap.Accepted) {
+			if !s.deliverFrame(ctx, snap.Accepted) {
 				return
 			}
 			sentAccepted = true
 		}
 		for i, text := range snap.Chunks {
-			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(log.RequestID)+len(text)), log.RequestID, snap.First+i, text)) {
+			if !s.deliverFrame(ctx, protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(log.RequestID)+len(text)), log.RequestID, snap.First+i, text)) {
 				return
 			}
 		}
 		cursor += len(snap.Chunks)
 		if snap.Terminal != nil {
-			s.sendCtx(ctx, snap.Terminal)
+			s.deliverFrame(ctx, snap.Terminal)
 			return
 		}
 		select {
@@ -268,10 +268,16 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 }
 
 // send queues a frame for the writer; a full queue means a slow consumer.
-func (s *Session) send(frame []byte) bool { return s.sendCtx(s.ctx, frame) }
+func (s *Session) send(frame []byte) bool { return s.push(s.ctx, frame, false) }
 
-func (s *Session) sendCtx(ctx context.Context, frame []byte) bool {
-	err := s.queue.push(item{frame: frame}, s.hub.opts.WriteTimeout, ctx.Done())
+// deliverFrame is send for a follower: when no writer is running, the
+// follower writes the queue itself (see sendQueue).
+func (s *Session) deliverFrame(ctx context.Context, frame []byte) bool {
+	return s.push(ctx, frame, true)
+}
+
+func (s *Session) push(ctx context.Context, frame []byte, inline bool) bool {
+	err := s.queue.push(item{frame: frame}, s.hub.opts.WriteTimeout, ctx.Done(), inline)
 	if errors.Is(err, errQueueFull) {
 		s.slowConsumer()
 		return false
@@ -366,7 +372,7 @@ func (s *Session) closeAfterQueue(code int, reason string) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
+	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done(), false); err != nil {
 		s.closeNow(code, reason)
 	}
 }

@@ -28,9 +28,14 @@ type closeReq struct {
 // reading is detected, while the model reader (which only appends to the
 // stream log) is never slowed.
 //
-// The queue also runs the connection's single writer: a goroutine started
-// by the push that finds the queue idle and ended when it drains the queue,
-// so an idle session holds no writer goroutine (nor its stack).
+// The queue also runs the connection's single writer, started by the push
+// that finds the queue idle and ended when it drains the queue, so an idle
+// session holds no writer goroutine (nor its stack). A follower delivering
+// chunks pushes with inline set and becomes the writer itself: a paced
+// token then goes from the stream log to the socket on one goroutine, with
+// no goroutine started and woken per token. Other pushes (the reader's
+// replies, drain notices, timers) start a writer goroutine, so that they
+// never wait on a slow client's socket.
 type sendQueue struct {
 	maxFrames, maxBytes int
 	write               func(*sendQueue) // the writer: calls take until it returns nothing
@@ -40,8 +45,13 @@ type sendQueue struct {
 	bytes    int
 	closed   bool
 	writerOn bool
-	room     chan struct{} // closed and replaced when items leave
+	room     chan struct{} // closed and replaced when items leave, if a push waits on it
+	roomWait bool          // a push waits on room
 	writers  sync.WaitGroup
+
+	// batch is the writer's buffer for take, kept between writers so that
+	// a writer per paced token allocates none; take hands it over under mu.
+	batch []item
 }
 
 func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
@@ -49,8 +59,10 @@ func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
 }
 
 // push queues a frame, waiting up to timeout for room. A frame larger than
-// the byte bound is still accepted into an empty queue.
-func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) error {
+// the byte bound is still accepted into an empty queue. When the push finds
+// no writer running it starts one: on the calling goroutine if inline (push
+// returns once the queue is drained), else on a new one.
+func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, inline bool) error {
 	var timer *time.Timer
 	for {
 		q.mu.Lock()
@@ -68,18 +80,20 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 				q.writers.Add(1) // under mu, before any shutAndWait can see closed
 			}
 			q.mu.Unlock()
-			if start {
-				go func() {
-					defer q.writers.Done()
-					q.write(q)
-				}()
-			}
 			if timer != nil {
 				timer.Stop()
+			}
+			if start {
+				if inline {
+					q.runWriter()
+				} else {
+					go q.runWriter()
+				}
 			}
 			return nil
 		}
 		room := q.room
+		q.roomWait = true
 		q.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(timeout)
@@ -95,21 +109,33 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 	}
 }
 
+func (q *sendQueue) runWriter() {
+	defer q.writers.Done()
+	q.write(q)
+}
+
 // take removes every queued item into dst. When there is none it returns
 // dst empty and the writer must return: the next push starts a new one.
 func (q *sendQueue) take(dst []item) []item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if dst == nil {
+		dst, q.batch = q.batch, nil
+	}
 	if len(q.items) == 0 {
 		q.writerOn = false
+		q.batch = dst[:0]
 		return dst
 	}
 	dst = append(dst, q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
 	q.bytes = 0
-	close(q.room)
-	q.room = make(chan struct{})
+	if q.roomWait {
+		close(q.room)
+		q.room = make(chan struct{})
+		q.roomWait = false
+	}
 	return dst
 }
 
