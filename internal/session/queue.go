@@ -12,10 +12,29 @@ var errQueueFull = errors.New("send queue full")
 // errQueueClosed means the session is over.
 var errQueueClosed = errors.New("session closed")
 
-// item is one queued frame, or a close instruction when close is set.
+// item is one queued frame, several frames (a follower's consecutive
+// chunks, written in one batch), or a close instruction when close is set.
 type item struct {
-	frame []byte
-	close *closeReq
+	frame  []byte
+	frames [][]byte // when set, frame is unused
+	close  *closeReq
+}
+
+// count is the item's frames, for the queue's frame bound.
+func (it item) count() int {
+	if it.frames != nil {
+		return len(it.frames)
+	}
+	return 1
+}
+
+// size is the item's bytes, for the queue's byte bound.
+func (it item) size() int {
+	n := len(it.frame)
+	for _, f := range it.frames {
+		n += len(f)
+	}
+	return n
 }
 
 type closeReq struct {
@@ -42,6 +61,7 @@ type sendQueue struct {
 
 	mu       sync.Mutex
 	items    []item
+	frames   int // frames in items
 	bytes    int
 	closed   bool
 	writerOn bool
@@ -58,8 +78,8 @@ func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
 	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, write: write, room: make(chan struct{})}
 }
 
-// push queues a frame, waiting up to timeout for room. A frame larger than
-// the byte bound is still accepted into an empty queue. When the push finds
+// push queues an item, waiting up to timeout for room. An item larger than
+// the bounds is still accepted into an empty queue. When the push finds
 // no writer running it starts one: on the calling goroutine if inline (push
 // returns once the queue is drained), else on a new one.
 func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, inline bool) error {
@@ -70,10 +90,11 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, i
 			q.mu.Unlock()
 			return errQueueClosed
 		}
-		n := len(it.frame)
-		if it.close != nil || len(q.items) == 0 || (len(q.items) < q.maxFrames && q.bytes+n <= q.maxBytes) {
+		n, c := it.size(), it.count()
+		if it.close != nil || len(q.items) == 0 || (q.frames+c <= q.maxFrames && q.bytes+n <= q.maxBytes) {
 			q.items = append(q.items, it)
 			q.bytes += n
+			q.frames += c
 			start := !q.writerOn
 			if start {
 				q.writerOn = true
@@ -130,7 +151,7 @@ func (q *sendQueue) take(dst []item) []item {
 	dst = append(dst, q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
-	q.bytes = 0
+	q.bytes, q.frames = 0, 0
 	if q.roomWait {
 		close(q.room)
 		q.room = make(chan struct{})
