@@ -8,7 +8,7 @@ import (
 
 // recConn records what reaches the network.
 type recConn struct {
-	net.Conn // nil: only Write and SetWriteDeadline are called
+	net.Conn  // nil: only Write and SetWriteDeadline are called
 	writes    []string
 	deadlines []time.Time
 }

@@ -19,7 +19,7 @@ import (
 type Session struct {
 	hub    *Hub
 	conn   *websocket.Conn
-	out    *batchConn // conn's network connection; nil when the upgrade did not go through Hub.upgrade
+	out    *batchConn // conn's network connection (nil if the upgrade did not go through Hub.ServeHTTP)
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
