@@ -13,10 +13,10 @@ run:
 build:
 	$(BUILD)
 
-# Test-only tools: dynalite (npm) for DynamoDB; Chromium for the page tests.
+# Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door; Chromium for the page tests.
 test-deps:
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
-	@if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+	@if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
 		npm ci --no-audit --no-fund; fi
 	@if [ ! -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" -ne 0 ]; then echo "Debian's chromium is required for the page tests: sudo apt-get install -y chromium"; exit 1; fi; \

@@ -5,14 +5,22 @@ package web
 
 import (
 	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 //go:embed static
@@ -95,31 +103,84 @@ func Mount(r gin.IRoutes, o Options) {
 		c.JSON(http.StatusOK, gin.H{"apps": out})
 	})
 	r.POST("/dev/token", func(c *gin.Context) {
-		var req struct {
-			Sub    string `json:"sub"`
-			Tenant string `json:"tenant"`
-			App    string `json:"app"`
-			TTLSec int    `json:"ttl_s"`
-		}
-		if err := c.ShouldBindJSON(&req); err != nil || req.Sub == "" {
-			c.JSON(http.StatusBadRequest, gin.H{"error": gin.H{"code": "invalid_request", "message": "want {sub, tenant, app}"}})
-			return
-		}
-		_, a, ok := o.Config.App(req.Tenant, req.App)
-		if !ok || len(a.ClientIDs) == 0 {
-			c.JSON(http.StatusNotFound, gin.H{"error": gin.H{"code": "not_found", "message": "no such tenant/app"}})
-			return
-		}
-		ttl := time.Hour
-		if req.TTLSec > 0 {
-			ttl = time.Duration(req.TTLSec) * time.Second
-		}
-		tok, err := o.DevIssuer.Mint(auth.MintOptions{Subject: req.Sub, Username: req.Sub, Tenant: req.Tenant,
-			ClientID: a.ClientIDs[0], TTL: ttl})
-		if err != nil {
-			c.JSON(http.StatusInternalServerError, gin.H{"error": gin.H{"code": "internal", "message": "mint failed"}})
-			return
-		}
-		c.JSON(http.StatusOK, gin.H{"token": tok, "expires_in": int(ttl / time.Second)})
+		mintDevToken(c, o)
 	})
+}
+
+// Bounds of POST /dev/token.
+const (
+	devTokenMaxBody = 4 << 10 // bytes of the JSON body
+	devTokenMaxTTL  = 24 * 60 * 60
+	devTokenMaxSub  = 128 // bytes: the sub becomes a log field and a usage-record value
+)
+
+// mintDevToken mints a dev token for the page. Only the page itself (same
+// origin) or a loopback origin may ask: another site open in the same
+// browser must not get tokens.
+func mintDevToken(c *gin.Context, o Options) {
+	fail := func(status int, code, msg string) {
+		c.JSON(status, gin.H{"error": gin.H{"code": code, "message": msg}})
+	}
+	if origin := c.GetHeader("Origin"); origin != "" && !sameOrLoopbackOrigin(origin, c.Request.Host) {
+		fail(http.StatusForbidden, "forbidden", "origin not allowed")
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, devTokenMaxBody)
+	var req struct {
+		Sub    string `json:"sub"`
+		Tenant string `json:"tenant"`
+		App    string `json:"app"`
+		TTLSec int64  `json:"ttl_s"`
+	}
+	if err := json.NewDecoder(c.Request.Body).Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "invalid_request", fmt.Sprintf("body over %d bytes", devTokenMaxBody))
+			return
+		}
+		fail(http.StatusBadRequest, "invalid_request", "want a JSON object {sub, tenant, app, ttl_s}")
+		return
+	}
+	switch {
+	case req.Sub == "" || len(req.Sub) > devTokenMaxSub:
+		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("sub must be 1-%d bytes", devTokenMaxSub))
+		return
+	case req.TTLSec < 0 || req.TTLSec > devTokenMaxTTL:
+		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttl_s must be between 1 and %d (0 or absent: 1 hour)", devTokenMaxTTL))
+		return
+	}
+	t, a, ok := o.Config.App(req.Tenant, req.App)
+	if t == nil {
+		fail(http.StatusNotFound, "not_found", "no tenant "+strconv.Quote(protocol.Clip(req.Tenant)))
+		return
+	}
+	if !ok || len(a.ClientIDs) == 0 {
+		fail(http.StatusNotFound, "not_found", "no app "+strconv.Quote(protocol.Clip(req.App))+" in tenant "+strconv.Quote(t.ID))
+		return
+	}
+	ttl := time.Duration(req.TTLSec) * time.Second
+	tok, err := o.DevIssuer.Mint(auth.MintOptions{Subject: req.Sub, Username: req.Sub, Tenant: req.Tenant,
+		ClientID: a.ClientIDs[0], TTL: ttl})
+	if err != nil {
+		fail(http.StatusInternalServerError, "internal", "mint failed")
+		return
+	}
+	if ttl == 0 {
+		ttl = auth.DefaultMintTTL
+	}
+	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_in": int64(ttl / time.Second)})
+}
+
+// sameOrLoopbackOrigin reports whether origin is the page's own (host is
+// the request's Host) or a loopback one.
+func sameOrLoopbackOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) || u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
 }

@@ -146,6 +146,48 @@ func TestDevToken(t *testing.T) {
 	}
 }
 
+// POST /dev/token refuses other sites, big bodies and lifetimes that
+// would overflow, and names what is missing.
+func TestDevTokenBounds(t *testing.T) {
+	srv, _, _ := devServer(t)
+	post := func(body, origin string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/dev/token", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	good := `{"sub":"ana","tenant":"contoso","app":"support-assistant"}`
+	cases := []struct {
+		name, body, origin string
+		status             int
+		msg                string
+	}{
+		{"other site", good, "https://evil.example.com", 403, "origin not allowed"},
+		{"same origin", good, srv.URL, 200, "token"},
+		{"loopback origin", good, "http://localhost:3000", 200, "token"},
+		{"big body", `{"sub":"` + strings.Repeat("a", 8<<10) + `"}`, "", 413, "body over 4096 bytes"},
+		{"overflowing ttl", `{"sub":"ana","tenant":"contoso","app":"support-assistant","ttl_s":99999999999}`, "", 400, "ttl_s must be between 1 and 86400"},
+		{"negative ttl", `{"sub":"ana","tenant":"contoso","app":"support-assistant","ttl_s":-5}`, "", 400, "ttl_s"},
+		{"long sub", `{"sub":"` + strings.Repeat("a", 200) + `","tenant":"contoso","app":"support-assistant"}`, "", 400, "sub must be 1-128 bytes"},
+		{"unknown tenant", `{"sub":"ana","tenant":"nope","app":"support-assistant"}`, "", 404, `no tenant \"nope\"`},
+		{"unknown app", `{"sub":"ana","tenant":"contoso","app":"nope"}`, "", 404, `no app \"nope\" in tenant \"contoso\"`},
+	}
+	for _, c := range cases {
+		status, body := post(c.body, c.origin)
+		if status != c.status || !strings.Contains(body, c.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, status, body, c.status, c.msg)
+		}
+	}
+}
+
 func TestProductionHasNoDevEndpoints(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	r := gin.New()

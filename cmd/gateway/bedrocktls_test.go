@@ -53,9 +53,9 @@ func TestStreamsFromTLSBedrock(t *testing.T) {
 	if _, err := waitCall(t, call2, 30*time.Second); err == nil {
 		t.Fatal("a gateway without JETWAY_BEDROCK_CA_FILE trusted the self-signed mock")
 	}
-	if !strings.Contains(untrusting.logs.text(), "certificate") {
-		t.Errorf("the refusal's log does not name the certificate:\n%s", untrusting.logs.text())
-	}
+	// The log is read from the gateway's output as it comes: wait for the line.
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(untrusting.logs.text(), "certificate") },
+		func() string { return "the refusal's log names the certificate:\n" + untrusting.logs.text() })
 }
 
 func TestBedrockCAFileMustHoldACertificate(t *testing.T) {

@@ -29,7 +29,7 @@ func mintToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	use := fs.String("token-use", "access", "access or id")
 	keyFile := fs.String("dev-key-file", envOr(getenv, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv)), "the dev issuer's key file (JETWAY_DEV_KEY_FILE)")
 	cfgPath := fs.String("config", getenv("JETWAY_CONFIG"), "tenants file (JETWAY_CONFIG)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *sub == "" || *tenant == "" || *app == "" {
@@ -42,7 +42,10 @@ func mintToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	_, a, ok := cfg.App(*tenant, *app)
+	t, a, ok := cfg.App(*tenant, *app)
+	if t == nil {
+		return fmt.Errorf("token: no tenant %q in the tenants file", *tenant)
+	}
 	if !ok || len(a.ClientIDs) == 0 {
 		return fmt.Errorf("token: no app %q in tenant %q", *app, *tenant)
 	}
@@ -78,7 +81,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(*region))
@@ -93,7 +96,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 		create func(context.Context, *dynamodb.Client, string) error
 	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
-			return fmt.Errorf("create table %s: %w", t.name, err)
+			return err // it names the table and the step
 		}
 		fmt.Fprintf(stdout, "table %s ready\n", t.name)
 	}
@@ -107,7 +110,7 @@ func usage(args []string, getenv func(string) string, stdout io.Writer) error {
 	dir := fs.String("dir", envOr(getenv, "JETWAY_USAGE_DIR", "usage"), "usage records directory (JETWAY_USAGE_DIR)")
 	since := fs.Duration("since", 24*time.Hour, "how far back")
 	by := fs.String("by", "tenant,app,model", "group by any of tenant, app, model")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	var groups []string

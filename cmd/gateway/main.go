@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -25,11 +26,48 @@ func main() {
 		stop()
 	}()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "gateway:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // the flags were printed, as asked
 		}
+		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags parses args into fs. -h and --help print the flags to out and
+// return flag.ErrHelp; a bad flag returns its error and a hint, not the
+// whole listing; a negative number or duration is refused, as the
+// environment variables refuse it.
+func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fmt.Fprintf(out, "usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+			return err
+		}
+		return fmt.Errorf("%w (see %s -h)", err, fs.Name())
+	}
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		switch v := g.Get().(type) {
+		case int:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("--%s=%d: want a whole number >= 0", f.Name, v))
+			}
+		case time.Duration:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("--%s=%s: want a duration >= 0", f.Name, v))
+			}
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // run dispatches the subcommands; every path returns instead of exiting.

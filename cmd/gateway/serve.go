@@ -34,8 +34,10 @@ import (
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/openai"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
@@ -87,6 +89,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
+	modelIDs := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		modelIDs = append(modelIDs, m.ID)
+	}
+	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
 
 	g, gctx := errgroup.WithContext(bg)
 
@@ -155,7 +162,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- sink.Run(sinkCtx) }()
 
-	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow})
+	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow,
+		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
 	g.Go(func() error { return logs.Run(gctx) })
 
 	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
@@ -176,10 +184,29 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	var ready atomic.Bool
+	// A drain starts at SIGTERM, when the load balancer's health checks stop
+	// (it deregistered this task), or on POST /drain, whichever comes first.
+	drainReq := make(chan string, 1)
+	requestDrain := func(reason string) {
+		select {
+		case drainReq <- reason:
+		default:
+		}
+	}
+	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses()})
+	g.Go(func() error {
+		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
+		return nil
+	})
 	gin.SetMode(gin.ReleaseMode)
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
+	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
+	for _, p := range []string{openai.PathChat, openai.PathModels} {
+		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
@@ -188,11 +215,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	admin.Use(gin.Recovery())
 	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	admin.GET("/readyz", func(c *gin.Context) {
+		healthChecks.Checked()
 		if !ready.Load() {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
+	})
+	admin.POST("/drain", func(c *gin.Context) {
+		requestDrain("admin")
+		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
 	})
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if s.Pprof {
@@ -208,35 +240,54 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = mainLn.Close()
 		return fmt.Errorf("admin listen %s: %w", s.AdminListen, err)
 	}
-	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second}
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+	// A hijacked WebSocket starts with the read deadline set here; the
+	// session replaces it with its heartbeat deadline before its first read.
+	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
 	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
 		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID))
 
-	// Run until a signal (ctx) or a component fails (gctx).
-	select {
-	case <-ctx.Done():
-	case <-gctx.Done():
-	}
-
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
-	start := time.Now()
-	ready.Store(false)
-	logger.Info("draining", zap.Duration("timeout", s.DrainTimeout), zap.Int("sessions", hub.Sessions()),
-		zap.Int("inflight", gw.Inflight()))
-	hub.Drain()
-	gw.Drain()
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
-	defer cancelDrain()
-	if err := gw.Wait(drainCtx); err != nil {
-		logger.Warn("drain_deadline", zap.Error(err))
+	// It runs once, whatever started it.
+	var start time.Time
+	drain := func(reason string) {
+		start = time.Now()
+		ready.Store(false)
+		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
+			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
+		hub.Drain()
+		gw.Drain()
+		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
+		defer cancelDrain()
+		if err := gw.Wait(drainCtx); err != nil {
+			logger.Warn("drain_deadline", zap.Error(err))
+		}
+		if err := hub.Close(drainCtx); err != nil {
+			logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+		}
+		logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
 	}
-	if err := hub.Close(drainCtx); err != nil {
-		logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+
+	// Run until a signal (ctx) or a component fails (gctx). A drain that
+	// starts before either keeps the process up, drained, until SIGTERM:
+	// ECS stops the task itself after the deregistration delay.
+	select {
+	case <-ctx.Done():
+		drain("signal")
+	case <-gctx.Done():
+		drain("failure")
+	case reason := <-drainReq:
+		drain(reason)
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+		}
 	}
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelShut()

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/selfdrain"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // settings are the server's environment-variable settings (docs/configuration.md).
@@ -39,9 +42,14 @@ type settings struct {
 	MaxInflightPerTenant  int
 	MaxInflight           int
 	ResumeWindow          time.Duration
+	RetainedAnswerBytes   int
+	HTTPReadTimeout       time.Duration
+	HTTPIdleTimeout       time.Duration
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
+	HealthCheckInterval   time.Duration
+	SelfDrainMisses       int
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int
 	Lease                 time.Duration
@@ -170,6 +178,9 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
 	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
+	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
+	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
+	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
 	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
 	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")
@@ -177,6 +188,8 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	dur(&s.Lease, "JETWAY_LEASE", 5*time.Second, "how long a request record's owner lease lasts unrenewed")
 	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", 200*time.Millisecond, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
+	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
+	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", 250*time.Millisecond, "in-process mock: time to first token")
@@ -194,7 +207,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
 	serveDemo := env("JETWAY_SERVE_DEMO", "")
 	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, out); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -229,6 +242,14 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 // flagName turns JETWAY_MAX_INFLIGHT into max-inflight and AWS_REGION into aws-region.
 func flagName(key string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
+}
+
+// selfDrainMisses is the watcher's Misses: 0 turns self-drain off.
+func (s *settings) selfDrainMisses() int {
+	if s.SelfDrainMisses == 0 {
+		return -1
+	}
+	return s.SelfDrainMisses
 }
 
 // origins splits the allowed-origins setting.

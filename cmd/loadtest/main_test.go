@@ -385,3 +385,26 @@ func TestTokenSources(t *testing.T) {
 		t.Fatalf("jwtExpiry = %v, want %v", got, exp)
 	}
 }
+
+// TestOverheadOpenAIDoor: --door openai adds the OpenAI door as a third
+// path beside the direct call and the WebSocket, in the same run.
+func TestOverheadOpenAIDoor(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "overhead", "--door", "openai", "--streams", "4", "--rounds", "3", "--warmup", "1",
+		"--ramp", "10ms", "--bedrock-url", w.mockURL)
+	if err != nil {
+		t.Fatalf("overhead: %v %v", err, rep.Problems)
+	}
+	o := rep.Overhead
+	if o.OpenAI == nil || o.AddedTTFTOpenAI == nil || o.OpenAIOverWS == nil {
+		t.Fatalf("no OpenAI door path: %+v", o)
+	}
+	for name, p := range map[string]PathStats{"direct": o.Direct, "jetway": o.Jetway, "openai": *o.OpenAI} {
+		if p.Requests != 8 || p.Errors != 0 || p.TTFT.N != 8 || p.Gap.N != 8*(mockTokens-1) {
+			t.Fatalf("%s path: %+v", name, p)
+		}
+	}
+	if got := w.mock.Requests("mock-a"); got != 36 {
+		t.Fatalf("mock saw %d requests, want 36 (12 per path)", got)
+	}
+}

@@ -50,8 +50,14 @@ type OverheadResult struct {
 	Jetway    PathStats `json:"jetway"`
 	AddedTTFT Added     `json:"added_ttft"`
 	AddedGap  Added     `json:"added_gap"`
+	// With --door openai: the OpenAI door's path, what it adds to the
+	// direct call, and what it adds over the WebSocket door.
+	OpenAI          *PathStats `json:"openai,omitempty"`
+	AddedTTFTOpenAI *Added     `json:"added_ttft_openai,omitempty"`
+	OpenAIOverWS    *Added     `json:"openai_over_ws_ttft,omitempty"`
 	// With --pid: the gateway's CPU over the whole run (warm-up included)
-	// and per chunk frame it delivered; -1 unknown.
+	// and, without --door openai (whose tokens are no chunk frames), per
+	// WebSocket chunk frame it delivered; -1 unknown.
 	GatewayCPUCores      float64 `json:"gateway_cpu_cores"`
 	GatewayCPUPerFrameUS float64 `json:"gateway_cpu_per_chunk_frame_us"`
 	ChunkFrames          int64   `json:"chunk_frames"`
@@ -156,8 +162,13 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
-	var d, j pathSamples
-	bar := e.progress.bar(int64(2*s.Streams*s.Rounds), "overhead")
+	var d, j, oa pathSamples
+	paths := 2
+	var door *openaiDoor
+	if s.Door == "openai" {
+		paths, door = 3, newOpenAIDoor(s, e.tokens, users)
+	}
+	bar := e.progress.bar(int64(paths*s.Streams*s.Rounds), "overhead")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w, c := range clients {
@@ -172,10 +183,19 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			}
 			for r := 0; r < s.Rounds && ctx.Err() == nil; r++ {
 				n := w*1000 + r
-				for k := 0; k < 2; k++ {
-					viaJetway := (w+k)%2 == 0
+				for k := 0; k < paths; k++ {
+					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door
+					viaJetway := path == 0
 					t := &timing{gaps: make([]time.Duration, 0, 320)}
 					var err error
+					if path == 2 {
+						err = door.ask(ctx, w, s.prompt(n), maxTokens, t)
+						bar.add(1)
+						if r >= s.Warmup {
+							oa.add(t.ttft(), t.gaps, err)
+						}
+						continue
+					}
 					if viaJetway {
 						t.start = time.Now()
 						o := e.ask(ctx, c, n, l, func(int, string) { t.text() })
@@ -214,6 +234,11 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1}
 	res.AddedTTFT = added(res.Direct.TTFT, res.Jetway.TTFT)
 	res.AddedGap = added(res.Direct.Gap, res.Jetway.Gap)
+	if door != nil {
+		st := oa.stats()
+		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
+		res.OpenAI, res.AddedTTFTOpenAI, res.OpenAIOverWS = &st, &a, &w
+	}
 	a, lat := l.snapshot()
 	res.ChunkFrames = a.ChunkFrames
 	if probe != nil {
@@ -223,11 +248,13 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		}
 		cpu := after.CPUSeconds - before.CPUSeconds
 		res.GatewayCPUCores = cpu / elapsed.Seconds()
-		res.GatewayCPUPerFrameUS = cpuPerFrameUS(cpu, a.ChunkFrames)
+		if door == nil {
+			res.GatewayCPUPerFrameUS = cpuPerFrameUS(cpu, a.ChunkFrames)
+		}
 	}
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
-			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds()},
+			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {

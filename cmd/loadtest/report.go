@@ -78,14 +78,29 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		distRow(&b, "Time to first token", "through Jetway", o.Jetway.TTFT)
 		distRow(&b, "Inter-chunk gap", "direct (Bedrock SDK)", o.Direct.Gap)
 		distRow(&b, "Inter-chunk gap", "through Jetway", o.Jetway.Gap)
+		if o.OpenAI != nil {
+			distRow(&b, "Time to first token", "OpenAI door (SSE)", o.OpenAI.TTFT)
+			distRow(&b, "Inter-chunk gap", "OpenAI door (SSE)", o.OpenAI.Gap)
+		}
 		b.WriteString("\n| Added by Jetway | Median | p95 | p99 |\n|---|---|---|---|\n")
 		addedRow(&b, "TTFT", o.AddedTTFT)
 		addedRow(&b, "Inter-chunk gap", o.AddedGap)
-		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.\n\n",
+		if o.OpenAI != nil {
+			addedRow(&b, "TTFT, OpenAI door", *o.AddedTTFTOpenAI)
+			addedRow(&b, "TTFT, OpenAI door over the WebSocket", *o.OpenAIOverWS)
+		}
+		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.",
 			o.Direct.Requests, o.Direct.Errors, o.Jetway.Requests, o.Jetway.Errors)
+		if o.OpenAI != nil {
+			fmt.Fprintf(&b, " OpenAI door requests: %d, errors %d.", o.OpenAI.Requests, o.OpenAI.Errors)
+		}
+		b.WriteString("\n\n")
 		if o.GatewayCPUCores >= 0 {
-			fmt.Fprintf(&b, "Gateway CPU: %.2f cores over the run, %.1f us per chunk frame delivered (%d frames).\n\n",
-				o.GatewayCPUCores, o.GatewayCPUPerFrameUS, o.ChunkFrames)
+			fmt.Fprintf(&b, "Gateway CPU: %.2f cores over the run", o.GatewayCPUCores)
+			if o.GatewayCPUPerFrameUS >= 0 {
+				fmt.Fprintf(&b, ", %.1f us per chunk frame delivered (%d frames)", o.GatewayCPUPerFrameUS, o.ChunkFrames)
+			}
+			b.WriteString(".\n\n")
 		}
 	case r.Capacity != nil:
 		c := r.Capacity

@@ -44,6 +44,7 @@ type settings struct {
 	BedrockURL   string
 	BedrockCA    string
 	BedrockModel string
+	Door         string
 	Region       string
 
 	// capacity
@@ -174,6 +175,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.BedrockURL, "bedrock-url", env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:8090"), "overhead: the mock Bedrock endpoint the gateway uses (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	fs.StringVar(&s.BedrockCA, "bedrock-ca", "", "overhead: PEM file of the CA the mock's --tls certificate is signed with (the gateway's JETWAY_BEDROCK_CA_FILE)")
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
+	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
 	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
@@ -235,6 +237,9 @@ func (s *settings) defaults() error {
 	}
 	if s.SessionsPerUser <= 0 {
 		s.SessionsPerUser = 1
+	}
+	if s.Door != "ws" && s.Door != "openai" {
+		return fmt.Errorf("--door %q: want ws or openai", s.Door)
 	}
 	switch s.Progress {
 	case "auto", "on", "off":

@@ -22,6 +22,7 @@ var requiredSettings = []string{
 	"JETWAY_LISTEN", "JETWAY_ADMIN_LISTEN", "JETWAY_CONFIG", "JETWAY_AUTH_ISSUER", "JETWAY_ALLOWED_ORIGINS",
 	"JETWAY_DRAIN_TIMEOUT", "JETWAY_LOG_LEVEL", "JETWAY_QUOTA_TABLE", "JETWAY_REQUESTS_TABLE", "JETWAY_CACHE_TABLE",
 	"JETWAY_FIREHOSE_STREAM", "JETWAY_EMF", "JETWAY_MAX_INFLIGHT", "AWS_REGION",
+	"JETWAY_HEALTH_CHECK_INTERVAL", "JETWAY_SELF_DRAIN_MISSES",
 }
 
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
@@ -296,14 +297,29 @@ func checkPortsAndHealthCheckMatchServer(t *testing.T, s *stack) {
 		t.Errorf("health check matcher %q, want 200", got)
 	}
 
-	// Nobody overrides the ports or the health check on the way down.
+	// Nobody overrides the ports or the health check on the way down; the
+	// ECS module gets the target group's interval and delay from the alb module.
 	jw := s.dir(t, "modules/jetway")
 	for _, call := range []string{"alb", "ecs"} {
 		b := jw.block(t, "module", call)
-		for _, arg := range []string{"app_port", "admin_port", "health_check_path", "idle_timeout", "deregistration_delay", "drain_timeout_seconds", "stop_timeout"} {
-			if _, ok := b.Body.Attributes[arg]; ok {
-				t.Errorf("modules/jetway: module %q overrides %s; the defaults are the server's values", call, arg)
+		for _, arg := range []string{"app_port", "admin_port", "health_check_path", "idle_timeout", "deregistration_delay",
+			"drain_timeout_seconds", "stop_timeout", "health_check_interval", "self_drain_misses"} {
+			a, ok := b.Body.Attributes[arg]
+			if !ok {
+				continue
 			}
+			if call == "ecs" && (arg == "health_check_interval" || arg == "deregistration_delay") {
+				if src := jw.source(a.Expr.Range()); src != "module.alb."+arg {
+					t.Errorf("modules/jetway: module ecs gets %s = %s, want module.alb.%s", arg, src, arg)
+				}
+				continue
+			}
+			t.Errorf("modules/jetway: module %q overrides %s; the defaults are the server's values", call, arg)
+		}
+	}
+	for _, arg := range []string{"health_check_interval", "deregistration_delay"} {
+		if _, ok := jw.block(t, "module", "ecs").Body.Attributes[arg]; !ok {
+			t.Errorf("modules/jetway: module ecs does not get the target group's %s", arg)
 		}
 	}
 }
@@ -348,9 +364,34 @@ func checkTimeoutsMatchServer(t *testing.T, s *stack) {
 	if drain >= stop {
 		t.Errorf("drain %v must end before ECS kills the task at stopTimeout %v", drain, stop)
 	}
+	// Deregistered, the task notices within (misses + 1) intervals, then
+	// drains; the load balancer must keep its sockets that long.
+	interval := time.Duration(asInt(t, "health_check_interval", defaultOf(t, alb, "health_check_interval"))) * time.Second
+	if docInterval := doc.duration(t, "JETWAY_HEALTH_CHECK_INTERVAL"); interval != docInterval {
+		t.Errorf("target group health check interval %v, want the server's default %v", interval, docInterval)
+	}
+	if got := time.Duration(asInt(t, "ecs health_check_interval", defaultOf(t, ecs, "health_check_interval"))) * time.Second; got != interval {
+		t.Errorf("modules/ecs health_check_interval default %v, want the target group's %v", got, interval)
+	}
+	misses, err := strconv.Atoi(doc.defaultOf(t, "JETWAY_SELF_DRAIN_MISSES"))
+	if err != nil {
+		t.Fatalf("docs/configuration.md: JETWAY_SELF_DRAIN_MISSES: %v", err)
+	}
+	if got := asInt(t, "self_drain_misses", defaultOf(t, ecs, "self_drain_misses")); got != int64(misses) {
+		t.Errorf("modules/ecs self_drain_misses default %d, want the server's %d", got, misses)
+	}
+	for setting, want := range map[string]string{"JETWAY_HEALTH_CHECK_INTERVAL": fmt.Sprintf("%ds", int(interval.Seconds())), "JETWAY_SELF_DRAIN_MISSES": strconv.Itoa(misses)} {
+		if got := asString(t, setting, eval(t, setting, env[setting], ctx)); got != want {
+			t.Errorf("%s = %q, want %q", setting, got, want)
+		}
+	}
+	detection := time.Duration(misses+1) * interval
 	dereg := time.Duration(asInt(t, "deregistration_delay", defaultOf(t, alb, "deregistration_delay"))) * time.Second
-	if dereg < drain || dereg > stop {
-		t.Errorf("deregistration delay %v must cover the drain (%v) and not exceed stopTimeout (%v)", dereg, drain, stop)
+	if dereg < detection+drain+10*time.Second {
+		t.Errorf("deregistration delay %v must cover detection (%v) + drain (%v) + 10s", dereg, detection, drain)
+	}
+	if got := time.Duration(asInt(t, "ecs deregistration_delay", defaultOf(t, ecs, "deregistration_delay"))) * time.Second; got != dereg {
+		t.Errorf("modules/ecs deregistration_delay default %v, want the target group's %v", got, dereg)
 	}
 	tg := alb.block(t, "resource", "aws_lb_target_group", "app")
 	if src := alb.source(attr(t, "target group", tg.Body, "deregistration_delay").Expr.Range()); src != "var.deregistration_delay" {
@@ -550,5 +591,59 @@ func checkMetricsAreTheGatewaysOwn(t *testing.T, s *stack) {
 	}
 	for m := range used {
 		t.Errorf("observability reads Jetway metric %q, which the gateway does not write", m)
+	}
+}
+
+// checkOperationsTimingTable: the timing table of docs/operations.md states
+// the modules' defaults and the server's documented defaults.
+func checkOperationsTimingTable(t *testing.T, s *stack) {
+	doc := readConfigurationDoc(t)
+	ops := string(readRepoFile(t, "docs/operations.md"))
+	start := strings.Index(ops, "| what | Terraform | gateway setting | default | rule |")
+	if start < 0 {
+		t.Fatal("docs/operations.md has no timing table (| what | Terraform | gateway setting | default | rule |)")
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	rows := 0
+	for _, line := range strings.Split(ops[start:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 {
+			t.Errorf("docs/operations.md: short row %q", line)
+			continue
+		}
+		rows++
+		what, tfCell, setting, def := strings.TrimSpace(cells[1]), cells[2], cells[3], cells[4]
+		m := code.FindStringSubmatch(def)
+		if m == nil {
+			t.Errorf("docs/operations.md: %s: no default", what)
+			continue
+		}
+		want := m[1]
+		if m := code.FindStringSubmatch(tfCell); m != nil {
+			mod, variable, ok := strings.Cut(m[1], ".")
+			if !ok {
+				t.Errorf("docs/operations.md: %s: %q is not modules/<m>.<variable>", what, m[1])
+				continue
+			}
+			got := asInt(t, m[1], defaultOf(t, s.dir(t, mod), variable))
+			if d, err := time.ParseDuration(want); err == nil {
+				if time.Duration(got)*time.Second != d {
+					t.Errorf("docs/operations.md: %s: %s defaults to %ds, the table says %s", what, m[1], got, want)
+				}
+			} else if strconv.FormatInt(got, 10) != want {
+				t.Errorf("docs/operations.md: %s: %s defaults to %d, the table says %s", what, m[1], got, want)
+			}
+		}
+		if m := code.FindStringSubmatch(setting); m != nil {
+			if got := doc.defaultOf(t, m[1]); got != want {
+				t.Errorf("docs/operations.md: %s: docs/configuration.md gives %s the default %s, the table says %s", what, m[1], got, want)
+			}
+		}
+	}
+	if rows < 7 {
+		t.Errorf("docs/operations.md: the timing table has %d rows, want heartbeat, idle timeout, interval, misses, drain, deregistration delay, stopTimeout", rows)
 	}
 }

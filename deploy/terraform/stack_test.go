@@ -3,7 +3,7 @@ package terraform
 import "testing"
 
 // TestStack parses the Terraform tree once and runs every check on it.
-// Run one with, for example, go test ./deploy/terraform -run TestStack/ModuleCalls.
+// Run one with, for example, go test ./deploy/terraform -run TestStack/Backend.
 func TestStack(t *testing.T) {
 	t.Parallel()
 	s := loadStack(t)
@@ -15,7 +15,7 @@ func TestStack(t *testing.T) {
 		{"VariablesDeclaredAndUsed", checkVariablesDeclaredAndUsed},
 		{"LocalsDeclaredAndUsed", checkLocalsDeclaredAndUsed},
 		{"OutputsDescribed", checkOutputsDescribed},
-		{"ModuleCalls", checkModuleCalls},
+		{"ModulesAreLocalAndCalled", checkModulesAreLocalAndCalled},
 		{"EnvironmentsShareOneModule", checkEnvironmentsShareOneModule},
 		{"READMEs", checkREADMEs},
 		{"NoHardcodedAccountsRegionsOrARNs", checkNoHardcodedAccountsRegionsOrARNs},
@@ -24,6 +24,7 @@ func TestStack(t *testing.T) {
 		{"TaskEnvironmentIsDocumented", checkTaskEnvironmentIsDocumented},
 		{"PortsAndHealthCheckMatchServer", checkPortsAndHealthCheckMatchServer},
 		{"TimeoutsMatchServer", checkTimeoutsMatchServer},
+		{"OperationsTimingTable", checkOperationsTimingTable},
 		{"TaskHardening", checkTaskHardening},
 		{"DynamoDBTables", checkDynamoDBTables},
 		{"MetricsAreTheGatewaysOwn", checkMetricsAreTheGatewaysOwn},

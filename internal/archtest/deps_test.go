@@ -22,8 +22,10 @@ var forbidden = map[string][]string{
 	"internal/router":    {module + "internal/session", module + "internal/gateway", module + "internal/quota", module + "internal/stream", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"internal/gateway":   {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session"},
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
+	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
+	"internal/selfdrain": {module, "github.com/"},
 	"client":             {module + "internal/"},
 }
 

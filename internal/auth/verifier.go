@@ -16,6 +16,8 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jws"
 	"github.com/lestrrat-go/jwx/v2/jwt"
 	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // Defaults for Config fields left at their zero value, and fixed bounds.
@@ -228,7 +230,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	}
 	hdr := sigs[0].ProtectedHeaders()
 	if alg := hdr.Algorithm(); alg != jwa.RS256 {
-		return Principal{}, fmt.Errorf("verify: %w: algorithm %q not accepted", ErrBadSignature, alg.String())
+		return Principal{}, fmt.Errorf("verify: %w: algorithm %q not accepted", ErrBadSignature, protocol.Clip(alg.String()))
 	}
 	kid := hdr.KeyID()
 	if kid == "" {
@@ -257,12 +259,12 @@ func (v *Verifier) key(ctx context.Context, kid string) (jwk.Key, error) {
 	k, ok := v.keys.Load().set.LookupKeyID(kid)
 	if !ok && v.cfg.KeySet == nil {
 		if err := v.refreshForKid(ctx, kid); err != nil {
-			return nil, fmt.Errorf("verify: %w: kid %q: refresh: %w", ErrUnknownKey, kid, err)
+			return nil, fmt.Errorf("verify: %w: kid %q: refresh: %w", ErrUnknownKey, protocol.Clip(kid), err)
 		}
 		k, ok = v.keys.Load().set.LookupKeyID(kid)
 	}
 	if !ok {
-		return nil, fmt.Errorf("verify: %w: kid %q", ErrUnknownKey, kid)
+		return nil, fmt.Errorf("verify: %w: kid %q", ErrUnknownKey, protocol.Clip(kid)) // unsigned: the client's
 	}
 	if k.KeyType() != jwa.RSA {
 		return nil, fmt.Errorf("verify: %w: kid %q is a %s key, not RSA", ErrUnknownKey, kid, k.KeyType())

@@ -459,3 +459,15 @@ func TestCacheGoroutinesEndWithContext(t *testing.T) {
 	iss.Client().CloseIdleConnections()
 	goleak.VerifyNone(t, before)
 }
+
+// An unsigned, client-chosen kid reaches the error (and so the log) cut to
+// protocol.MaxEchoBytes.
+func TestUnknownKidIsClippedInTheError(t *testing.T) {
+	iss := authtest.NewIssuer(t)
+	v := newVerifier(t, iss, nil)
+	tok := iss.Token(t, authtest.Claims{Tenant: "contoso", KeyID: strings.Repeat("k", 8000)})
+	_, err := v.Verify(t.Context(), tok)
+	if !errors.Is(err, auth.ErrUnknownKey) || len(err.Error()) > 300 {
+		t.Fatalf("Verify error of %d bytes: %.200v", len(err.Error()), err)
+	}
+}

@@ -29,6 +29,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/jetway-gateway/jetway/internal/delayproxy"
 )
 
 // Region is the AWS region every test client uses.
@@ -70,6 +72,26 @@ func Start(t testing.TB) string {
 	}
 	t.Fatalf("dynalitetest: dynalite did not start: %v", errors.Join(errs...))
 	return ""
+}
+
+// RoundTripDelay is the added round trip StartDelayed callers use for
+// measurements: 2.5 ms each way, the ordinary in-region cost of a
+// DynamoDB call from a Fargate task (before its tail latency).
+const RoundTripDelay = 5 * time.Millisecond
+
+// StartDelayed launches dynalite (as Start) behind a delayproxy that adds
+// delay to each direction of every connection, and returns the proxy's
+// endpoint URL. Both stop when the test ends. For benchmarks: tests that
+// assert behaviour use Start.
+func StartDelayed(t testing.TB, delay time.Duration) string {
+	t.Helper()
+	endpoint := Start(t)
+	p, err := delayproxy.Start(strings.TrimPrefix(endpoint, "http://"), delay)
+	if err != nil {
+		t.Fatalf("dynalitetest: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return "http://" + p.Addr()
 }
 
 // Client returns a DynamoDB client for endpoint with region us-east-1 and

@@ -59,3 +59,13 @@ func TestTableNameIsUniqueAndValid(t *testing.T) {
 		}
 	}
 }
+
+func TestStartDelayedServesThroughTheProxy(t *testing.T) {
+	endpoint := dynalitetest.StartDelayed(t, time.Millisecond)
+	client := dynalitetest.Client(t, endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("ListTables through the delaying proxy: %v", err)
+	}
+}

@@ -27,6 +27,8 @@ var (
 
 	// ErrDraining is returned to new work while the server shuts down.
 	ErrDraining = errDraining
+	// ErrConflict: a request id reused with a different body.
+	ErrConflict = errConflict
 )
 
 // RetryAfterBusyMs is the retry hint sent with busy and rate_limited errors.

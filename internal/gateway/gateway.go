@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -178,7 +179,16 @@ type Caller struct {
 type Request struct {
 	protocol.Inbound
 	ReceivedAt time.Time
+	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
+	Stop       []string // stop sequences (the OpenAI door's stop)
+	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
 }
+
+// The doors a request can come through (telemetry.UsageRecord.Door).
+const (
+	DoorWS     = "ws"
+	DoorOpenAI = "openai"
+)
 
 // Submit handles a request frame. It returns the request's log and the seq
 // to follow it from (req.AfterSeq for a request the server already knew,
@@ -188,7 +198,7 @@ type Request struct {
 // returns the existing log without calling the model or charging again;
 // the same id with a different body returns an error (conflict).
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
-	hash := bodyHash(req.Inbound)
+	hash := bodyHash(req)
 	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
@@ -217,7 +227,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	r := &run{g: g, caller: c, req: req, log: log, logger: g.logger.With(
 		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
-		zap.String("user", c.Principal.Subject))}
+		zap.String("user", c.Principal.Subject), zap.String("door", cmp.Or(req.Door, DoorWS)))}
 	r.logger.Info("received")
 	if err := r.admit(); err != nil {
 		r.reject(err)
@@ -377,7 +387,7 @@ func (r *run) lookupCache() {
 	if r.g.cache == nil || c == nil {
 		return
 	}
-	if t := r.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) {
+	if t := r.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) || r.req.TopP != nil || len(r.req.Stop) > 0 {
 		return
 	}
 	p := r.caller.Principal
@@ -486,7 +496,7 @@ func (r *run) policy() error {
 		}
 	}
 	if !allowed {
-		return fmt.Errorf("%w: model %q is not allowed for app %s", errModelNotAllowed, want, app.ID)
+		return fmt.Errorf("%w: model %q is not allowed for app %s", errModelNotAllowed, protocol.Clip(want), app.ID)
 	}
 	ids := []string{want}
 	for _, f := range app.Models.Fallbacks {
@@ -593,11 +603,16 @@ func (r *run) reject(err error) {
 	r.record(usageOutcome{code: pe.Code, status: pe.Status}, router.Outcome{Model: r.requestedModel()})
 }
 
+// requestedModel is a configured model id, or "" or telemetry.OtherModel:
+// never the client's string, which would become a label and a record value.
 func (r *run) requestedModel() string {
 	if len(r.chain) > 0 {
 		return r.chain[0].ID
 	}
-	return r.req.Model
+	if _, ok := r.g.cfg.Model(r.req.Model); ok || r.req.Model == "" {
+		return r.req.Model
+	}
+	return telemetry.OtherModel
 }
 
 // run calls the model, streams into the log and ends in exactly one terminal.
@@ -631,7 +646,7 @@ func (r *run) run() {
 	var first time.Time
 	r.logger.Info("model_started", zap.String("model", r.chain[0].ID))
 	call := router.Call{System: r.req.System, Messages: routerMessages(r.req.Messages), MaxTokens: r.maxTokens,
-		Temperature: r.req.Temperature}
+		Temperature: r.req.Temperature, TopP: r.req.TopP, Stop: r.req.Stop}
 	if gr := r.app.Guardrail; gr != nil {
 		call.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
@@ -766,7 +781,7 @@ func (r *run) record(oc usageOutcome, out router.Outcome) {
 		FallbackFrom: out.FallbackFrom, Outcome: oc.code, Status: oc.status,
 		InputTokens: oc.usage.InputTokens, OutputTokens: oc.usage.OutputTokens, ReservedTokens: reserved,
 		CostUSD: g.cost(model, oc.usage.InputTokens, oc.usage.OutputTokens), TTFTMs: oc.ttft, LatencyMs: oc.latency,
-		Chunks: oc.chunks, Server: g.opts.ServerID, Cached: r.cached != nil,
+		Chunks: oc.chunks, Server: g.opts.ServerID, Cached: r.cached != nil, Door: cmp.Or(r.req.Door, DoorWS),
 	}
 	if g.usage != nil {
 		g.usage.Record(rec)
@@ -792,14 +807,16 @@ func contents(ms []protocol.Message) []string {
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a
 // re-send with the same id and body is recognised and a different body is a conflict.
-func bodyHash(in protocol.Inbound) string {
+func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
 		Messages    []protocol.Message `json:"m"`
 		System      string             `json:"s"`
 		Model       string             `json:"mo"`
 		MaxTokens   int                `json:"mt"`
 		Temperature *float64           `json:"t"`
-	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature})
+		TopP        *float64           `json:"tp,omitempty"`
+		Stop        []string           `json:"st,omitempty"`
+	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

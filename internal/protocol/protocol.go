@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Subprotocol is the WebSocket subprotocol the server selects.
@@ -70,6 +71,7 @@ func Status(code string) int {
 const (
 	CloseNormal        = 1000
 	CloseGoingAway     = 1001
+	CloseInvalidData   = 1007 // a text frame that is not UTF-8 (RFC 6455 8.1)
 	ClosePolicy        = 1008
 	CloseTooBig        = 1009
 	CloseInternal      = 1011
@@ -129,6 +131,14 @@ func invalid(format string, args ...any) error {
 // ErrInvalid and names the problem. When the frame carried a readable
 // request_id, it is returned even on error so the error frame can name it.
 func Decode(data []byte) (Inbound, error) {
+	in, err := decode(data)
+	if err != nil && !ValidID(in.RequestID) {
+		in.RequestID = "" // an error frame never echoes an invalid id
+	}
+	return in, err
+}
+
+func decode(data []byte) (Inbound, error) {
 	var in Inbound
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&in); err != nil {
@@ -164,10 +174,11 @@ func Decode(data []byte) (Inbound, error) {
 			return in, invalid("auth needs a token")
 		}
 	case TypePing:
+		return in, validatePingT(in.T)
 	case "":
 		return in, invalid("frame has no type")
 	default:
-		return in, invalid("unknown frame type %q", truncate(in.Type, 40))
+		return in, invalid("unknown frame type %q", Clip(in.Type))
 	}
 	return in, nil
 }
@@ -181,6 +192,10 @@ func validateRequestID(id string) error {
 	}
 	return nil
 }
+
+// ValidateRequest checks a request's fields by the rules Decode applies to
+// request frames (for the other doors, which build an Inbound themselves).
+func ValidateRequest(in *Inbound) error { return validateRequest(in) }
 
 func validateRequest(in *Inbound) error {
 	if err := validateRequestID(in.RequestID); err != nil {
@@ -204,7 +219,9 @@ func validateRequest(in *Inbound) error {
 		return invalid("the last message must have role \"user\"")
 	}
 	if in.MaxTokens < 0 {
-		return invalid("max_tokens must be positive")
+		// 0 and absent are the same on the wire (clients omit zero values):
+		// both mean the app's default.
+		return invalid("max_tokens must be >= 0 (0 or absent: the app's default)")
 	}
 	if t := in.Temperature; t != nil && (*t < 0 || *t > 1) {
 		return invalid("temperature must be between 0 and 1")
@@ -224,12 +241,47 @@ func jsonProblem(err error) string {
 	if errors.As(err, &te) {
 		return "field " + strconv.Quote(te.Field) + " has the wrong type"
 	}
-	return truncate(err.Error(), 120)
+	return Clip(err.Error())
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
+// validatePingT accepts what a pong can echo back exactly: nothing, null, a
+// finite number, or a string of at most MaxEchoBytes.
+func validatePingT(t json.RawMessage) error {
+	const want = "t must be a finite number or a string of at most %d bytes"
+	if len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	switch t[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(t, &s) != nil || len(s) > MaxEchoBytes {
+			return invalid(want, MaxEchoBytes)
+		}
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		// 1e400 is valid JSON but no float64: json.Marshal would turn it into null.
+		if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+			return invalid(want, MaxEchoBytes)
+		}
+	default:
+		return invalid(want, MaxEchoBytes)
+	}
+	return nil
+}
+
+// MaxEchoBytes bounds every client-sent string the server repeats: in an
+// error message, a pong, a log field or a usage report. Longer values are
+// cut by Clip.
+const MaxEchoBytes = 100
+
+// Clip returns s cut to at most MaxEchoBytes bytes (never inside a UTF-8
+// sequence), with "..." appended when it was cut.
+func Clip(s string) string {
+	if len(s) <= MaxEchoBytes {
 		return s
+	}
+	n := MaxEchoBytes - len("...")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

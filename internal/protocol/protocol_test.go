@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendChunkMatchesEncodingJSON(t *testing.T) {
@@ -52,6 +53,13 @@ func TestDecode(t *testing.T) {
 		{"wrong type field", `{"type":"request","request_id":"abcdefgh","messages":"hi"}`, "wrong type"},
 		{"neg after", `{"type":"resume","request_id":"abcdefgh","after_seq":-1}`, "after_seq"},
 		{"auth no token", `{"type":"auth"}`, "token"},
+		{"zero max is the default", `{"type":"request","request_id":"abcdefgh","max_tokens":0,"messages":[{"role":"user","content":"a"}]}`, ""},
+		{"ping string t", `{"type":"ping","t":"abc"}`, ""},
+		{"ping null t", `{"type":"ping","t":null}`, ""},
+		{"ping huge t", `{"type":"ping","t":1e400}`, "t must be a finite number"},
+		{"ping object t", `{"type":"ping","t":{"a":1}}`, "t must be a finite number"},
+		{"ping long t", `{"type":"ping","t":"` + strings.Repeat("x", MaxEchoBytes+1) + `"}`, "t must be a finite number"},
+		{"long unknown type", `{"type":"` + strings.Repeat("x", 10000) + `"}`, "unknown frame type"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,4 +107,26 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted unknown type %q", in.Type)
 		}
 	})
+}
+
+func TestClip(t *testing.T) {
+	if got := Clip("short"); got != "short" {
+		t.Fatalf("Clip(short) = %q", got)
+	}
+	long := strings.Repeat("€", 1000) // 3 bytes a rune: a cut can land inside one
+	got := Clip(long)
+	if len(got) > MaxEchoBytes || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
+		t.Fatalf("Clip(long) = %q (%d bytes)", got, len(got))
+	}
+	_, err := Decode([]byte(`{"type":"` + strings.Repeat("y", 1<<16) + `"}`))
+	if err == nil || len(err.Error()) > MaxEchoBytes+100 {
+		t.Fatalf("error echoes %d bytes", len(err.Error()))
+	}
+}
+
+func TestDecodeDropsInvalidRequestIDOnError(t *testing.T) {
+	in, err := Decode([]byte(`{"type":"cancel","request_id":"` + strings.Repeat("x", 10000) + `"}`))
+	if err == nil || in.RequestID != "" {
+		t.Fatalf("got id of %d bytes, %v", len(in.RequestID), err)
+	}
 }

@@ -16,6 +16,11 @@ var ErrInvalidReservation = errors.New("invalid encoded reservation")
 // refuse versions they do not know.
 const reservationVersion = 1
 
+// leasedReservationVersion marks a reservation with items admitted from a
+// lease (lease_owner): a version-1 reader would refund them, which the
+// lease's reclaimer may already count.
+const leasedReservationVersion = 2
+
 // encodedReservation is the JSON form of a Reservation:
 //
 //	{"v":1,"request_id":"req-1","amount":{"tokens":1324,"requests":1,"micro_usd":9000},
@@ -45,6 +50,8 @@ type encodedItem struct {
 	Start     time.Time     `json:"start"`
 	Limit     encodedAmount `json:"limit"`
 	UsedAfter encodedAmount `json:"used_after"`
+	// LeaseOwner is the server whose lease admitted the item (version 2).
+	LeaseOwner string `json:"lease_owner,omitempty"`
 }
 
 func encodeAmount(a Amount) encodedAmount { return encodedAmount(a) }
@@ -67,12 +74,16 @@ func (r *Reservation) MarshalBinary() ([]byte, error) {
 	}
 	for i, it := range r.items {
 		e.Items[i] = encodedItem{
-			Kind:      it.Item.Scope.Kind,
-			Key:       it.Item.Scope.Key,
-			Window:    it.Item.Window,
-			Start:     it.Item.Start.UTC(),
-			Limit:     encodeAmount(it.Limit.Max()),
-			UsedAfter: encodeAmount(it.UsedAfter),
+			Kind:       it.Item.Scope.Kind,
+			Key:        it.Item.Scope.Key,
+			Window:     it.Item.Window,
+			Start:      it.Item.Start.UTC(),
+			Limit:      encodeAmount(it.Limit.Max()),
+			UsedAfter:  encodeAmount(it.UsedAfter),
+			LeaseOwner: it.LeaseOwner,
+		}
+		if it.LeaseOwner != "" {
+			e.V = leasedReservationVersion
 		}
 	}
 	return json.Marshal(e)
@@ -85,8 +96,8 @@ func (r *Reservation) UnmarshalBinary(data []byte) error {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidReservation, err)
 	}
-	if e.V != reservationVersion {
-		return fmt.Errorf("%w: version %d, this build reads version %d", ErrInvalidReservation, e.V, reservationVersion)
+	if e.V != reservationVersion && e.V != leasedReservationVersion {
+		return fmt.Errorf("%w: version %d, this build reads versions %d and %d", ErrInvalidReservation, e.V, reservationVersion, leasedReservationVersion)
 	}
 	amount := e.Amount.amount()
 	if amount.negative() {
@@ -104,7 +115,7 @@ func (r *Reservation) UnmarshalBinary(data []byte) error {
 		if s, _ := it.Window.Bounds(start); !s.Equal(start) {
 			return fmt.Errorf("%w: item %d: %s is not the start of a %s window", ErrInvalidReservation, i, start.Format(time.RFC3339), it.Window)
 		}
-		items[i] = ReservedItem{Limit: limit, Item: Item{Scope: scope, Window: it.Window, Start: start}, UsedAfter: it.UsedAfter.amount()}
+		items[i] = ReservedItem{Limit: limit, Item: Item{Scope: scope, Window: it.Window, Start: start}, UsedAfter: it.UsedAfter.amount(), LeaseOwner: it.LeaseOwner}
 	}
 	r.requestID = e.RequestID
 	r.amount = amount

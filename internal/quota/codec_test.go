@@ -183,7 +183,7 @@ func TestRestoreRejectsBadData(t *testing.T) {
 	for name, data := range map[string]string{
 		"not JSON":           `{"v":1,`,
 		"no version":         `{"request_id":"r","items":[]}`,
-		"future version":     `{"v":2,"request_id":"r","items":[]}`,
+		"future version":     `{"v":3,"request_id":"r","items":[]}`,
 		"unknown window":     `{"v":1,"items":[{"kind":"app","key":"k","window":"week","start":"2031-01-15T10:00:00Z","limit":{"tokens":10}}]}`,
 		"empty scope":        `{"v":1,"items":[{"kind":"","key":"k","window":"hour","start":"2031-01-15T10:00:00Z","limit":{"tokens":10}}]}`,
 		"no cap":             `{"v":1,"items":[{"kind":"app","key":"k","window":"hour","start":"2031-01-15T10:00:00Z","limit":{}}]}`,
@@ -196,5 +196,40 @@ func TestRestoreRejectsBadData(t *testing.T) {
 	}
 	if _, err := q.Restore([]byte(`{"v":1,"request_id":"r","amount":{"tokens":5},"items":[` + item + `]}`)); err != nil {
 		t.Errorf("valid: %v", err)
+	}
+}
+
+// A reservation admitted from a lease is encoded as version 2 with its
+// lease owner, so that no version-1 reader refunds it.
+func TestLeasedReservationEncoding(t *testing.T) {
+	ctx := context.Background()
+	now := func() time.Time { return midMonth }
+	q := quota.New(quota.NewMemoryStore(), quota.Options{Now: now, Lease: quota.LeaseOptions{Owner: "server-a"}})
+	r, err := q.Reserve(ctx, "req-1", codecLimits, tokens(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		V     int `json:"v"`
+		Items []struct {
+			LeaseOwner string `json:"lease_owner"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.V != 2 || len(raw.Items) != 3 || raw.Items[0].LeaseOwner != "server-a" {
+		t.Errorf("encoded = %s, want version 2 with lease_owner server-a on every item", data)
+	}
+	back, err := q.Restore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Items(), r.Items()) {
+		t.Errorf("restored items = %+v\nwant %+v", back.Items(), r.Items())
 	}
 }

@@ -63,6 +63,60 @@
 // admission path. One item absorbs about 1,000 writes per second; a tenant
 // needing more would split its counter into shards (not built).
 //
+// # Leases (Options.Lease)
+//
+// With leases on, a server takes a block of a limit's item with one
+// conditional write and admits requests from it locally, with no store call.
+// The lease lives inside the item, one map attribute per server:
+//
+//	lease_<owner>  M  {granted: {t, r, c}, committed: {t, r, c}, expires_ms, seq}
+//
+// granted is in the item's used in full, so used = settled usage + every
+// lease's granted stays within the limit (0 overshoot): a write that grows a
+// lease adds the grant to used and the lease together, conditioned on
+// used + grant <= limit and on the lease's seq. committed (a part of
+// granted) is what the owner may spend without another write: it admits
+// a request only while charged + in flight + request <= committed, and a
+// write commits a little ahead (Ahead of the recent rate, at least
+// MinRequests requests) and grants more ahead (Block), each grant capped at
+// Fraction of the headroom left. Near the limit the cap is below one
+// request and grants become exact: one write per request, as without
+// leases. A refusal comes only when the store cannot fit the request after
+// reclaiming expired leases, so the slack is what other live servers hold:
+// at most Fraction of the headroom each, or one request's estimate.
+//
+// Writes: a background top-up when the room left falls below half of Ahead
+// (or the lease is past half its TTL), a synchronous one when a request does
+// not fit, a forced one (no limit check) when usage passes what is committed
+// (usage that happened is always recorded), and a return (Drain; Run for an
+// idle lease) that gives back granted - (charged + in flight). Settlement is
+// local: actual usage is charged to the lease, a refund goes back into its
+// room, and the next write records both in committed. Every write carries
+// seq = previous + 1, conditioned on the previous seq; a write that applied
+// but whose caller saw an error is recognised on retry (the SDK's or ours)
+// or by reading the item back, so nothing is granted or charged twice.
+//
+// A killed server's lease expires TTL after its last write; any server that
+// sees it (in a write's answer or a refusal) reclaims it with one
+// conditional write that returns granted - committed and removes it.
+// committed covers every request the owner admitted, so no token that may
+// have been used comes back; the owner's unspent commitment (at most its
+// Ahead) stays counted until the window ends. If the owner was alive, its
+// next write finds its lease gone and starts a new one from its committed.
+// A reservation restored by another server (Restore) from a lease charges
+// only usage beyond its reservation and refunds nothing, because the dead
+// owner's committed still counts it (and may already hold its refund).
+//
+// Tightest with leases reports the usage as this server last saw it in the
+// store: other servers' leases count as used, its own unspent lease as free;
+// it is as old as the lease's last write (about Ahead at a steady rate, at
+// most TTL/2 for an active lease).
+//
+// Calls per request at steady load: one busy app at 20 requests/s takes
+// 0.1 DynamoDB calls per admitted request over two limits (background writes
+// only), a cold server 2 (one synchronous write per limit); see
+// docs/benchmarks.md.
+//
 // # Failures
 //
 // Store failures (DynamoDB throttled after the SDK's retries, endpoint
@@ -71,5 +125,7 @@
 // never a hang and never a silent pass. The SDK client's retryer is the
 // retry budget (the caller configures it; keep it small on the admission
 // path). Settle retries with backoff until it succeeds, the item's window
-// has ended, or its context ends.
+// has ended, or its context ends. With leases a server whose store is down
+// keeps admitting from its lease until the lease expires (at most TTL), then
+// answers ErrUnavailable.
 package quota

@@ -170,3 +170,169 @@ func decodeAmount(item map[string]types.AttributeValue) Amount {
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
 	return dynamotable.Create(ctx, client, table, attrPK, attrExpires)
 }
+
+// Lease attributes: one map attribute per owner, lease_<owner> =
+// {granted: {t, r, c}, committed: {t, r, c}, expires_ms, seq}.
+const (
+	leasePrefix    = "lease_"
+	attrGranted    = "granted"
+	attrCommitted  = "committed"
+	attrLeaseExp   = "expires_ms"
+	attrLeaseSeq   = "seq"
+	attrAmountTok  = "t"
+	attrAmountReq  = "r"
+	attrAmountUSD  = "c"
+	leaseCondition = "#l.#seq = :prev"
+)
+
+// WriteLease implements Store with one conditional UpdateItem:
+//
+//	ADD used :t, requests :r, micro_usd :c  SET expires_at = :exp, lease_<owner> = :lease
+//	condition: lease_<owner>.seq = :prev (attribute_not_exists for a new lease)
+//	           AND, per positive grant of a limited metric, used <= limit - grant
+func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error) {
+	in := s.update(it, w.Grant)
+	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #l = :lease")
+	in.ExpressionAttributeNames["#l"] = leasePrefix + w.Lease.Owner
+	in.ExpressionAttributeValues[":lease"] = encodeLease(w.Lease)
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	conds := []string{"attribute_not_exists(#l)"}
+	if w.PrevSeq != 0 {
+		conds[0] = leaseCondition
+		in.ExpressionAttributeNames["#seq"] = attrLeaseSeq
+		in.ExpressionAttributeValues[":prev"] = number(w.PrevSeq)
+	}
+	addCond := func(name, attr string, capv, grant int64) {
+		if w.Force || capv <= 0 || grant <= 0 {
+			return
+		}
+		ph := ":max_" + attr
+		conds = append(conds, fmt.Sprintf("(attribute_not_exists(%s) OR %s <= %s)", name, name, ph))
+		in.ExpressionAttributeValues[ph] = number(capv - grant)
+	}
+	addCond("#u", attrUsed, w.Limit.Tokens, w.Grant.Tokens)
+	addCond("#r", attrRequests, w.Limit.Requests, w.Grant.Requests)
+	addCond("#c", attrMicroUSD, w.Limit.MicroUSD, w.Grant.MicroUSD)
+	in.ConditionExpression = aws.String(strings.Join(conds, " AND "))
+	out, err := s.client.UpdateItem(ctx, in)
+	var refused *types.ConditionalCheckFailedException
+	if errors.As(err, &refused) {
+		st, rerr := s.refusedState(ctx, it, refused)
+		if rerr != nil {
+			return ItemState{}, rerr
+		}
+		// Which condition failed: the lease's, or a limit.
+		if applyLease(ptr(cloneState(st)), w) == ErrLeaseConflict {
+			return st, ErrLeaseConflict
+		}
+		return st, ErrExceeded
+	}
+	if err != nil {
+		return ItemState{}, fmt.Errorf("%w: dynamodb UpdateItem %s (lease): %w", ErrUnavailable, it.Key(), err)
+	}
+	return decodeState(out.Attributes), nil
+}
+
+// ReclaimLease implements Store with one conditional UpdateItem:
+//
+//	ADD used :-(granted - committed) ... REMOVE lease_<owner>
+//	condition: lease_<owner>.seq = :seq AND lease_<owner>.expires_ms < :now
+func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error) {
+	in := s.update(it, Amount{}.Sub(l.Granted.Sub(l.Committed)))
+	in.UpdateExpression = aws.String(*in.UpdateExpression + " REMOVE #l")
+	in.ExpressionAttributeNames["#l"] = leasePrefix + l.Owner
+	in.ExpressionAttributeNames["#seq"] = attrLeaseSeq
+	in.ExpressionAttributeNames["#x"] = attrLeaseExp
+	in.ExpressionAttributeValues[":prev"] = number(l.Seq)
+	in.ExpressionAttributeValues[":now"] = number(now.UnixMilli())
+	in.ConditionExpression = aws.String(leaseCondition + " AND #l.#x < :now")
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := s.client.UpdateItem(ctx, in)
+	var refused *types.ConditionalCheckFailedException
+	if errors.As(err, &refused) {
+		st, rerr := s.refusedState(ctx, it, refused)
+		if rerr != nil {
+			return ItemState{}, rerr
+		}
+		return st, ErrLeaseConflict
+	}
+	if err != nil {
+		return ItemState{}, fmt.Errorf("%w: dynamodb UpdateItem %s (reclaim): %w", ErrUnavailable, it.Key(), err)
+	}
+	return decodeState(out.Attributes), nil
+}
+
+// ReadItem implements Store with one strongly consistent GetItem.
+func (s *DynamoStore) ReadItem(ctx context.Context, it Item) (ItemState, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return ItemState{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
+	}
+	if exp, ok := intAttr(out.Item, attrExpires); ok && exp <= time.Now().Unix() {
+		return ItemState{}, nil
+	}
+	return decodeState(out.Item), nil
+}
+
+// refusedState is the item a refused condition saw: DynamoDB returns it
+// with the error, dynalite does not, and then it is read.
+func (s *DynamoStore) refusedState(ctx context.Context, it Item, refused *types.ConditionalCheckFailedException) (ItemState, error) {
+	if refused.Item != nil {
+		return decodeState(refused.Item), nil
+	}
+	return s.ReadItem(ctx, it)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func encodeAmountMap(a Amount) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		attrAmountTok: number(a.Tokens), attrAmountReq: number(a.Requests), attrAmountUSD: number(a.MicroUSD),
+	}}
+}
+
+func decodeAmountMap(v types.AttributeValue) Amount {
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return Amount{}
+	}
+	var a Amount
+	a.Tokens, _ = intAttr(m.Value, attrAmountTok)
+	a.Requests, _ = intAttr(m.Value, attrAmountReq)
+	a.MicroUSD, _ = intAttr(m.Value, attrAmountUSD)
+	return a
+}
+
+func encodeLease(l Lease) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		attrGranted:   encodeAmountMap(l.Granted),
+		attrCommitted: encodeAmountMap(l.Committed),
+		attrLeaseExp:  number(l.Expires.UnixMilli()),
+		attrLeaseSeq:  number(l.Seq),
+	}}
+}
+
+func decodeState(item map[string]types.AttributeValue) ItemState {
+	st := ItemState{Used: decodeAmount(item)}
+	for name, v := range item {
+		owner, ok := strings.CutPrefix(name, leasePrefix)
+		m, isMap := v.(*types.AttributeValueMemberM)
+		if !ok || !isMap {
+			continue
+		}
+		exp, _ := intAttr(m.Value, attrLeaseExp)
+		seq, _ := intAttr(m.Value, attrLeaseSeq)
+		if st.Leases == nil {
+			st.Leases = make(map[string]Lease)
+		}
+		st.Leases[owner] = Lease{Owner: owner, Granted: decodeAmountMap(m.Value[attrGranted]),
+			Committed: decodeAmountMap(m.Value[attrCommitted]), Expires: time.UnixMilli(exp), Seq: seq}
+	}
+	return st
+}

@@ -3,6 +3,8 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,7 +20,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 )
 
-func newDynamoStore(t *testing.T, client *dynamodb.Client) *quota.DynamoStore {
+func newDynamoStore(t testing.TB, client *dynamodb.Client) *quota.DynamoStore {
 	t.Helper()
 	table := dynalitetest.TableName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -157,5 +159,93 @@ func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
 	}
 	if observed.Load() != 1 {
 		t.Errorf("OnStoreCall saw %d failed reserves, want 1", observed.Load())
+	}
+}
+
+func TestDynamoStoreLeases(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	testLeaseContract(t, func(t *testing.T) quota.Store { return newDynamoStore(t, client) })
+}
+
+// ambiguousClient forwards every request and, while armed, answers chosen
+// UpdateItem calls with an error after DynamoDB applied them: the
+// ambiguous failure of a timeout after the write.
+type ambiguousClient struct {
+	http    *http.Client
+	armed   atomic.Int64 // fail this many UpdateItem calls
+	applied atomic.Int64 // UpdateItem calls that failed after applying
+}
+
+var errAmbiguous = errors.New("injected: connection lost after the request was sent")
+
+func (c *ambiguousClient) Do(r *http.Request) (*http.Response, error) {
+	resp, err := c.http.Do(r)
+	if err != nil || r.Header.Get("X-Amz-Target") != "DynamoDB_20120810.UpdateItem" {
+		return resp, err
+	}
+	for {
+		n := c.armed.Load()
+		if n <= 0 {
+			return resp, nil
+		}
+		if c.armed.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		c.applied.Add(1)
+	}
+	return nil, errAmbiguous
+}
+
+// A lease write that applied but whose caller saw an error is recognised
+// by its sequence number: neither the SDK's retry nor the lease's own
+// applies it twice, so nothing is granted or charged twice.
+func TestDynamoLeaseWriteAmbiguousFailure(t *testing.T) {
+	endpoint := dynalitetest.Start(t)
+	for _, sdkRetries := range []int{1, 3} {
+		t.Run(fmt.Sprint("sdk attempts ", sdkRetries), func(t *testing.T) {
+			amb := &ambiguousClient{http: &http.Client{}}
+			client := dynalitetest.Client(t, endpoint, func(o *dynamodb.Options) {
+				o.HTTPClient = amb
+				o.RetryMaxAttempts = sdkRetries
+			})
+			store := newDynamoStore(t, client)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			now := func() time.Time { return midMonth }
+			q := leaseServer(t, store, "server-a", now, quota.LeaseOptions{Ahead: time.Second, Block: time.Second, MinRequests: 1})
+			limit := quota.Limit{Scope: support, Window: quota.Hour, Tokens: 100_000}
+			it := itemOf(limit, midMonth)
+
+			amb.armed.Store(1) // the lease's first write
+			r, err := q.Reserve(ctx, "r1", []quota.Limit{limit}, tokens(1000))
+			if err != nil {
+				t.Fatalf("Reserve after an ambiguous failure of its write = %v, want the write recognised as applied", err)
+			}
+			if amb.applied.Load() != 1 {
+				t.Fatalf("injected %d ambiguous failures, want 1", amb.applied.Load())
+			}
+			st := readItem(t, store, it)
+			if l := st.Leases["server-a"]; st.Used.Tokens != l.Granted.Tokens {
+				t.Errorf("used %d != the lease's granted %d: a write applied twice", st.Used.Tokens, l.Granted.Tokens)
+			}
+
+			amb.armed.Store(1) // the settle's write of usage past the committed amount
+			if err := q.Settle(ctx, r, tokens(2600)); err != nil {
+				t.Fatalf("Settle: %v", err)
+			}
+			if err := q.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if amb.applied.Load() != 2 {
+				t.Errorf("injected %d ambiguous failures, want 2", amb.applied.Load())
+			}
+			if got := readItem(t, store, it).Used.Tokens; got != 2600 {
+				t.Errorf("used after settle and drain = %d, want exactly 2600 (charged once)", got)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ type MemoryStore struct {
 
 type memoryItem struct {
 	used    Amount
+	leases  map[string]Lease
 	expires time.Time
 }
 
@@ -67,6 +68,45 @@ func (s *MemoryStore) Get(ctx context.Context, it Item) (Amount, error) {
 	defer s.mu.Unlock()
 	_, e := s.load(it)
 	return e.used, nil
+}
+
+// WriteLease implements Store.
+func (s *MemoryStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error) {
+	return s.change(ctx, it, func(st *ItemState) error { return applyLease(st, w) })
+}
+
+// ReclaimLease implements Store.
+func (s *MemoryStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error) {
+	return s.change(ctx, it, func(st *ItemState) error { return applyReclaim(st, l, now) })
+}
+
+// ReadItem implements Store.
+func (s *MemoryStore) ReadItem(ctx context.Context, it Item) (ItemState, error) {
+	if err := ctx.Err(); err != nil {
+		return ItemState{}, unavailable(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, e := s.load(it)
+	return cloneState(ItemState{Used: e.used, Leases: e.leases}), nil
+}
+
+// change applies f to the item's state atomically; when f fails nothing
+// changes and the state as it was comes back with the error.
+func (s *MemoryStore) change(ctx context.Context, it Item, f func(*ItemState) error) (ItemState, error) {
+	if err := ctx.Err(); err != nil {
+		return ItemState{}, unavailable(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, e := s.load(it)
+	st := cloneState(ItemState{Used: e.used, Leases: e.leases})
+	if err := f(&st); err != nil {
+		return cloneState(ItemState{Used: e.used, Leases: e.leases}), err
+	}
+	e.used, e.leases = st.Used, st.Leases
+	s.items[key] = e
+	return cloneState(st), nil
 }
 
 // Len returns the number of items held (expired ones included until the

@@ -188,6 +188,21 @@ type Store interface {
 	Add(ctx context.Context, it Item, delta Amount) (Amount, error)
 	// Get returns the item's counters; zero for an unknown or expired item.
 	Get(ctx context.Context, it Item) (Amount, error)
+
+	// WriteLease applies w (see LeaseWrite) in one atomic step and returns
+	// the item's state after it. When w's condition on the lease fails it
+	// returns ErrLeaseConflict, when a grant does not fit ErrExceeded, each
+	// with the state as it was (best effort). Any other error may or may
+	// not have applied (an ambiguous failure): the caller reads the item
+	// and compares the lease's Seq.
+	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
+	// ReclaimLease removes the lease l of another owner if it still has
+	// l.Seq and expired before now, subtracting Granted - Committed from
+	// the item's counters; ErrLeaseConflict (with the state) otherwise.
+	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error)
+	// ReadItem returns the item's counters and leases; zero for an
+	// unknown or expired item.
+	ReadItem(ctx context.Context, it Item) (ItemState, error)
 }
 
 // ExceededError says which limit refused a reservation.
@@ -245,14 +260,17 @@ type Options struct {
 	// operation ("reserve", "release", "settle", "get"), its duration and
 	// its error, for metrics.
 	OnStoreCall func(op string, took time.Duration, err error)
+	// Lease turns on quota leases (Lease.Owner set); off by default.
+	Lease LeaseOptions
 }
 
 // Quota reserves and settles usage against limits in a Store.
 // It is safe for concurrent use.
 type Quota struct {
-	store Store
-	opts  Options
-	log   *zap.Logger
+	store  Store
+	opts   Options
+	log    *zap.Logger
+	leases *leases // nil: leases are off
 }
 
 // New returns a Quota over store.
@@ -276,7 +294,12 @@ func New(store Store, opts Options) *Quota {
 		opts.RetryMaxBackoff = DefaultRetryMaxBackoff
 	}
 	opts.RetryMaxBackoff = max(opts.RetryMaxBackoff, opts.RetryBackoff)
-	return &Quota{store: store, opts: opts, log: opts.Logger}
+	q := &Quota{store: store, opts: opts, log: opts.Logger}
+	if opts.Lease.Owner != "" {
+		q.leases = newLeases(q, opts.Lease)
+		q.opts.Lease = q.leases.opts
+	}
+	return q
 }
 
 // ReservedItem is one counter a Reservation holds amount on.
@@ -284,8 +307,13 @@ type ReservedItem struct {
 	Limit Limit
 	Item  Item
 	// UsedAfter is the item's usage right after this reservation was
-	// added (the "used" of the quota_reserved log line).
+	// added (the "used" of the quota_reserved log line). With leases it
+	// is the usage as this server last saw it in the store, counting other
+	// servers' leases as used and its own lease's unspent tokens as free.
 	UsedAfter Amount
+	// LeaseOwner is the server whose lease the reservation was admitted
+	// from; empty for a reservation written to the item directly.
+	LeaseOwner string
 }
 
 // Reservation is usage held for one request until it is settled.
@@ -298,6 +326,7 @@ type Reservation struct {
 	actual      *Amount       // fixed by the first Settle
 	itemSettled []bool
 	settled     atomic.Bool
+	leases      []*lease // per item: the lease it was admitted from, in this process; nil otherwise
 }
 
 // RequestID is the id given to Reserve.
@@ -408,7 +437,21 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 		items:     make([]ReservedItem, 0, len(planned)),
 		lock:      make(chan struct{}, 1),
 	}
+	r.leases = make([]*lease, 0, len(planned))
 	for _, p := range planned {
+		if l := q.leaseFor(p); l != nil {
+			used, err := l.reserve(ctx, a)
+			if err != nil {
+				q.compensate(ctx, r)
+				if errors.Is(err, ErrExceeded) {
+					return nil, exceeded(p, a, used, now)
+				}
+				return nil, fmt.Errorf("reserve %s: %w", requestID, err)
+			}
+			r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used, LeaseOwner: q.opts.Lease.Owner})
+			r.leases = append(r.leases, l)
+			continue
+		}
 		var used Amount
 		err := q.call(ctx, "reserve", func(ctx context.Context) (err error) {
 			used, err = q.store.Reserve(ctx, p.item, a, p.limit.Max())
@@ -422,6 +465,7 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 			return nil, fmt.Errorf("reserve %s: %s: %w", requestID, p.item.Key(), unavailable(err))
 		}
 		r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used})
+		r.leases = append(r.leases, nil)
 	}
 	r.itemSettled = make([]bool, len(r.items))
 	return r, nil
@@ -468,7 +512,11 @@ func (q *Quota) compensate(ctx context.Context, r *Reservation) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.opts.CompensateTimeout)
 	defer cancel()
 	neg := Amount{}.Sub(r.amount)
-	for _, it := range r.items {
+	for i, it := range r.items {
+		if l := r.leases[i]; l != nil {
+			l.release(r.amount) // local: the lease's room
+			continue
+		}
 		err := q.retry(cctx, r.requestID, "release", it.Item, func(ctx context.Context) error {
 			_, err := q.store.Add(ctx, it.Item, neg)
 			return err
@@ -511,6 +559,20 @@ func (q *Quota) Settle(ctx context.Context, r *Reservation, actual Amount) error
 		if r.itemSettled[i] {
 			continue
 		}
+		if l := r.leaseOf(i); l != nil {
+			if err := l.settle(ctx, r.amount, *r.actual); err != nil {
+				return fmt.Errorf("settle %s: %s: %w", r.requestID, it.Item.Key(), err)
+			}
+			r.itemSettled[i] = true
+			continue
+		}
+		delta := delta
+		if it.LeaseOwner != "" {
+			// Restored from another server's lease, whose committed amount
+			// still counts the whole reservation (a reclaimer never returns
+			// it): charge usage beyond it, refund nothing.
+			delta = maxAmount(delta, Amount{})
+		}
 		if !delta.IsZero() {
 			err := q.retry(ctx, r.requestID, "settle", it.Item, func(ctx context.Context) error {
 				_, err := q.store.Add(ctx, it.Item, delta)
@@ -528,6 +590,54 @@ func (q *Quota) Settle(ctx context.Context, r *Reservation, actual Amount) error
 	}
 	r.settled.Store(true)
 	return nil
+}
+
+// leaseOf is the lease item i was admitted from, in this process.
+func (r *Reservation) leaseOf(i int) *lease {
+	if i < len(r.leases) {
+		return r.leases[i]
+	}
+	return nil
+}
+
+// leaseFor is this server's lease on p's item, nil when leases are off,
+// draining or full.
+func (q *Quota) leaseFor(p plannedItem) *lease {
+	if q.leases == nil {
+		return nil
+	}
+	return q.leases.get(p)
+}
+
+// Drain returns the unused tokens of every lease at once (a server that
+// stops: SIGTERM) and stops admitting from leases: later reservations take
+// one conditional write per item, and settlements of reservations in
+// flight return their refunds at once. A no-op without leases.
+func (q *Quota) Drain(ctx context.Context) error {
+	if q.leases == nil {
+		return nil
+	}
+	return q.leases.drain(ctx)
+}
+
+// Run keeps the leases tidy until ctx ends: it returns leases idle for
+// half their TTL, renews active ones and forgets ended windows. Without
+// Run leases are still renewed by the requests using them. Returns nil.
+func (q *Quota) Run(ctx context.Context) error {
+	if q.leases == nil {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(q.leases.opts.TTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			q.leases.tidy(ctx)
+		}
+	}
 }
 
 // Release gives back everything r holds (Settle with zero usage), for a

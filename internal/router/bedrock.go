@@ -45,6 +45,8 @@ type Call struct {
 	Messages    []Message
 	MaxTokens   int      // 0: the model's default
 	Temperature *float64 // nil: the model's default
+	TopP        *float64 // nil: the model's default
+	Stop        []string // stop sequences; none by default
 	Guardrail   *Guardrail
 }
 
@@ -279,13 +281,16 @@ func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
 			Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: m.Content}},
 		}
 	}
-	if c.MaxTokens > 0 || c.Temperature != nil {
-		ic := &types.InferenceConfiguration{}
+	if c.MaxTokens > 0 || c.Temperature != nil || c.TopP != nil || len(c.Stop) > 0 {
+		ic := &types.InferenceConfiguration{StopSequences: c.Stop}
 		if c.MaxTokens > 0 {
 			ic.MaxTokens = aws.Int32(int32(min(c.MaxTokens, math.MaxInt32)))
 		}
 		if c.Temperature != nil {
 			ic.Temperature = aws.Float32(float32(*c.Temperature))
+		}
+		if c.TopP != nil {
+			ic.TopP = aws.Float32(float32(*c.TopP))
 		}
 		in.InferenceConfig = ic
 	}

@@ -408,3 +408,29 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestTopPAndStopReachBedrock: the OpenAI door's top_p and stop become
+// ConverseStream's inferenceConfig.topP and stopSequences.
+func TestTopPAndStopReachBedrock(t *testing.T) {
+	bodies := make(chan string, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(r.Body)
+		select {
+		case bodies <- b.String():
+		default:
+		}
+		http.Error(w, `{"message":"bad"}`, http.StatusBadRequest)
+	}))
+	defer ts.Close()
+	b := router.NewBedrock(mockmodeltest.Client(t, ts.URL))
+	c := call("mock-a", "", "hi")
+	c.TopP, c.Stop = new(0.5), []string{"END", "STOP"}
+	_, _, _ = run(t.Context(), b, c)
+	body := <-bodies
+	for _, want := range []string{`"topP":0.5`, `"stopSequences":["END","STOP"]`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("request body lacks %s: %s", want, body)
+		}
+	}
+}

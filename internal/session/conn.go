@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
@@ -131,6 +132,11 @@ func (s *Session) readLoop() {
 		if mt != websocket.TextMessage {
 			s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
 			continue
+		}
+		if !utf8.Valid(data) {
+			s.logger.Info("invalid_utf8")
+			s.closeNow(protocol.CloseInvalidData, "text frame is not valid UTF-8")
+			return
 		}
 		in, err := protocol.Decode(data)
 		if err != nil {

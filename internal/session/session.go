@@ -184,6 +184,10 @@ func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
 	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin) {
 		return auth.Principal{}, "", &httpError{http.StatusForbidden, protocol.CodeForbidden, "origin not allowed"}
 	}
+	if offered := websocket.Subprotocols(r); len(offered) > 0 && !offersJetway(offered) {
+		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
+			"unsupported subprotocol: offer " + protocol.Subprotocol + " (the only protocol this server speaks)"}
+	}
 	q := r.URL.Query()
 	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer"} {
 		if q.Has(k) {
@@ -234,6 +238,21 @@ func bearer(r *http.Request) (string, error) {
 		}
 	}
 	return "", errors.New("missing credentials: send Authorization: Bearer <JWT> or offer the bearer.<JWT> subprotocol")
+}
+
+// OriginAllowed is the browser Origin policy (JETWAY_ALLOWED_ORIGINS), for
+// the other doors on the public listener.
+func (h *Hub) OriginAllowed(origin string) bool { return h.originAllowed(origin) }
+
+// offersJetway reports whether the client offered the protocol we speak
+// (bearer.<JWT> is a credential, not a protocol).
+func offersJetway(offered []string) bool {
+	for _, p := range offered {
+		if p == protocol.Subprotocol {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *Hub) originAllowed(origin string) bool {

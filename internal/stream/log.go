@@ -5,6 +5,7 @@
 package stream
 
 import (
+	"container/list"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ type Log struct {
 	wake     chan struct{}
 	taken    bool // a follower holds wake: the next change must close it
 	cancel   func()
+
+	onFinish func(l *Log, bytes int64) // the registry's, set before the log is shared
+	elem     *list.Element             // the registry's eviction entry, guarded by the registry's lock
 }
 
 // NewLog returns an empty log.
@@ -78,14 +82,32 @@ func (l *Log) Append(text string) int {
 // whether this call was it.
 func (l *Log) Finish(frame []byte, now time.Time) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.terminal != nil {
+		l.mu.Unlock()
 		return false
 	}
 	l.terminal = frame
 	l.ended = now
 	l.broadcast()
+	onFinish, rejected, bytes := l.onFinish, l.rejected, l.retainedBytes()
+	l.mu.Unlock()
+	if onFinish != nil && !rejected {
+		onFinish(l, bytes)
+	}
 	return true
+}
+
+// Memory estimate of a finished log: its frames and texts, a string header
+// per chunk, and the structs, map entry and eviction entry around them.
+const (
+	logFixedBytes = 512
+	chunkBytes    = 16
+)
+
+// retainedBytes estimates the log's memory. Callers hold mu.
+func (l *Log) retainedBytes() int64 {
+	return int64(logFixedBytes + len(l.Owner) + len(l.RequestID) + len(l.BodyHash) + len(l.accepted) +
+		l.size + chunkBytes*cap(l.chunks) + len(l.terminal))
 }
 
 // Reject finishes a request that was never accepted: followers get the

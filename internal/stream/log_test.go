@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,5 +113,64 @@ func BenchmarkAppendAndReplay(b *testing.B) {
 		if len(s.Chunks) != 300 {
 			b.Fatal("replay")
 		}
+	}
+}
+
+// retentionCounts is a RetentionObserver that remembers what it heard.
+type retentionCounts struct {
+	mu      sync.Mutex
+	bytes   int64
+	evicted int
+}
+
+func (c *retentionCounts) RetainedAnswerBytes(n int64) { c.mu.Lock(); c.bytes = n; c.mu.Unlock() }
+func (c *retentionCounts) RetainedAnswerEvicted()      { c.mu.Lock(); c.evicted++; c.mu.Unlock() }
+
+// Finished answers past the byte budget are evicted oldest first; running
+// ones never are, and the observer hears the retained bytes and evictions.
+func TestRegistryByteBudgetEvictsOldestFinished(t *testing.T) {
+	now := time.Unix(1000, 0)
+	obs := &retentionCounts{}
+	answer := strings.Repeat("x", 10_000)
+	r := NewRegistry(RegistryOptions{Retention: time.Hour, RetainedBytes: 35_000, Observer: obs,
+		Now: func() time.Time { return now }})
+	running, _ := r.Create("alice", "running-0001", "h")
+	running.Append(answer)
+	var logs []*Log
+	for i := range 5 {
+		l, _ := r.Create("alice", fmt.Sprintf("finished-%04d", i), "h")
+		l.Append(answer)
+		l.Finish([]byte(`{"type":"done"}`), now)
+		logs = append(logs, l)
+		now = now.Add(time.Second)
+	}
+	// Each finished log is a little over 10 KB: three fit in 35,000 bytes.
+	for i, l := range logs {
+		_, ok := r.Get("alice", l.RequestID)
+		if want := i >= 2; ok != want {
+			t.Errorf("log %d kept = %v, want %v", i, ok, want)
+		}
+	}
+	if _, ok := r.Get("alice", "running-0001"); !ok {
+		t.Fatal("a running log was evicted")
+	}
+	if got := r.RetainedBytes(); got > 35_000 || got < 30_000 {
+		t.Fatalf("retained %d bytes, want about 3 answers within the 35,000 budget", got)
+	}
+	obs.mu.Lock()
+	if obs.evicted != 2 || obs.bytes != r.RetainedBytes() {
+		t.Errorf("observer heard %d evictions and %d bytes, want 2 and %d", obs.evicted, obs.bytes, r.RetainedBytes())
+	}
+	obs.mu.Unlock()
+	// Expiry and rejection give their bytes back.
+	now = now.Add(2 * time.Hour)
+	r.Sweep()
+	if got := r.RetainedBytes(); got != 0 {
+		t.Fatalf("after the sweep %d bytes retained, want 0", got)
+	}
+	rej, _ := r.Create("bob", "rejected-001", "h")
+	rej.Reject([]byte(`{"type":"error"}`), now)
+	if got := r.RetainedBytes(); got != 0 {
+		t.Fatalf("a rejected log counts %d bytes", got)
 	}
 }

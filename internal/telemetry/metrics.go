@@ -11,7 +11,13 @@ import (
 // or from fixed enums (outcome codes, directions, operations, error kinds,
 // sink names, rejection reasons); never user ids, request ids or free text,
 // so the number of series stays bounded. An empty value is recorded as
-// "none".
+// "none"; after LimitModels, a model id outside the configuration as
+// OtherModel.
+
+// OtherModel is the one label (and usage-record value) for every model id
+// that is not in the configuration: a client may name any string, and none
+// may become a series of its own.
+const OtherModel = "other"
 
 // Directions for token counts.
 const (
@@ -50,7 +56,8 @@ func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets
 // *Metrics, so callers may pass nil to switch metrics off. When an EMF
 // aggregator is attached (SetEMF), the same calls feed it.
 type Metrics struct {
-	emf atomic.Pointer[EMF]
+	emf    atomic.Pointer[EMF]
+	models atomic.Pointer[map[string]struct{}] // nil: every model id is a label
 
 	activeSessions  prometheus.Gauge
 	inflight        prometheus.Gauge
@@ -71,6 +78,8 @@ type Metrics struct {
 	usageFailed     *prometheus.CounterVec   // sink
 	usageDropped    *prometheus.CounterVec   // sink
 	connRejected    *prometheus.CounterVec   // reason
+	retainedBytes   prometheus.Gauge
+	retainedEvicted prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -98,6 +107,8 @@ type Metrics struct {
 //	usage_records_failed_total            counter   sink
 //	usage_records_dropped_total           counter   sink
 //	connections_rejected_total            counter   reason
+//	retained_answer_bytes                 gauge
+//	retained_answers_evicted_total        counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -132,12 +143,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		usageFailed:  counter("usage_records_failed_total", "Usage records the sink gave up on.", "sink"),
 		usageDropped: counter("usage_records_dropped_total", "Usage records dropped because the sink's buffer was full.", "sink"),
 		connRejected: counter("connections_rejected_total", "WebSocket connections refused before the upgrade, by reason.", "reason"),
+		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "retained_answer_bytes",
+			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
+		retainedEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retained_answers_evicted_total",
+			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.queueWait, m.quotaRejections, m.dynamoLatency, m.dynamoErrors,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected)
+			m.connRejected, m.retainedBytes, m.retainedEvicted)
 	}
 	return m
 }
@@ -149,6 +164,32 @@ func (m *Metrics) SetEMF(e *EMF) {
 		return
 	}
 	m.emf.Store(e)
+}
+
+// LimitModels makes ids the only model labels from now on: any other model
+// id is recorded as OtherModel. Call it with the configuration's model ids.
+func (m *Metrics) LimitModels(ids []string) {
+	if m == nil {
+		return
+	}
+	set := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+	m.models.Store(&set)
+}
+
+// model is the label for a model id: "none", a configured id or OtherModel.
+func (m *Metrics) model(id string) string {
+	if id == "" {
+		return "none"
+	}
+	if set := m.models.Load(); set != nil {
+		if _, ok := (*set)[id]; !ok {
+			return OtherModel
+		}
+	}
+	return id
 }
 
 func label(v string) string {
@@ -205,7 +246,7 @@ func (m *Metrics) ObserveRequest(r UsageRecord) {
 	if m == nil {
 		return
 	}
-	t, a, mo := label(r.Tenant), label(r.App), label(r.Model)
+	t, a, mo := label(r.Tenant), label(r.App), m.model(r.Model)
 	m.requests.WithLabelValues(t, a, mo, label(r.Outcome)).Inc()
 	if r.InputTokens > 0 {
 		m.tokens.WithLabelValues(t, a, mo, DirectionInput).Add(float64(r.InputTokens))
@@ -286,7 +327,7 @@ func (m *Metrics) ObserveBedrock(model string, d time.Duration, errKind string) 
 	if m == nil {
 		return
 	}
-	mo := label(model)
+	mo := m.model(model)
 	m.bedrockLatency.WithLabelValues(mo).Observe(d.Seconds())
 	if errKind != "" {
 		m.bedrockErrors.WithLabelValues(mo, errKind).Inc()
@@ -298,7 +339,7 @@ func (m *Metrics) SetBreakerState(model string, s BreakerState) {
 	if m == nil {
 		return
 	}
-	m.breaker.WithLabelValues(label(model)).Set(float64(s))
+	m.breaker.WithLabelValues(m.model(model)).Set(float64(s))
 }
 
 // UsageRecordsSent counts records a sink delivered.
@@ -324,4 +365,22 @@ func (m *Metrics) UsageRecordsDropped(sink string, n int) {
 		return
 	}
 	m.usageDropped.WithLabelValues(label(sink)).Add(float64(n))
+}
+
+// RetainedAnswerBytes records the estimated memory of the finished answers
+// kept for resume.
+func (m *Metrics) RetainedAnswerBytes(n int64) {
+	if m == nil {
+		return
+	}
+	m.retainedBytes.Set(float64(n))
+}
+
+// RetainedAnswerEvicted counts a finished answer forgotten early to keep
+// the retained bytes within their budget.
+func (m *Metrics) RetainedAnswerEvicted() {
+	if m == nil {
+		return
+	}
+	m.retainedEvicted.Inc()
 }

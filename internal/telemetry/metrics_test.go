@@ -190,3 +190,27 @@ func TestNilMetricsIsNoOp(t *testing.T) {
 	m.UsageRecordsDropped("file", 1)
 	m.SetEMF(nil)
 }
+
+// A model id outside the configuration is one "other" series, however many
+// distinct strings clients send.
+func TestLimitModelsFoldsUnknownIDs(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.LimitModels([]string{"claude"})
+	for i := 0; i < 100; i++ {
+		m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "chat", Model: "junk-" + string(rune('a'+i%26)) + time.Duration(i).String(), Outcome: "model_not_allowed"})
+	}
+	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "chat", Model: "claude", Outcome: OutcomeDone})
+	m.ObserveBedrock("unknown", time.Millisecond, "throttled")
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	if n := len(fams["jetway_requests_total"].GetMetric()); n != 2 {
+		t.Fatalf("requests_total has %d series, want 2 (claude, other)", n)
+	}
+	if v := find(t, fams, "jetway_requests_total", map[string]string{"model": OtherModel}).GetCounter().GetValue(); v != 100 {
+		t.Fatalf("other = %v, want 100", v)
+	}
+	find(t, fams, "jetway_requests_total", map[string]string{"model": "claude"})
+	find(t, fams, "jetway_bedrock_errors_total", map[string]string{"model": OtherModel})
+}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // ReportOptions select what Report reads and how it groups.
@@ -75,14 +77,16 @@ func Report(w io.Writer, o ReportOptions) error {
 			}
 			records++
 			vals := make([]string, len(o.By))
+			// Records written before models were folded may hold any
+			// client string: a column stays at most protocol.MaxEchoBytes wide.
 			for i, k := range o.By {
 				switch k {
 				case "tenant":
-					vals[i] = r.Tenant
+					vals[i] = protocol.Clip(r.Tenant)
 				case "app":
-					vals[i] = r.App
+					vals[i] = protocol.Clip(r.App)
 				case "model":
-					vals[i] = r.Model
+					vals[i] = protocol.Clip(r.Model)
 				}
 			}
 			key := strings.Join(vals, "\x00")

@@ -131,3 +131,20 @@ func TestReportErrors(t *testing.T) {
 		t.Errorf("empty dir: %v %q", err, out.String())
 	}
 }
+
+// A record written before models were folded may hold a client's 200 KB
+// string: the report's column stays bounded.
+func TestReportClipsLongValues(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 5, 12, 30, 0, 0, time.UTC)
+	writeUsage(t, dir, []UsageRecord{usage("contoso", "support", strings.Repeat("m", 200_000), "model_not_allowed", 403, 0, 0, 0, 0, 0, now.Add(-time.Minute))})
+	var out strings.Builder
+	if err := Report(&out, ReportOptions{Dir: dir, Since: time.Hour, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if len(l) > 400 {
+			t.Fatalf("report line of %d bytes:\n%.300s...", len(l), l)
+		}
+	}
+}

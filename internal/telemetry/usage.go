@@ -64,6 +64,9 @@ type UsageRecord struct {
 	Resumes int `json:"resumes"`
 	// Server is the task (JETWAY_SERVER_ID) that ran the request.
 	Server string `json:"server"`
+	// Door is how the request came in: "ws" (the WebSocket protocol) or
+	// "openai" (the OpenAI-compatible /v1/chat/completions).
+	Door string `json:"door"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

@@ -84,7 +84,7 @@ resource "aws_lb_target_group" "app" {
     port                = var.admin_port
     path                = var.health_check_path
     matcher             = "200"
-    interval            = 10
+    interval            = var.health_check_interval
     timeout             = 5
     healthy_threshold   = 2
     unhealthy_threshold = 2

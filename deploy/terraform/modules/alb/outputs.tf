@@ -39,3 +39,13 @@ output "https_listener_arn" {
   description = "ARN of the HTTPS listener."
   value       = aws_lb_listener.https.arn
 }
+
+output "health_check_interval" {
+  description = "Seconds between health checks (the task's JETWAY_HEALTH_CHECK_INTERVAL)."
+  value       = aws_lb_target_group.app.health_check[0].interval
+}
+
+output "deregistration_delay" {
+  description = "Seconds a deregistered task keeps its open connections."
+  value       = var.deregistration_delay
+}

@@ -53,6 +53,17 @@ variable "health_check_path" {
   default     = "/readyz"
 }
 
+variable "health_check_interval" {
+  description = "Seconds between health checks. The task learns it (JETWAY_HEALTH_CHECK_INTERVAL): when checks stop for JETWAY_SELF_DRAIN_MISSES intervals, the load balancer has deregistered it, and it drains."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.health_check_interval >= 5 && var.health_check_interval <= 300
+    error_message = "health_check_interval must be between 5 and 300 seconds."
+  }
+}
+
 variable "idle_timeout" {
   description = "Seconds a connection may be idle. Must stay above two heartbeats (JETWAY_HEARTBEAT 25 s) so a quiet WebSocket is never cut by the load balancer."
   type        = number
@@ -65,9 +76,9 @@ variable "idle_timeout" {
 }
 
 variable "deregistration_delay" {
-  description = "Seconds a deregistered task keeps its open connections. Matched to the server's drain (JETWAY_DRAIN_TIMEOUT 110 s, ECS stopTimeout 120 s)."
+  description = "Seconds a deregistered task keeps its open connections: the task's detection of the deregistration ((JETWAY_SELF_DRAIN_MISSES + 1) x health_check_interval = 40 s) plus its drain (JETWAY_DRAIN_TIMEOUT 110 s) plus 10 s. The load balancer ends it early once the drained task's sockets are closed."
   type        = number
-  default     = 115
+  default     = 160
 
   validation {
     condition     = var.deregistration_delay >= 0 && var.deregistration_delay <= 3600

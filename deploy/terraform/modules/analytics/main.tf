@@ -37,6 +37,7 @@ locals {
     { name = "chunks", type = "int" },
     { name = "resumes", type = "int" },
     { name = "server", type = "string" },
+    { name = "door", type = "string" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).

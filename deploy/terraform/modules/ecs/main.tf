@@ -8,20 +8,22 @@ locals {
   # The gateway's settings (docs/configuration.md). A test checks that every
   # name here is documented there, and the listen ports against the load balancer.
   environment = {
-    JETWAY_LISTEN          = "0.0.0.0:${var.app_port}"
-    JETWAY_ADMIN_LISTEN    = "0.0.0.0:${var.admin_port}"
-    JETWAY_CONFIG          = local.config_path
-    JETWAY_AUTH_ISSUER     = var.auth_issuer
-    JETWAY_ALLOWED_ORIGINS = join(",", var.allowed_origins)
-    JETWAY_DRAIN_TIMEOUT   = "${var.drain_timeout_seconds}s"
-    JETWAY_LOG_LEVEL       = var.log_level
-    JETWAY_QUOTA_TABLE     = var.quota_table_name
-    JETWAY_REQUESTS_TABLE  = var.requests_table_name
-    JETWAY_CACHE_TABLE     = var.cache_table_name
-    JETWAY_FIREHOSE_STREAM = var.firehose_stream_name
-    JETWAY_EMF             = "stdout"
-    JETWAY_MAX_INFLIGHT    = tostring(var.max_inflight)
-    AWS_REGION             = data.aws_region.current.region
+    JETWAY_LISTEN                = "0.0.0.0:${var.app_port}"
+    JETWAY_ADMIN_LISTEN          = "0.0.0.0:${var.admin_port}"
+    JETWAY_CONFIG                = local.config_path
+    JETWAY_AUTH_ISSUER           = var.auth_issuer
+    JETWAY_ALLOWED_ORIGINS       = join(",", var.allowed_origins)
+    JETWAY_DRAIN_TIMEOUT         = "${var.drain_timeout_seconds}s"
+    JETWAY_HEALTH_CHECK_INTERVAL = "${var.health_check_interval}s"
+    JETWAY_SELF_DRAIN_MISSES     = tostring(var.self_drain_misses)
+    JETWAY_LOG_LEVEL             = var.log_level
+    JETWAY_QUOTA_TABLE           = var.quota_table_name
+    JETWAY_REQUESTS_TABLE        = var.requests_table_name
+    JETWAY_CACHE_TABLE           = var.cache_table_name
+    JETWAY_FIREHOSE_STREAM       = var.firehose_stream_name
+    JETWAY_EMF                   = "stdout"
+    JETWAY_MAX_INFLIGHT          = tostring(var.max_inflight)
+    AWS_REGION                   = data.aws_region.current.region
   }
 
   log_options = {
@@ -159,6 +161,10 @@ resource "aws_ecs_task_definition" "this" {
     precondition {
       condition     = var.drain_timeout_seconds < var.stop_timeout
       error_message = "drain_timeout_seconds must be below stop_timeout, or ECS kills the task before its drain ends."
+    }
+    precondition {
+      condition     = var.self_drain_misses == 0 || var.deregistration_delay >= (var.self_drain_misses + 1) * var.health_check_interval + var.drain_timeout_seconds + 10
+      error_message = "deregistration_delay must cover the task's detection of the deregistration ((self_drain_misses + 1) x health_check_interval) plus drain_timeout_seconds plus 10 s, or the load balancer cuts sockets before the drain ends."
     }
   }
 }

@@ -107,9 +107,32 @@ variable "log_level" {
 }
 
 variable "drain_timeout_seconds" {
-  description = "JETWAY_DRAIN_TIMEOUT: on SIGTERM, how long requests in flight may take to finish. Must be below stop_timeout."
+  description = "JETWAY_DRAIN_TIMEOUT: once a drain starts (health checks stopped, or SIGTERM), how long requests in flight may take to finish. Must be below stop_timeout."
   type        = number
   default     = 110
+}
+
+variable "health_check_interval" {
+  description = "JETWAY_HEALTH_CHECK_INTERVAL: the target group's health check interval in seconds (pass the alb module's output)."
+  type        = number
+  default     = 10
+}
+
+variable "self_drain_misses" {
+  description = "JETWAY_SELF_DRAIN_MISSES: health check intervals without a check after which the task drains (deregistered); 0 turns it off."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.self_drain_misses >= 0
+    error_message = "self_drain_misses must be 0 (off) or more."
+  }
+}
+
+variable "deregistration_delay" {
+  description = "The target group's deregistration delay in seconds (pass the alb module's output): checked to cover detection plus the drain."
+  type        = number
+  default     = 160
 }
 
 variable "stop_timeout" {

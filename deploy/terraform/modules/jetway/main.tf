@@ -167,6 +167,8 @@ module "ecs" {
   private_subnet_ids    = module.network.private_subnet_ids
   alb_security_group_id = module.alb.security_group_id
   target_group_arn      = module.alb.target_group_arn
+  health_check_interval = module.alb.health_check_interval
+  deregistration_delay  = module.alb.deregistration_delay
   execution_role_arn    = module.iam.execution_role_arn
   task_role_arn         = module.iam.task_role_arn
   auth_issuer           = module.cognito.issuer

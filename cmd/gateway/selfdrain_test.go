@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/client"
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+)
+
+// healthChecker calls a gateway's /readyz every interval, as the ALB's
+// target group health check does, until stopped (deregistration).
+type healthChecker struct {
+	stop chan struct{}
+	done chan struct{}
+	ok   chan struct{} // closed after the first 200
+}
+
+func checkHealth(t *testing.T, admin string, every time.Duration) *healthChecker {
+	h := &healthChecker{stop: make(chan struct{}), done: make(chan struct{}), ok: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var once sync.Once
+		for {
+			resp, err := http.Get("http://" + admin + "/readyz")
+			if err == nil {
+				if resp.StatusCode == http.StatusOK {
+					once.Do(func() { close(h.ok) })
+				}
+				_ = resp.Body.Close()
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(h.deregister)
+	return h
+}
+
+// deregister stops the checks, as the ALB does for a draining target.
+func (h *healthChecker) deregister() {
+	select {
+	case <-h.stop:
+	default:
+		close(h.stop)
+	}
+	<-h.done
+}
+
+// TestSelfDrainWhenHealthChecksStop: a task the load balancer deregisters
+// (its health checks stop) drains by itself, before any SIGTERM: 50 streams
+// in flight finish there with 0 failures, their clients' next requests land
+// on the other server, and the drained process stays up until SIGTERM, then
+// exits 0. The other server, never health checked, never drains.
+func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
+	w := newWorld(t, mockmodel.Options{TTFT: 50 * time.Millisecond, PerToken: 10 * time.Millisecond})
+	fast := map[string]string{"JETWAY_HEALTH_CHECK_INTERVAL": "200ms", "JETWAY_SELF_DRAIN_MISSES": "3"}
+	a := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "task-a"}))
+	b := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "task-b"}))
+	alb := checkHealth(t, a.Admin, 200*time.Millisecond)
+	select {
+	case <-alb.ok:
+	case <-time.After(10 * time.Second):
+		t.Fatal("server a never answered a health check")
+	}
+
+	const clients = 50
+	var wg sync.WaitGroup
+	started := make(chan struct{}, clients)
+	var mu sync.Mutex
+	var failed []string
+	var served int
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := w.dial(a.gw, fmt.Sprintf("dereg-user-%d", i), func(o *client.Options) {
+				o.URLs = []string{a.URL(), b.URL()}
+				o.Reconnect = true
+			})
+			prompt := fmt.Sprintf("in flight %d", i)
+			call, err := c.Send(context.Background(), ask(prompt))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			<-call.Accepted()
+			started <- struct{}{}
+			done, err := waitCall(t, call, 60*time.Second)
+			if err != nil || done.Text != expected("mock-a", prompt, 300) {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s: %v", call.ID, err))
+				mu.Unlock()
+				return
+			}
+			next, err := c.Send(context.Background(), ask(prompt+" next"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := waitCall(t, next, 60*time.Second); err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("after drain %s: %v", next.ID, err))
+				mu.Unlock()
+				return
+			}
+			mu.Lock()
+			served++
+			mu.Unlock()
+		}(i)
+	}
+	for i := 0; i < clients; i++ {
+		<-started
+	}
+	alb.deregister()
+	wg.Wait()
+	t.Logf("streams failed during the simulated deregistration: %d of %d", len(failed), clients)
+	if len(failed) > 0 {
+		t.Fatalf("%d requests failed across the self-drain: %v", len(failed), failed)
+	}
+	if served != clients {
+		t.Fatalf("%d of %d clients got their next request served", served, clients)
+	}
+	d := a.logs.find("draining", "")
+	if len(d) != 1 || d[0]["reason"] != "health_checks_stopped" {
+		t.Fatalf("server a's drain: %v, want one drain with reason health_checks_stopped", d)
+	}
+	if n := len(a.logs.find("completed", "")); n < clients {
+		t.Fatalf("server a completed %d requests, want its %d in flight", n, clients)
+	}
+	// New work went to b, except a request that raced a's drain notice
+	// (served on a, as in-flight work is; see TestDrainOnSIGTERM).
+	t.Logf("completed on server a: %d, on server b: %d (%d clients)", len(a.logs.find("completed", "")), len(b.logs.find("completed", "")), clients)
+	if n := len(b.logs.find("completed", "")); n < clients/2 {
+		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
+	}
+	// Drained, a keeps running (ECS sends SIGTERM after the deregistration
+	// delay) and fails readiness.
+	select {
+	case <-a.exited:
+		t.Fatalf("server a exited after its self-drain, before SIGTERM: %v", a.err)
+	default:
+	}
+	if code := getStatus(t, "http://"+a.Admin+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("drained server's /readyz: %d, want 503", code)
+	}
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("drained server exited %d after SIGTERM, want 0", code)
+	}
+	if d := b.logs.find("draining", ""); len(d) != 0 {
+		t.Fatalf("server b, never health checked, drained: %v", d)
+	}
+}
+
+// TestAdminDrain: POST /drain on the admin listener drains the server (the
+// main listener has no such route); the process stays up until SIGTERM.
+func TestAdminDrain(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(nil)
+	if code := postStatus(t, "http://"+g.Addr+"/drain"); code != http.StatusNotFound {
+		t.Fatalf("POST /drain on the main listener: %d, want 404", code)
+	}
+	c := w.dial(g, "admin-drain-user", nil)
+	if code := postStatus(t, "http://"+g.Admin+"/drain"); code != http.StatusAccepted {
+		t.Fatalf("POST /drain on the admin listener: %d, want 202", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for getStatus(t, "http://"+g.Admin+"/readyz") != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still ready 10s after POST /drain")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The idle session is closed once the server is empty, and a new one is refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call, err := c.Send(ctx, ask("after drain"))
+	if err == nil {
+		_, err = call.Wait(ctx)
+	}
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("request after the drain: %v, want it refused at once", err)
+	}
+	t.Logf("request after the drain: %v", err)
+	if code := postStatus(t, "http://"+g.Admin+"/drain"); code != http.StatusAccepted {
+		t.Fatalf("second POST /drain: %d, want 202", code)
+	}
+	if d := g.logs.find("draining", ""); len(d) != 1 || d[0]["reason"] != "admin" {
+		t.Fatalf("drains logged: %v, want one with reason admin", d)
+	}
+	select {
+	case err := <-g.done:
+		t.Fatalf("gateway exited after POST /drain, before SIGTERM: %v", err)
+	default:
+	}
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func postStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", nil)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}

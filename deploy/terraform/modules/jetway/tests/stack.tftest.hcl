@@ -1,0 +1,234 @@
+# `terraform test` for the whole stack, run by `go test ./deploy/terraform`
+# offline with the stand-in AWS provider (deploy/terraform/check): every run
+# is a real plan against the AWS provider 6.25.0 schemas. The first run plans
+# this module as envs/dev calls it; the others plan one module each with its
+# defaults, so their assertions can read the resources themselves.
+
+variables {
+  name            = "jetway-test"
+  image_tag       = "v0.1.0"
+  domain_name     = "jetway.test.example.com"
+  route53_zone_id = "Z0123456789ABCDEFGHIJ"
+  apps = {
+    "contoso/support-assistant"    = { callback_urls = ["http://localhost:5173/callback"], allow_password_auth = true }
+    "contoso/developer-assistant"  = {}
+    "contoso/knowledge-bot"        = {}
+    "fabrikam/document-summarizer" = {}
+  }
+  bedrock_model_ids             = ["amazon.nova-micro-v1:0", "amazon.nova-lite-v1:0"]
+  bedrock_inference_profile_ids = ["us.anthropic.claude-3-5-haiku-20241022-v1:0"]
+  config_template_file          = "../../envs/dev/jetway.yaml.tftpl"
+  alarm_emails                  = ["alerts@example.com"]
+}
+
+run "stack" {
+  command = plan
+
+  assert {
+    condition     = length(module.cognito.app_client_ids) == length(var.apps) && alltrue([for k in keys(var.apps) : contains(keys(module.cognito.app_client_ids), k)])
+    error_message = "want exactly one Cognito app client per configured app"
+  }
+}
+
+run "cognito" {
+  command = plan
+  module {
+    source = "../cognito"
+  }
+
+  assert {
+    condition     = toset(keys(aws_cognito_user_pool_client.app)) == toset(keys(var.apps))
+    error_message = "want one Cognito app client per configured app, keyed <tenant>/<app>"
+  }
+  assert {
+    condition     = alltrue([for c in aws_cognito_user_pool_client.app : !c.generate_secret && c.enable_token_revocation])
+    error_message = "app clients are public (no secret) and revoke tokens"
+  }
+}
+
+run "waf" {
+  command = plan
+  module {
+    source = "../waf"
+  }
+  variables {
+    alb_arn = "test-alb-arn"
+  }
+
+  assert {
+    condition     = aws_wafv2_web_acl_association.alb.resource_arn == var.alb_arn
+    error_message = "the web ACL must be attached to the load balancer"
+  }
+  assert {
+    condition = toset(flatten([for r in aws_wafv2_web_acl.this.rule : [for s in r.statement : [for m in s.managed_rule_group_statement : m.name]]])) == toset([
+      "AWSManagedRulesAmazonIpReputationList", "AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet",
+    ])
+    error_message = "want the IP reputation, common and known-bad-inputs managed rule groups"
+  }
+  assert {
+    condition     = length([for r in aws_wafv2_web_acl.this.rule : r if length(flatten([for s in r.statement : [for b in s.rate_based_statement : b if b.aggregate_key_type == "IP" && b.limit == var.rate_limit]])) == 1 && length(flatten([for a in r.action : a.block])) == 1]) == 1
+    error_message = "want one rate-based rule per IP that blocks"
+  }
+}
+
+run "alb" {
+  command = plan
+  module {
+    source = "../alb"
+  }
+  variables {
+    vpc_id            = "vpc-test"
+    vpc_cidr_block    = "10.0.0.0/16"
+    public_subnet_ids = ["subnet-a", "subnet-b"]
+    certificate_arn   = "test-certificate-arn"
+  }
+
+  # The gateway's heartbeat (JETWAY_HEARTBEAT, docs/configuration.md) is 25 s;
+  # it closes a connection silent for two of them.
+  assert {
+    condition     = aws_lb.this.idle_timeout > 2 * 25
+    error_message = "the ALB idle timeout must be above two heartbeats (50 s), or quiet WebSockets are cut"
+  }
+  assert {
+    condition     = aws_lb_target_group.app.health_check[0].path == "/readyz" && aws_lb_target_group.app.health_check[0].port == "9090"
+    error_message = "the health check must call /readyz on the admin port: the gateway watches it to notice its deregistration"
+  }
+}
+
+run "ecs" {
+  command = plan
+  module {
+    source = "../ecs"
+  }
+  variables {
+    image                 = "test-image:v0.1.0"
+    vpc_id                = "vpc-test"
+    private_subnet_ids    = ["subnet-a", "subnet-b"]
+    alb_security_group_id = "sg-test"
+    target_group_arn      = "test-target-group-arn"
+    execution_role_arn    = "test-execution-role-arn"
+    task_role_arn         = "test-task-role-arn"
+    auth_issuer           = "https://issuer.test"
+    quota_table_name      = "q"
+    requests_table_name   = "r"
+    cache_table_name      = "c"
+    firehose_stream_name  = "f"
+    config_yaml           = "models: []"
+  }
+
+  assert {
+    condition     = jsondecode(aws_ecs_task_definition.this.container_definitions)[1].stopTimeout <= 120 && tonumber(trimsuffix({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_DRAIN_TIMEOUT"], "s")) < jsondecode(aws_ecs_task_definition.this.container_definitions)[1].stopTimeout
+    error_message = "the drain (JETWAY_DRAIN_TIMEOUT) must end before ECS kills the task (stopTimeout, at most 120 s on Fargate)"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_INTERVAL"] == "${var.health_check_interval}s"
+    error_message = "the task must know the health check interval"
+  }
+  # Deregistration: the ALB stops health checks; the task notices within
+  # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
+  # modules/jetway passes the target group's interval and delay to this
+  # module (checked by the HCL tests); these are its defaults.
+  assert {
+    condition = var.deregistration_delay >= (
+      (tonumber({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_SELF_DRAIN_MISSES"]) + 1) * var.health_check_interval
+      + tonumber(trimsuffix({ for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_DRAIN_TIMEOUT"], "s"))
+    )
+    error_message = "the deregistration delay must cover the task's detection of its deregistration plus its drain"
+  }
+}
+
+run "autoscaling" {
+  command = plan
+  module {
+    source = "../autoscaling"
+  }
+  variables {
+    cluster_name = "c"
+    service_name = "s"
+  }
+
+  assert {
+    condition     = aws_appautoscaling_policy.sessions.target_tracking_scaling_policy_configuration[0].customized_metric_specification[0].metric_name == "ActiveSessions"
+    error_message = "want target tracking on the gateway's active sessions per task"
+  }
+  assert {
+    condition     = aws_appautoscaling_policy.cpu.policy_type == "TargetTrackingScaling"
+    error_message = "want target tracking on CPU too"
+  }
+}
+
+run "dynamodb" {
+  command = plan
+  module {
+    source = "../dynamodb"
+  }
+
+  assert {
+    condition     = toset(keys(aws_dynamodb_table.this)) == toset(["quota", "requests", "cache"])
+    error_message = "want the quota, requests and cache tables"
+  }
+  assert {
+    condition     = alltrue([for t in aws_dynamodb_table.this : t.point_in_time_recovery[0].enabled])
+    error_message = "every table has point-in-time recovery"
+  }
+  assert {
+    condition     = aws_dynamodb_table.this["requests"].ttl[0].enabled && aws_dynamodb_table.this["requests"].ttl[0].attribute_name == "expires_at"
+    error_message = "the requests table expires records by TTL on expires_at"
+  }
+}
+
+run "analytics" {
+  command = plan
+  module {
+    source = "../analytics"
+  }
+
+  assert {
+    condition     = aws_kinesis_firehose_delivery_stream.usage.destination == "extended_s3" && aws_kinesis_firehose_delivery_stream.usage.extended_s3_configuration[0].data_format_conversion_configuration[0].schema_configuration[0].table_name == aws_glue_catalog_table.usage.name
+    error_message = "Firehose writes to S3 in the Glue table's schema"
+  }
+  # The usage record's columns (internal/telemetry.UsageColumns; a Go test
+  # checks the full list and types).
+  assert {
+    condition = length(setsubtract(["request_id", "tenant", "app", "user", "model", "outcome", "input_tokens", "output_tokens", "cost_usd", "ttft_ms", "latency_ms"],
+    [for c in aws_glue_catalog_table.usage.storage_descriptor[0].columns : c.name])) == 0
+    error_message = "the Glue table lacks usage columns"
+  }
+}
+
+run "iam" {
+  command = plan
+  module {
+    source = "../iam"
+  }
+  variables {
+    bedrock_model_ids   = ["amazon.nova-micro-v1:0"]
+    dynamodb_table_arns = ["test-table-arn"]
+    firehose_stream_arn = "test-firehose-arn"
+    log_group_arn       = "test-log-group-arn"
+    ecr_repository_arn  = "test-ecr-arn"
+  }
+
+  assert {
+    condition = alltrue(flatten([for d in [data.aws_iam_policy_document.task, data.aws_iam_policy_document.execution, data.aws_iam_policy_document.ecs_tasks_assume] :
+    [for s in d.statement : [for a in coalesce(s.actions, []) : !strcontains(a, "*")]]]))
+    error_message = "no IAM action may contain a wildcard"
+  }
+  assert {
+    condition     = alltrue([for d in [data.aws_iam_policy_document.task, data.aws_iam_policy_document.execution] : alltrue([for s in d.statement : length(coalesce(s.not_actions, [])) == 0])])
+    error_message = "no NotAction statements (they grant everything else)"
+  }
+}
+
+run "analytics_iam" {
+  command = plan
+  module {
+    source = "../analytics"
+  }
+
+  assert {
+    condition = alltrue(flatten([for d in [data.aws_iam_policy_document.firehose, data.aws_iam_policy_document.firehose_assume, data.aws_iam_policy_document.bucket] :
+    [for s in d.statement : [for a in coalesce(s.actions, []) : !strcontains(a, "*")]]]))
+    error_message = "no IAM action may contain a wildcard"
+  }
+}

@@ -1,0 +1,107 @@
+package delayproxy_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/delayproxy"
+)
+
+// echo starts a TCP echo server on loopback.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestForwardsBytesExactlyWithTheDelayEachWay(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	p, err := delayproxy.Start(echo(t), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	// One small round trip pays the delay twice (a lower bound: the
+	// machine may be slower, never faster).
+	begin := time.Now()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "ping" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	if rtt := time.Since(begin); rtt < 2*delay {
+		t.Errorf("round trip %v, want at least %v", rtt, 2*delay)
+	}
+
+	// A large payload arrives intact and in order.
+	payload := make([]byte, 1<<20)
+	_, _ = rand.Read(payload)
+	go func() { _, _ = c.Write(payload) }()
+	back := make([]byte, len(payload))
+	if _, err := io.ReadFull(c, back); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, payload) {
+		t.Error("payload changed in transit")
+	}
+}
+
+func TestCloseEndsConnections(t *testing.T) {
+	p, err := delayproxy.Start(echo(t), time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	one := make([]byte, 1)
+	if _, err := io.ReadFull(c, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(one); err == nil {
+		t.Error("read after Close succeeded, want the connection closed")
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}

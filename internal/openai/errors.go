@@ -1,0 +1,141 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// apiError is an error in OpenAI's shape: {"error":{"message","type","code","param"}}.
+// code is Jetway's protocol code (or unsupported_parameter); type follows
+// the HTTP status the way OpenAI's SDKs expect.
+type apiError struct {
+	status       int
+	code, param  string
+	msg          string
+	retryAfterMs int64
+	retryable    bool
+	// After the stream started: what was streamed before the failure.
+	partial       bool
+	partialChunks int
+	partialBytes  int
+}
+
+// errorBody is the JSON of an error, in a body or an SSE event.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
+	// Jetway's additions.
+	Status            int    `json:"status"`
+	Retryable         bool   `json:"retryable"`
+	RetryAfterMs      int64  `json:"retry_after_ms,omitempty"`
+	PartialChunks     *int   `json:"partial_chunks,omitempty"`
+	PartialTextLength *int   `json:"partial_text_length,omitempty"`
+	RequestID         string `json:"request_id,omitempty"`
+}
+
+func (e apiError) body(requestID string) errorBody {
+	d := errorDetail{Message: e.msg, Type: errorType(e.status), Code: e.code, Status: e.status,
+		Retryable: e.retryable, RetryAfterMs: e.retryAfterMs, RequestID: requestID}
+	if e.param != "" {
+		d.Param = &e.param
+	}
+	if e.partial {
+		d.PartialChunks, d.PartialTextLength = &e.partialChunks, &e.partialBytes
+	}
+	return errorBody{Error: d}
+}
+
+// write sends the error as the whole response, with Retry-After (seconds,
+// and retry-after-ms, which OpenAI's SDKs read first) when there is one.
+func (e apiError) write(w http.ResponseWriter) {
+	h := w.Header()
+	if e.retryAfterMs > 0 {
+		h.Set("Retry-After", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
+		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
+	}
+	h.Set("x-should-retry", strconv.FormatBool(e.retryable))
+	writeJSON(w, e.status, e.body(h.Get("x-request-id")))
+}
+
+// errorType is OpenAI's error type for a status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusConflict:
+		return "conflict_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// fromProtocol translates a gateway error frame. A model the app may not
+// use is 404 (OpenAI's answer for a model the key cannot see). partial marks
+// an error after the stream started.
+func fromProtocol(pe protocol.Error, partial bool) apiError {
+	e := apiError{status: pe.Status, code: pe.Code, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
+	if e.status == 0 {
+		e.status = protocol.Status(pe.Code)
+	}
+	switch pe.Code {
+	case protocol.CodeModelNotAllowed:
+		e.status, e.param = http.StatusNotFound, "model"
+	case protocol.CodeQuotaExceeded:
+		e.msg = fmt.Sprintf("%s: the %s's %s window is used up; retry after %ds", pe.Message, pe.Scope, pe.Window,
+			(pe.RetryAfterMs+999)/1000)
+	case protocol.CodeRateLimited:
+		e.msg = "too many requests in flight: " + pe.Message
+	case protocol.CodeConflict:
+		e.param = "Idempotency-Key"
+		e.msg = "Idempotency-Key was already used with a different body"
+	}
+	if partial {
+		e.partial = true
+		if pe.Chunks != nil {
+			e.partialChunks = *pe.Chunks
+		}
+		if pe.Text != nil {
+			e.partialBytes = len(*pe.Text)
+		}
+	}
+	return e
+}
+
+func fromRequestError(err error) apiError {
+	var re *requestError
+	if errors.As(err, &re) {
+		return apiError{status: http.StatusBadRequest, code: re.code, param: re.param, msg: re.msg}
+	}
+	return fromProtocol(gateway.ProtocolError(err), false)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal","param":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,263 @@
+// Package openai is Jetway's second door: the OpenAI-compatible
+// POST /v1/chat/completions (Server-Sent Events or one JSON body) and
+// GET /v1/models. It authenticates like the WebSocket endpoint, hands each
+// HTTP request to the same gateway pipeline (admission, quotas, routing,
+// cache, usage records, drain) and follows the request's stream log,
+// translating it to OpenAI's shapes. Idempotency-Key is the request id and
+// Last-Event-ID the seq to resume after. It knows nothing of quotas or models.
+package openai
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// Paths served by Handler.
+const (
+	PathChat   = "/v1/chat/completions"
+	PathModels = "/v1/models"
+)
+
+// Verifier checks a bearer token.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (auth.Principal, error)
+}
+
+// Gateway runs the requests this door receives. Submit has the WebSocket
+// request's rules: a known request id with the same body returns the
+// existing log (no second model call); another body is a conflict.
+type Gateway interface {
+	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
+}
+
+// Apps finds the caller's app (for GET /v1/models).
+type Apps interface {
+	App(tenant, app string) (*config.Tenant, *config.App, bool)
+}
+
+// Options bound the door. Zero values mean the documented defaults
+// (docs/configuration.md).
+type Options struct {
+	MaxBodyBytes  int64                    // largest request body; default 256 KiB (the WebSocket's frame limit)
+	WriteTimeout  time.Duration            // a write the client does not take within this is cut; default 10s
+	OriginAllowed func(origin string) bool // the browser Origin policy; nil: no browser origin is allowed
+	Now           func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = protocol.DefaultMaxFrame
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.OriginAllowed == nil {
+		o.OriginAllowed = func(string) bool { return false }
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Handler serves PathChat and PathModels (and their CORS preflights).
+type Handler struct {
+	verifier Verifier
+	gw       Gateway
+	apps     Apps
+	metrics  *telemetry.Metrics
+	logger   *zap.Logger
+	opts     Options
+}
+
+// New returns the door. metrics may be nil.
+func New(v Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
+	o.defaults()
+	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger.With(zap.String("door", gateway.DoorOpenAI)), opts: o}
+}
+
+// ServeHTTP routes by path and method.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" {
+		if !h.opts.OriginAllowed(origin) {
+			h.refuse(w, "", apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "origin not allowed"})
+			return
+		}
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", origin)
+		hd.Add("Vary", "Origin")
+		hd.Set("Access-Control-Expose-Headers", "x-request-id, retry-after, retry-after-ms")
+		if r.Method == http.MethodOptions {
+			hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+				hd.Set("Access-Control-Allow-Headers", req) // credentials are a bearer header, never cookies
+			}
+			hd.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	switch {
+	case r.URL.Path == PathChat && r.Method == http.MethodPost:
+		h.chat(w, r)
+	case r.URL.Path == PathModels && r.Method == http.MethodGet:
+		h.models(w, r)
+	case r.URL.Path == PathChat || r.URL.Path == PathModels:
+		h.refuse(w, "", apiError{status: http.StatusMethodNotAllowed, code: protocol.CodeInvalidRequest, msg: r.Method + " is not allowed here"})
+	default:
+		h.refuse(w, "", apiError{status: http.StatusNotFound, code: protocol.CodeNotFound, msg: "no such endpoint"})
+	}
+}
+
+// authenticate applies the WebSocket's credential rules to a bearer header.
+func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
+	q := r.URL.Query()
+	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key"} {
+		if q.Has(k) {
+			return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized,
+				msg: "tokens in the query string are refused: use the Authorization header"}
+		}
+	}
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized,
+			msg: `missing credentials: send "Authorization: Bearer <JWT>" (the JWT is the API key)`}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	p, err := h.verifier.Verify(ctx, strings.TrimSpace(tok))
+	if err != nil {
+		h.logger.Info("token_rejected", zap.Error(err))
+		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
+			return auth.Principal{}, &apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "user has no tenant or app here"}
+		}
+		return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized, msg: "invalid or expired token"}
+	}
+	return p, nil
+}
+
+// models lists the models the caller's app may use, its default first.
+func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
+	p, aerr := h.authenticate(r)
+	if aerr != nil {
+		h.refuse(w, "", *aerr)
+		return
+	}
+	_, app, ok := h.apps.App(p.Tenant, p.App)
+	if !ok {
+		h.refuse(w, "", apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "forbidden"})
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	ids := append([]string{app.Models.Default}, app.Models.Allow...)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "jetway"})
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// chat serves one Chat Completions request.
+func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
+	received := h.opts.Now()
+	requestID := r.Header.Get("Idempotency-Key")
+	if requestID != "" && !protocol.ValidID(requestID) {
+		h.refuse(w, "", apiError{status: http.StatusBadRequest, code: protocol.CodeInvalidRequest, param: "Idempotency-Key",
+			msg: "Idempotency-Key must be 8-64 characters of [A-Za-z0-9_-]"})
+		return
+	}
+	if requestID == "" {
+		requestID = newID()
+	}
+	w.Header().Set("x-request-id", requestID)
+	logger := h.logger.With(zap.String("request_id", requestID))
+
+	after := 0
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			h.refuse(w, requestID, apiError{status: http.StatusBadRequest, code: protocol.CodeInvalidRequest, param: "Last-Event-ID",
+				msg: "Last-Event-ID must be the id (a seq >= 0) of the last event received"})
+			return
+		}
+		after = n
+	}
+	p, aerr := h.authenticate(r)
+	if aerr != nil {
+		h.refuse(w, requestID, *aerr)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.refuse(w, requestID, apiError{status: http.StatusRequestEntityTooLarge, code: protocol.CodeInvalidRequest,
+				msg: "request body over " + strconv.FormatInt(h.opts.MaxBodyBytes, 10) + " bytes"})
+			return
+		}
+		logger.Info("body_read_failed", zap.Error(err))
+		return
+	}
+	rc := http.NewResponseController(w)
+	chatReq, in, err := parseChat(body, requestID)
+	if err != nil {
+		logger.Info("bad_request", zap.Error(err))
+		h.refuse(w, requestID, fromRequestError(err))
+		return
+	}
+	in.AfterSeq = after
+	log, from, err := h.gw.Submit(gateway.Caller{Principal: p, SessionID: requestID}, gateway.Request{Inbound: in,
+		ReceivedAt: received, TopP: chatReq.TopP, Stop: chatReq.Stop, Door: gateway.DoorOpenAI})
+	if err != nil {
+		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false))
+		return
+	}
+	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID,
+		created: received.Unix(), includeUsage: chatReq.StreamOptions != nil && chatReq.StreamOptions.IncludeUsage}
+	if chatReq.Stream {
+		rsp.stream(r.Context(), log, from)
+		return
+	}
+	rsp.whole(r.Context(), log)
+}
+
+// refuse answers with an error before any stream began.
+func (h *Handler) refuse(w http.ResponseWriter, requestID string, e apiError) {
+	if e.status >= 500 || e.status == http.StatusTooManyRequests {
+		h.logger.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
+	}
+	e.write(w)
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,242 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// MaxStopSequences bounds `stop` (OpenAI's own limit).
+const MaxStopSequences = 4
+
+// chatRequest is the part of a Chat Completions body Jetway serves.
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Temperature         *float64      `json:"temperature"`
+	TopP                *float64      `json:"top_p"`
+	Stop                stopList      `json:"stop"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	User string `json:"user"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// stopList is `stop`: a string or an array of strings.
+type stopList []string
+
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*s = nil
+		return nil
+	}
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("stop must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// served are the parameters Jetway honours; answerNeutral are accepted
+// because they do not change the answer. Every other parameter is refused
+// with a 400 naming it, unless it is null or one of its neutral values.
+var (
+	served = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
+		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true}
+	answerNeutral = map[string]bool{"metadata": true, "store": true, "service_tier": true,
+		"prompt_cache_key": true, "safety_identifier": true, "parallel_tool_calls": true}
+	// neutralValues: values of otherwise unsupported parameters that ask for
+	// nothing Jetway does not do (compact JSON).
+	neutralValues = map[string][]string{
+		"n": {"1"}, "logprobs": {"false"}, "presence_penalty": {"0"}, "frequency_penalty": {"0"},
+		"tools": {"[]"}, "functions": {"[]"}, "tool_choice": {`"none"`},
+		"response_format": {`{"type":"text"}`}, "modalities": {`["text"]`},
+	}
+)
+
+// requestError is a 400 that names the offending parameter.
+type requestError struct {
+	code, param, msg string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badParam(param, format string, args ...any) *requestError {
+	return &requestError{code: "invalid_request", param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+func unsupported(param, why string) *requestError {
+	return &requestError{code: "unsupported_parameter", param: param,
+		msg: fmt.Sprintf("%s is not supported by this gateway%s: remove it (it would change the answer)", param, why)}
+}
+
+// parseChat decodes and checks a Chat Completions body and turns it into
+// the WebSocket protocol's request fields (validated by the same rules).
+func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return chatRequest{}, protocol.Inbound{}, badParam("", "the body is not a JSON object: %s", jsonProblem(err))
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same body names the same parameter first
+	for _, k := range keys {
+		if served[k] || answerNeutral[k] {
+			continue
+		}
+		v := compact(raw[k])
+		if v == "null" || contains(neutralValues[k], v) {
+			continue
+		}
+		why := ""
+		switch k {
+		case "n":
+			why = " (n > 1: one choice per request)"
+		case "tools", "tool_choice", "functions", "function_call":
+			why = " (tool calling)"
+		}
+		return chatRequest{}, protocol.Inbound{}, unsupported(truncate(k, 64), why)
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return req, protocol.Inbound{}, badParam(te.Field, "%s has the wrong type", te.Field)
+		}
+		return req, protocol.Inbound{}, badParam("stop", "%s", err.Error())
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return req, protocol.Inbound{}, badParam("stream_options", "stream_options is only allowed with stream: true")
+	}
+	in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: requestID, Temperature: req.Temperature}
+	if req.Model != "default" {
+		in.Model = req.Model
+	}
+	switch mt, mct := req.MaxTokens, req.MaxCompletionTokens; {
+	case mt != nil && mct != nil && *mt != *mct:
+		return req, in, badParam("max_completion_tokens", "max_tokens and max_completion_tokens disagree: send one")
+	case mct != nil:
+		in.MaxTokens = *mct
+	case mt != nil:
+		in.MaxTokens = *mt
+	}
+	if in.MaxTokens < 0 || (req.MaxTokens != nil || req.MaxCompletionTokens != nil) && in.MaxTokens == 0 {
+		return req, in, badParam("max_tokens", "max_tokens must be positive")
+	}
+	if t := req.TopP; t != nil && (*t < 0 || *t > 1) {
+		return req, in, badParam("top_p", "top_p must be between 0 and 1")
+	}
+	if len(req.Stop) > MaxStopSequences {
+		return req, in, badParam("stop", "at most %d stop sequences", MaxStopSequences)
+	}
+	for _, s := range req.Stop {
+		if s == "" {
+			return req, in, badParam("stop", "stop sequences must not be empty")
+		}
+	}
+	var system []string
+	for i, m := range req.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		text, err := contentText(m.Content, param)
+		if err != nil {
+			return req, in, err
+		}
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, text)
+		case "user", "assistant":
+			if text == "" {
+				return req, in, badParam(param+".content", "%s.content must not be empty", param)
+			}
+			in.Messages = append(in.Messages, protocol.Message{Role: m.Role, Content: text})
+		case "tool", "function":
+			return req, in, unsupported(param+".role", " (tool calling)")
+		default:
+			return req, in, badParam(param+".role", "%s.role must be system, developer, user or assistant", param)
+		}
+	}
+	in.System = strings.Join(system, "\n\n")
+	if err := protocol.ValidateRequest(&in); err != nil {
+		return req, in, err
+	}
+	return req, in, nil
+}
+
+// contentText reads a message's content: a string, or text content parts.
+func contentText(raw json.RawMessage, param string) (string, error) {
+	if len(raw) == 0 || compact(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badParam(param+".content", "%s.content must be a string or an array of content parts", param)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", unsupported(fmt.Sprintf("%s.content[%d].type", param, j), fmt.Sprintf(" (content type %q: text only)", truncate(p.Type, 40)))
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	return truncate(err.Error(), 120)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

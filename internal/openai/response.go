@@ -1,0 +1,264 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// responder follows one request's stream log and writes it in OpenAI's shapes.
+type responder struct {
+	h            *Handler
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	logger       *zap.Logger
+	requestID    string
+	created      int64
+	includeUsage bool
+
+	model  string // the accepted frame's model
+	prefix []byte // a chunk event's JSON up to the delta's content value
+}
+
+func decodeTerminal(frame []byte) (done *protocol.Done, perr *protocol.Error) {
+	var t struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(frame, &t)
+	if t.Type == protocol.TypeDone {
+		var d protocol.Done
+		if json.Unmarshal(frame, &d) == nil {
+			return &d, nil
+		}
+	}
+	var e protocol.Error
+	if json.Unmarshal(frame, &e) != nil || e.Code == "" {
+		e = protocol.Error{Code: protocol.CodeInternal, Status: 500, Message: "internal error"}
+	}
+	return nil, &e
+}
+
+// stream writes the log after seq `from` as Server-Sent Events: one event
+// per chunk with `id: <seq>`, then the finish (and usage) event or one
+// error event, then `data: [DONE]`. The 200 and its headers go out with the
+// first chunk, so a request that fails before any text (and was not
+// resumed mid-answer) gets a plain HTTP error with its status.
+func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
+	cursor, started := from, from > 0
+	var buf []byte
+	for {
+		snap := log.Read(cursor)
+		if s.model == "" && snap.Accepted != nil {
+			s.accepted(snap.Accepted)
+		}
+		if !s.headersSent() {
+			if !started && len(snap.Chunks) == 0 && snap.Terminal != nil {
+				if _, perr := decodeTerminal(snap.Terminal); perr != nil {
+					s.h.refuse(s.w, s.requestID, fromProtocol(*perr, false)) // nothing streamed: a plain HTTP error
+					return
+				}
+			}
+			if started && snap.Accepted != nil || len(snap.Chunks) > 0 || snap.Terminal != nil {
+				s.startSSE()
+			}
+		}
+		buf = buf[:0]
+		for i, text := range snap.Chunks {
+			buf = s.appendChunk(buf, snap.First+i, text)
+		}
+		cursor += len(snap.Chunks)
+		if snap.Terminal != nil {
+			buf = s.appendTerminal(buf, snap.Terminal, cursor)
+			s.write(buf)
+			return
+		}
+		if len(buf) > 0 && !s.write(buf) {
+			return
+		}
+		select {
+		case <-snap.Changed:
+		case <-ctx.Done():
+			s.logger.Info("client_gone", zap.Int("after_seq", cursor), zap.String("hint", "the answer continues: resume with Idempotency-Key and Last-Event-ID"))
+			return
+		}
+	}
+}
+
+// whole waits for the terminal and writes one chat.completion body (or the error).
+func (s *responder) whole(ctx context.Context, log *stream.Log) {
+	cursor := 0
+	for {
+		snap := log.Read(cursor)
+		cursor += len(snap.Chunks)
+		if snap.Accepted != nil && s.model == "" {
+			s.accepted(snap.Accepted)
+		}
+		if snap.Terminal != nil {
+			done, perr := decodeTerminal(snap.Terminal)
+			_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
+			if perr != nil {
+				partial := perr.Chunks != nil && *perr.Chunks > 0
+				s.h.refuse(s.w, s.requestID, fromProtocol(*perr, partial))
+				return
+			}
+			type message struct {
+				Role    string  `json:"role"`
+				Content string  `json:"content"`
+				Refusal *string `json:"refusal"`
+			}
+			type choice struct {
+				Index        int       `json:"index"`
+				Message      message   `json:"message"`
+				FinishReason string    `json:"finish_reason"`
+				Logprobs     *struct{} `json:"logprobs"`
+			}
+			writeJSON(s.w, http.StatusOK, struct {
+				ID      string   `json:"id"`
+				Object  string   `json:"object"`
+				Created int64    `json:"created"`
+				Model   string   `json:"model"`
+				Choices []choice `json:"choices"`
+				Usage   usage    `json:"usage"`
+			}{ID: "chatcmpl-" + s.requestID, Object: "chat.completion", Created: s.created, Model: done.Model,
+				Choices: []choice{{Message: message{Role: "assistant", Content: done.Text}, FinishReason: finishReason(done.StopReason)}},
+				Usage:   usageOf(done.Usage)})
+			return
+		}
+		select {
+		case <-snap.Changed:
+		case <-ctx.Done():
+			s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
+			return
+		}
+	}
+}
+
+func (s *responder) accepted(frame []byte) {
+	var a protocol.Accepted
+	_ = json.Unmarshal(frame, &a)
+	s.model = a.Model
+}
+
+func (s *responder) headersSent() bool { return s.prefix != nil }
+
+func (s *responder) startSSE() {
+	if s.headersSent() {
+		return
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	s.prefix = s.appendHead(nil, s.model)
+}
+
+// appendHead appends a chunk object's opening: id, object, created, model, choices[0].
+func (s *responder) appendHead(dst []byte, model string) []byte {
+	dst = append(dst, `{"id":"chatcmpl-`...)
+	dst = append(dst, s.requestID...) // [A-Za-z0-9_-]: nothing to escape
+	dst = append(dst, `","object":"chat.completion.chunk","created":`...)
+	dst = strconv.AppendInt(dst, s.created, 10)
+	dst = append(dst, `,"model":`...)
+	m, _ := json.Marshal(model)
+	dst = append(dst, m...)
+	return append(dst, `,"choices":[{"index":0,"delta":`...)
+}
+
+// appendChunk appends one chunk event. The first chunk also carries the role.
+func (s *responder) appendChunk(dst []byte, seq int, text string) []byte {
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, int64(seq), 10)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, s.prefix...)
+	if seq == 1 {
+		dst = append(dst, `{"role":"assistant","content":`...)
+	} else {
+		dst = append(dst, `{"content":`...)
+	}
+	t, _ := json.Marshal(text)
+	dst = append(dst, t...)
+	return append(dst, "},\"finish_reason\":null}]}\n\n"...)
+}
+
+// appendTerminal appends the finish event (and the usage event when asked
+// for) or one error event carrying what was streamed, then [DONE]. Both
+// carry the last chunk's seq as their id.
+func (s *responder) appendTerminal(dst []byte, frame []byte, last int) []byte {
+	id := "id: " + strconv.Itoa(last) + "\ndata: "
+	done, perr := decodeTerminal(frame)
+	if perr != nil {
+		s.logger.Info("stream_error", zap.String("code", perr.Code), zap.Int("chunks", last))
+		b, _ := json.Marshal(fromProtocol(*perr, true).body(s.requestID))
+		dst = append(dst, id...)
+		dst = append(dst, b...)
+		return append(dst, "\n\ndata: [DONE]\n\n"...)
+	}
+	dst = append(dst, id...)
+	dst = s.appendHead(dst, done.Model)
+	dst = append(dst, `{},"finish_reason":`...)
+	fr, _ := json.Marshal(finishReason(done.StopReason))
+	dst = append(dst, fr...)
+	dst = append(dst, "}]}\n\n"...)
+	if s.includeUsage {
+		u, _ := json.Marshal(usageOf(done.Usage))
+		dst = append(dst, id...)
+		head := s.appendHead(nil, done.Model)
+		dst = append(dst, head[:len(head)-len(`{"index":0,"delta":`)]...) // `...,"choices":[`
+		dst = append(dst, `],"usage":`...)
+		dst = append(dst, u...)
+		dst = append(dst, "}\n\n"...)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+// write sends bytes within the write timeout; a client that does not take
+// them is cut, as a slow WebSocket consumer is. It reports success.
+func (s *responder) write(b []byte) bool {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
+	_, err := s.w.Write(b)
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.logger.Warn("slow_consumer", zap.Duration("write_timeout", s.h.opts.WriteTimeout))
+		s.h.metrics.SlowConsumerClosed()
+	} else {
+		s.logger.Info("client_gone", zap.Error(err))
+	}
+	return false
+}
+
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+func usageOf(u protocol.Usage) usage {
+	return usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+}
+
+// finishReason maps Bedrock's stop reason to OpenAI's.
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens":
+		return "length"
+	case "guardrail_intervened", "content_filtered":
+		return "content_filter"
+	default:
+		return "stop"
+	}
+}

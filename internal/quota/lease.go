@@ -1,0 +1,106 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrLeaseConflict: a lease write's condition on the owner's lease failed:
+// the lease is not at the sequence number the writer expected (another
+// attempt of the same write applied, or another server reclaimed it).
+// The store returns the item's state with it.
+var ErrLeaseConflict = errors.New("quota lease changed")
+
+// Lease is one server's block of an item's counters (see "Leases" in the
+// package documentation). Granted is in the item's counters (used) in full;
+// Committed, a part of Granted, is what the owner may have spent without a
+// further write, so a reclaimer returns Granted - Committed and never a
+// token that may have been used.
+type Lease struct {
+	Owner     string
+	Granted   Amount
+	Committed Amount
+	Expires   time.Time
+	// Seq counts the owner's writes of this lease; every write is
+	// conditioned on the previous value, which makes a retried write
+	// detectable (hence idempotent).
+	Seq int64
+}
+
+// ItemState is an item's counters with the leases held on it.
+type ItemState struct {
+	Used   Amount
+	Leases map[string]Lease
+}
+
+// LeaseWrite is one atomic change of one owner's lease and of the item's
+// counters: used += Grant, and the lease becomes Lease.
+type LeaseWrite struct {
+	// PrevSeq is the lease's current Seq; 0 means the owner holds no
+	// lease on the item. Lease.Seq must be PrevSeq + 1.
+	PrevSeq int64
+	Lease   Lease
+	// Grant is added to the item's counters (negative to return tokens).
+	Grant Amount
+	// Limit: unless Force, every positive grant of a limited metric must
+	// fit, used + grant <= limit, or nothing changes (ErrExceeded).
+	Limit Amount
+	// Force grants without the limit check: usage that happened.
+	Force bool
+}
+
+// leaseStore is the part of Store that leases use.
+type leaseStore interface {
+	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
+	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error)
+	ReadItem(ctx context.Context, it Item) (ItemState, error)
+}
+
+// grantFits reports whether used + grant stays within limit for every
+// positive grant of a limited metric.
+func grantFits(used, grant, limit Amount) bool {
+	ok := func(u, g, l int64) bool { return l <= 0 || g <= 0 || u+g <= l }
+	return ok(used.Tokens, grant.Tokens, limit.Tokens) && ok(used.Requests, grant.Requests, limit.Requests) &&
+		ok(used.MicroUSD, grant.MicroUSD, limit.MicroUSD)
+}
+
+// applyLease changes st as w does, or says why it does not (memory store;
+// the DynamoDB store's conditions say the same).
+func applyLease(st *ItemState, w LeaseWrite) error {
+	cur, held := st.Leases[w.Lease.Owner]
+	if (w.PrevSeq == 0 && held) || (w.PrevSeq != 0 && (!held || cur.Seq != w.PrevSeq)) {
+		return ErrLeaseConflict
+	}
+	if !w.Force && !grantFits(st.Used, w.Grant, w.Limit) {
+		return ErrExceeded
+	}
+	st.Used = st.Used.Add(w.Grant)
+	if st.Leases == nil {
+		st.Leases = make(map[string]Lease)
+	}
+	st.Leases[w.Lease.Owner] = w.Lease
+	return nil
+}
+
+// applyReclaim removes an expired lease, returning its uncommitted tokens.
+func applyReclaim(st *ItemState, l Lease, now time.Time) error {
+	cur, held := st.Leases[l.Owner]
+	if !held || cur.Seq != l.Seq || !cur.Expires.Before(now) {
+		return ErrLeaseConflict
+	}
+	st.Used = st.Used.Sub(cur.Granted.Sub(cur.Committed))
+	delete(st.Leases, l.Owner)
+	return nil
+}
+
+func cloneState(st ItemState) ItemState {
+	out := ItemState{Used: st.Used}
+	if len(st.Leases) > 0 {
+		out.Leases = make(map[string]Lease, len(st.Leases))
+		for k, v := range st.Leases {
+			out.Leases[k] = v
+		}
+	}
+	return out
+}

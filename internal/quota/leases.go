@@ -1,0 +1,599 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults for LeaseOptions.
+const (
+	DefaultLeaseTTL         = 30 * time.Second
+	DefaultLeaseAhead       = 2 * time.Second
+	DefaultLeaseBlock       = 10 * time.Second
+	DefaultLeaseFraction    = 0.1
+	DefaultLeaseMinRequests = 4
+	DefaultLeaseMaxItems    = 10000
+	// leaseRateHalfLife is the half-life of the request-rate average that
+	// sizes leases.
+	leaseRateHalfLife = 5 * time.Second
+	// leaseWriteAttempts bounds the attempts of one lease write that meets
+	// conflicts (a reclaimed lease is re-created, an ambiguous write read back).
+	leaseWriteAttempts = 3
+)
+
+// LeaseOptions turn on quota leases (see "Leases" in the package
+// documentation). The zero value leaves them off: every reservation is a
+// conditional write, as before.
+type LeaseOptions struct {
+	// Owner is this server's id, unique among live servers (the server
+	// id); empty turns leases off.
+	Owner string
+	// TTL is a lease's life after its last write: an owner that stops
+	// writing (killed) has its uncommitted tokens reclaimed by another
+	// server after it; an active lease is renewed when half of it is
+	// left, an idle one returned (Run). A server admits from its lease
+	// only while the lease lives. Default 30s.
+	TTL time.Duration
+	// Ahead is how much a lease write commits beyond the reservations in
+	// flight, in time at the recent request rate (at least MinRequests
+	// requests of the current size). Committed tokens are lost until the
+	// window ends if the server is killed. Default 2s.
+	Ahead time.Duration
+	// Block is how much a lease write takes from the limit beyond the
+	// reservations in flight, in time at the recent rate (at least Ahead's
+	// amount). Default 10s.
+	Block time.Duration
+	// Fraction caps one write's grant at this fraction of the headroom
+	// left (limit - used), so a lease never starves other servers; near
+	// the limit leases shrink to exact per-request grants. Default 0.1.
+	Fraction float64
+	// MinRequests is the smallest commit, in requests of the current
+	// request's size (and the smallest grant is MinRequests * Block/Ahead).
+	// Default 4.
+	MinRequests int
+	// MaxItems bounds the items this server holds leases on; a request on
+	// another item is reserved with one conditional write, without lease.
+	// Default 10000.
+	MaxItems int
+}
+
+func (o *LeaseOptions) defaults() {
+	if o.TTL <= 0 {
+		o.TTL = DefaultLeaseTTL
+	}
+	if o.Ahead <= 0 {
+		o.Ahead = DefaultLeaseAhead
+	}
+	if o.Block <= 0 {
+		o.Block = DefaultLeaseBlock
+	}
+	o.Block = max(o.Block, o.Ahead)
+	if o.Fraction <= 0 || o.Fraction > 1 {
+		o.Fraction = DefaultLeaseFraction
+	}
+	if o.MinRequests <= 0 {
+		o.MinRequests = DefaultLeaseMinRequests
+	}
+	if o.MaxItems <= 0 {
+		o.MaxItems = DefaultLeaseMaxItems
+	}
+}
+
+// leases is a server's set of leases, one per item.
+type leases struct {
+	q    *Quota
+	opts LeaseOptions
+
+	mu       sync.Mutex
+	items    map[string]*lease
+	draining bool
+	bg       sync.WaitGroup // background writes
+}
+
+// lease is this server's lease on one item. Admission is local: a
+// request fits when, for every limited metric, charged + inflight + a <=
+// committed, the committed amount last written to the store.
+type lease struct {
+	ls    *leases
+	item  Item
+	limit Amount
+	write chan struct{} // one store write at a time
+
+	mu sync.Mutex
+	// As last confirmed by the store.
+	seq                int64
+	granted, committed Amount
+	expires            time.Time
+	seenUsed           Amount // the item's used at the last write (all servers)
+	others             []Lease
+	// Local.
+	charged, inflight Amount
+	unit              Amount // the last request's amount: the unit of lease sizes
+	rate              float64
+	rateAt, lastUse   time.Time
+	refilling         bool
+	closed            bool // drained: tokens returned, nothing admitted
+}
+
+func (l *lease) room() Amount { return l.committed.Sub(l.charged).Sub(l.inflight) }
+
+// fitsRoom reports whether a fits room on every limited metric.
+func fitsRoom(room, a, limit Amount) bool {
+	ok := func(r, n, l int64) bool { return l <= 0 || n <= r }
+	return ok(room.Tokens, a.Tokens, limit.Tokens) && ok(room.Requests, a.Requests, limit.Requests) &&
+		ok(room.MicroUSD, a.MicroUSD, limit.MicroUSD)
+}
+
+func newLeases(q *Quota, o LeaseOptions) *leases {
+	o.defaults()
+	return &leases{q: q, opts: o, items: make(map[string]*lease)}
+}
+
+// get returns the lease on p's item, creating it; nil when MaxItems are
+// held or the server is draining.
+func (s *leases) get(p plannedItem) *lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil
+	}
+	key := p.item.Key()
+	if l, ok := s.items[key]; ok {
+		l.mu.Lock()
+		l.limit = p.limit.Max() // the configuration may have changed
+		l.mu.Unlock()
+		return l
+	}
+	if len(s.items) >= s.opts.MaxItems {
+		return nil
+	}
+	l := &lease{ls: s, item: p.item, limit: p.limit.Max(), write: make(chan struct{}, 1)}
+	s.items[key] = l
+	return l
+}
+
+// admit takes a from the lease's room without a store call. It reports
+// whether it did and whether a background refill should start.
+func (l *lease) admit(a Amount, now time.Time) (ok, refill bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || !now.Before(l.expires) || !fitsRoom(l.room(), a, l.limit) {
+		return false, false
+	}
+	l.inflight = l.inflight.Add(a)
+	l.noteUse(a, now)
+	return true, l.lowLocked(now)
+}
+
+// noteUse counts a request in the rate average: an exponentially
+// decaying count of requests with half-life leaseRateHalfLife. l.mu is held.
+func (l *lease) noteUse(a Amount, now time.Time) {
+	if !l.rateAt.IsZero() {
+		l.rate *= math.Exp2(-now.Sub(l.rateAt).Seconds() / leaseRateHalfLife.Seconds())
+	}
+	l.rate++
+	l.rateAt, l.lastUse, l.unit = now, now, a
+}
+
+// perSecond is the recent request rate.
+func (l *lease) perSecond() float64 { return l.rate * math.Ln2 / leaseRateHalfLife.Seconds() }
+
+// lowLocked reports whether the room is below the low-water mark (half
+// the commit allowance) or the lease is past half its life. l.mu is held.
+func (l *lease) lowLocked(now time.Time) bool {
+	if l.refilling || l.closed {
+		return false
+	}
+	ahead := l.requests(l.ls.opts.Ahead)
+	low := scale(l.unit, ahead/2)
+	room := l.room()
+	lowOn := func(r, w, lim int64) bool { return lim > 0 && w > 0 && r < w }
+	if lowOn(room.Tokens, low.Tokens, l.limit.Tokens) || lowOn(room.Requests, low.Requests, l.limit.Requests) ||
+		lowOn(room.MicroUSD, low.MicroUSD, l.limit.MicroUSD) {
+		return true
+	}
+	return l.expires.Sub(now) < l.ls.opts.TTL/2
+}
+
+// requests is how many requests d of the recent rate is, at least
+// MinRequests per Ahead (a cold lease: MinRequests ahead committed,
+// MinRequests * Block/Ahead granted).
+func (l *lease) requests(d time.Duration) float64 {
+	o := l.ls.opts
+	return max(float64(o.MinRequests)*d.Seconds()/o.Ahead.Seconds(), l.perSecond()*d.Seconds())
+}
+
+func scale(a Amount, k float64) Amount {
+	f := func(v int64) int64 { return int64(math.Ceil(float64(v) * k)) }
+	return Amount{f(a.Tokens), f(a.Requests), f(a.MicroUSD)}
+}
+
+func maxAmount(a, b Amount) Amount {
+	return Amount{max(a.Tokens, b.Tokens), max(a.Requests, b.Requests), max(a.MicroUSD, b.MicroUSD)}
+}
+
+func minAmount(a, b Amount) Amount {
+	return Amount{min(a.Tokens, b.Tokens), min(a.Requests, b.Requests), min(a.MicroUSD, b.MicroUSD)}
+}
+
+// writeKind says what a lease write is for.
+type writeKind int
+
+const (
+	writeTopUp  writeKind = iota // commit Ahead and grant Block beyond the reservations (capped by Fraction)
+	writeExact                   // grant and commit exactly what the reservations need
+	writeCharge                  // record usage past the committed amount, without the limit check
+	writeReturn                  // give back everything not in flight (drain, idle)
+)
+
+// plan builds the write of kind for a reservation of need on top of the
+// lease's state. l.mu is held.
+func (l *lease) plan(kind writeKind, need Amount, now time.Time) LeaseWrite {
+	o := l.ls.opts
+	base := l.charged.Add(l.inflight).Add(need)
+	committed, granted := maxAmount(l.committed, base), maxAmount(l.granted, base)
+	force := false
+	switch kind {
+	case writeTopUp:
+		unit := l.unit
+		if !need.IsZero() {
+			unit = need
+		}
+		committed = maxAmount(committed, base.Add(scale(unit, l.requests(o.Ahead))))
+		granted = maxAmount(granted, maxAmount(committed, base.Add(scale(unit, l.requests(o.Block)))))
+		// Cap the grant at a fraction of the headroom, but never below
+		// what the reservations need.
+		head := l.limit.Sub(l.seenUsed)
+		capAt := func(g, need, h, lim int64) int64 {
+			if lim <= 0 {
+				return g
+			}
+			return max(min(g, int64(float64(max(h, 0))*o.Fraction)), need)
+		}
+		gr, nd := granted.Sub(l.granted), maxAmount(base.Sub(l.granted), Amount{})
+		gr = Amount{capAt(gr.Tokens, nd.Tokens, head.Tokens, l.limit.Tokens), capAt(gr.Requests, nd.Requests, head.Requests, l.limit.Requests),
+			capAt(gr.MicroUSD, nd.MicroUSD, head.MicroUSD, l.limit.MicroUSD)}
+		granted = l.granted.Add(maxAmount(gr, Amount{}))
+		committed = maxAmount(minAmount(committed, granted), l.committed)
+		// Unlimited metrics are only counted, never leased ahead.
+		exact := func(c, g *int64, b, cur, lim int64) {
+			if lim <= 0 {
+				*c, *g = max(b, cur), max(b, cur)
+			}
+		}
+		exact(&committed.Tokens, &granted.Tokens, base.Tokens, max(l.granted.Tokens, l.committed.Tokens), l.limit.Tokens)
+		exact(&committed.Requests, &granted.Requests, base.Requests, max(l.granted.Requests, l.committed.Requests), l.limit.Requests)
+		exact(&committed.MicroUSD, &granted.MicroUSD, base.MicroUSD, max(l.granted.MicroUSD, l.committed.MicroUSD), l.limit.MicroUSD)
+	case writeCharge:
+		force = true
+	case writeReturn:
+		committed, granted = base, base
+	}
+	return LeaseWrite{
+		PrevSeq: l.seq,
+		Lease:   Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL).Truncate(time.Millisecond), Seq: l.seq + 1},
+		Grant:   granted.Sub(l.granted),
+		Limit:   l.limit,
+		Force:   force,
+	}
+}
+
+// adopt takes the store's view of the item after a write. l.mu is held.
+func (l *lease) adopt(st ItemState) {
+	l.seenUsed = st.Used
+	l.others = l.others[:0]
+	for owner, x := range st.Leases {
+		if owner != l.ls.opts.Owner {
+			l.others = append(l.others, x)
+		}
+	}
+	mine, ok := st.Leases[l.ls.opts.Owner]
+	if !ok {
+		// Reclaimed by another server: it returned granted - committed,
+		// so what this server committed is still counted; a new lease
+		// starts from it. (After an unresolved ambiguous write the
+		// smaller, older committed is the safe one.)
+		l.seq, l.granted = 0, l.committed
+		l.expires = time.Time{}
+		return
+	}
+	l.seq, l.granted, l.committed, l.expires = mine.Seq, mine.Granted, mine.Committed, mine.Expires
+}
+
+// sameLease reports whether a and b are the same write of a lease.
+func sameLease(a, b Lease) bool {
+	return a.Owner == b.Owner && a.Seq == b.Seq && a.Granted == b.Granted && a.Committed == b.Committed && a.Expires.Equal(b.Expires)
+}
+
+// errLeaseClosed: the lease was drained while a reservation waited to write.
+var errLeaseClosed = errors.New("quota lease returned (draining)")
+
+// store writes a lease change of kind, for a reservation of need (zero for
+// a refill), and on success adds need to inflight. One write at a time per
+// lease. Conflicts are resolved by adopting the store's lease (a write
+// whose earlier attempt applied is recognised by its Seq, so no write is
+// ever applied twice), an ambiguous failure by reading the item back.
+func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
+	select {
+	case l.write <- struct{}{}:
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+	defer func() { <-l.write }()
+	q := l.ls.q
+	for attempt := 1; ; attempt++ {
+		now := q.opts.Now()
+		l.mu.Lock()
+		if l.closed && kind != writeReturn && kind != writeCharge {
+			l.mu.Unlock()
+			return unavailable(errLeaseClosed)
+		}
+		if kind != writeReturn && kind != writeCharge && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
+			// Another write made room meanwhile.
+			l.inflight = l.inflight.Add(need)
+			l.noteUse(need, now)
+			l.mu.Unlock()
+			return nil
+		}
+		w := l.plan(kind, need, now)
+		l.mu.Unlock()
+
+		var st ItemState
+		err := q.call(ctx, "lease", func(ctx context.Context) (err error) {
+			st, err = q.store.WriteLease(ctx, l.item, w)
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrExceeded) && !errors.Is(err, ErrLeaseConflict) {
+			// Ambiguous: did it apply? Read the lease back.
+			rerr := q.call(context.WithoutCancel(ctx), "get", func(ctx context.Context) (err error) {
+				st, err = q.store.ReadItem(ctx, l.item)
+				return err
+			})
+			if rerr != nil {
+				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+			}
+			if mine, ok := st.Leases[w.Lease.Owner]; ok && sameLease(mine, w.Lease) {
+				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "applied"), zap.Error(err))
+				err = nil
+			} else {
+				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "not applied"), zap.Error(err))
+				l.mu.Lock()
+				l.adopt(st)
+				l.mu.Unlock()
+				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+			}
+		}
+		if mine, ok := st.Leases[w.Lease.Owner]; errors.Is(err, ErrLeaseConflict) && ok && sameLease(mine, w.Lease) {
+			err = nil // an earlier attempt of this write applied (the SDK retried it)
+		}
+		l.mu.Lock()
+		switch {
+		case err == nil:
+			l.adopt(st)
+			if !need.IsZero() {
+				l.inflight = l.inflight.Add(need)
+				l.noteUse(need, now)
+			}
+			l.mu.Unlock()
+			return nil
+		case errors.Is(err, ErrLeaseConflict) && attempt < leaseWriteAttempts:
+			if mine, ok := st.Leases[w.Lease.Owner]; ok && w.PrevSeq == 0 && l.granted.IsZero() && l.committed.IsZero() {
+				// A lease of this owner that this process does not know
+				// (the owner id was reused after a restart): all it
+				// committed counts as spent.
+				l.charged = l.charged.Add(mine.Committed)
+			}
+			l.adopt(st)
+			l.mu.Unlock()
+			continue
+		case errors.Is(err, ErrExceeded):
+			l.adopt(st)
+			l.mu.Unlock()
+			return err
+		}
+		l.adopt(st)
+		l.mu.Unlock()
+		return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+	}
+}
+
+// reserve admits need on the lease: locally when it fits, otherwise with
+// a synchronous write (top-up, then exact, then exact again after
+// reclaiming expired leases of other servers). It returns the used amount
+// to report (Tightest) or ErrExceeded with the item's used.
+func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, err error) {
+	now := l.ls.q.opts.Now()
+	if ok, refill := l.admit(need, now); ok {
+		if refill {
+			l.refill()
+		}
+		return l.usedAfter(), nil
+	}
+	err = l.store(ctx, writeTopUp, need)
+	if errors.Is(err, ErrExceeded) {
+		err = l.store(ctx, writeExact, need)
+	}
+	if errors.Is(err, ErrExceeded) && l.reclaimExpired(ctx) {
+		err = l.store(ctx, writeExact, need)
+	}
+	if err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// The used this server sees, without its own unspent lease.
+		return l.seenUsed.Sub(l.granted).Add(l.charged).Add(l.inflight), err
+	}
+	return l.usedAfter(), nil
+}
+
+// usedAfter is the item's usage as this server knows it (see Tightest).
+func (l *lease) usedAfter() Amount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seenUsed.Sub(l.granted).Add(l.charged).Add(l.inflight)
+}
+
+// refill tops the lease up in the background.
+func (l *lease) refill() {
+	l.mu.Lock()
+	if l.refilling {
+		l.mu.Unlock()
+		return
+	}
+	l.refilling = true
+	l.mu.Unlock()
+	s := l.ls
+	s.bg.Go(func() {
+		defer func() {
+			l.mu.Lock()
+			l.refilling = false
+			l.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), s.q.opts.CompensateTimeout)
+		defer cancel()
+		err := l.store(ctx, writeTopUp, Amount{})
+		if err != nil && !errors.Is(err, ErrExceeded) && !errors.Is(err, errLeaseClosed) {
+			s.q.log.Warn("quota_lease_refill_failed", zap.String("item", l.item.Key()), zap.Error(err))
+		}
+		l.reclaimExpired(ctx)
+	})
+}
+
+// reclaimExpired returns the uncommitted tokens of other servers' expired
+// leases seen at the last write. It reports whether any came back.
+func (l *lease) reclaimExpired(ctx context.Context) bool {
+	q := l.ls.q
+	now := q.opts.Now()
+	l.mu.Lock()
+	var expired []Lease
+	for _, x := range l.others {
+		if x.Expires.Before(now) {
+			expired = append(expired, x)
+		}
+	}
+	l.mu.Unlock()
+	any := false
+	for _, x := range expired {
+		err := q.call(ctx, "reclaim", func(ctx context.Context) error {
+			_, err := q.store.ReclaimLease(ctx, l.item, x, now)
+			return err
+		})
+		if err == nil {
+			any = true
+			q.log.Info("quota_lease_reclaimed", zap.String("item", l.item.Key()), zap.String("owner", x.Owner),
+				zap.Int64("tokens", x.Granted.Tokens-x.Committed.Tokens))
+		}
+	}
+	return any
+}
+
+// settle replaces the reservation a by the usage actual on the lease:
+// locally, unless the usage passed what is committed (then written at
+// once, unconditionally) or the lease was returned (then the refund goes
+// back at once).
+func (l *lease) settle(ctx context.Context, a, actual Amount) error {
+	l.mu.Lock()
+	l.inflight = l.inflight.Sub(a)
+	l.charged = l.charged.Add(actual)
+	// Usage past the committed amount of a limited metric is written at
+	// once; unlimited metrics are only counted, with the next write.
+	over := !fitsRoom(l.room(), Amount{}, l.limit)
+	closed := l.closed
+	l.mu.Unlock()
+	if !l.ls.q.opts.Now().Before(l.item.End()) {
+		return nil // the window is over: nothing left to correct
+	}
+	switch {
+	case closed:
+		return l.store(ctx, writeReturn, Amount{})
+	case over:
+		return l.store(ctx, writeCharge, Amount{})
+	}
+	return nil
+}
+
+// release gives a reservation of a back to the lease's room.
+func (l *lease) release(a Amount) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight = l.inflight.Sub(a)
+}
+
+// drain returns every lease's unused tokens and stops admission from
+// leases; later reservations take one conditional write each.
+func (s *leases) drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	all := make([]*lease, 0, len(s.items))
+	for _, l := range s.items {
+		all = append(all, l)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, l := range all {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		if err := l.returnUnused(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.bg.Wait()
+	return errors.Join(errs...)
+}
+
+// returnUnused gives back what the lease holds beyond its reservations
+// in flight (a no-op for a lease that holds nothing).
+func (l *lease) returnUnused(ctx context.Context) error {
+	l.mu.Lock()
+	idle := l.seq == 0 || l.granted == l.charged.Add(l.inflight)
+	l.mu.Unlock()
+	if idle {
+		return nil
+	}
+	return l.store(ctx, writeReturn, Amount{})
+}
+
+// tidy forgets leases of ended windows, returns idle leases and renews
+// active ones; Run calls it.
+func (s *leases) tidy(ctx context.Context) {
+	now := s.q.opts.Now()
+	s.mu.Lock()
+	all := make([]*lease, 0, len(s.items))
+	for _, l := range s.items {
+		all = append(all, l)
+	}
+	s.mu.Unlock()
+	for _, l := range all {
+		l.mu.Lock()
+		inflight, ended := !l.inflight.IsZero(), !now.Before(l.item.End())
+		idle := now.Sub(l.lastUse) >= s.opts.TTL/2
+		renew := l.seq != 0 && !l.closed && l.expires.Sub(now) < s.opts.TTL/2
+		l.mu.Unlock()
+		switch {
+		case ended && !inflight:
+			s.forget(l)
+		case idle && !inflight && !ended:
+			// The lease record stays (its committed is spent usage); the
+			// next request here takes a new block with one write.
+			if err := l.returnUnused(ctx); err != nil {
+				s.q.log.Warn("quota_lease_return_failed", zap.String("item", l.item.Key()), zap.Error(err))
+			}
+		case renew && !ended:
+			l.refill()
+		}
+	}
+}
+
+func (s *leases) forget(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.items[l.item.Key()] == l {
+		delete(s.items, l.item.Key())
+	}
+}
