@@ -137,19 +137,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	var qstore quota.Store = quota.NewMemoryStore()
 	if s.QuotaTable != "" {
-		qstore = quota.NewDynamoStore(dynamo, s.QuotaTable)
+		qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
+		qs.SetObserver(metrics)
+		qstore = qs
 	}
-	quotas := quota.New(qstore, quota.Options{Logger: logger, OnStoreCall: func(op string, took time.Duration, err error) {
-		metrics.ObserveDynamoDB(op, took, errKind(err))
-	}})
+	quotas := quota.New(qstore, quota.Options{Logger: logger})
 
 	var records gateway.Records
 	if s.RequestsTable != "" {
-		records = stream.NewDynamoStore(dynamo, s.RequestsTable)
+		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
+		rs.SetObserver(metrics)
+		records = rs
 	}
 
 	cache := router.NewCache(router.CacheOptions{Dynamo: dynamoIf(s.CacheTable != "", dynamo), Table: s.CacheTable,
-		MaxBytes: int64(s.CacheMaxBytes), Metrics: metrics, Logger: logger})
+		MaxBytes: int64(s.CacheMaxBytes), Observer: metrics, Logger: logger})
 
 	var sink telemetry.Sink
 	if s.FirehoseStream != "" {
@@ -166,7 +168,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
 	g.Go(func() error { return logs.Run(gctx) })
 
-	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.NewWithOptions(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
 		Quotas: quotas, Records: records, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,
@@ -379,20 +381,6 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// errKind labels a store error for metrics ("" when there is none).
-func errKind(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, quota.ErrExceeded):
-		return "condition"
-	default:
-		return "error"
-	}
 }
 
 // trustingClient is the SDK's HTTP client trusting only the CA in caFile

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -45,11 +44,7 @@ func ProtocolError(err error) protocol.Error {
 	var exceeded *quota.ExceededError
 	switch {
 	case errors.Is(err, protocol.ErrInvalid):
-		msg := err.Error()
-		if i := strings.LastIndex(msg, protocol.ErrInvalid.Error()+": "); i >= 0 {
-			msg = msg[i+len(protocol.ErrInvalid.Error())+2:]
-		}
-		set(protocol.CodeInvalidRequest, msg, false)
+		set(protocol.CodeInvalidRequest, clientMessage(err, "invalid request"), false)
 	case errors.As(err, &exceeded):
 		set(protocol.CodeQuotaExceeded, "Token quota exceeded", true)
 		e.RetryAfterMs = exceeded.RetryAfter.Milliseconds()
@@ -62,13 +57,13 @@ func ProtocolError(err error) protocol.Error {
 	case errors.Is(err, errNotFound):
 		set(protocol.CodeNotFound, "unknown request_id: it never arrived, so it is safe to send it again", false)
 	case errors.Is(err, errModelNotAllowed):
-		set(protocol.CodeModelNotAllowed, detail(err), false)
+		set(protocol.CodeModelNotAllowed, clientMessage(err, "model not allowed"), false)
 	case errors.Is(err, errForbidden), auth.IsForbidden(err):
 		set(protocol.CodeForbidden, "forbidden", false)
 	case isUnauthorized(err):
 		set(protocol.CodeUnauthorized, "invalid or expired token", false)
 	case errors.Is(err, errRateLimited):
-		set(protocol.CodeRateLimited, detail(err), true)
+		set(protocol.CodeRateLimited, clientMessage(err, "too many requests in flight"), true)
 		e.RetryAfterMs = RetryAfterBusyMs
 	case errors.Is(err, errDraining):
 		set(protocol.CodeDraining, "server is draining: reconnect and send new work there", true)
@@ -113,11 +108,12 @@ func isUnauthorized(err error) bool {
 	return false
 }
 
-// detail is the message after the sentinel's own text ("x: detail" -> "detail").
-func detail(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
+// clientMessage is the safe text an error carries for the client (a
+// *protocol.ClientError), else fallback. Nothing is cut out of err.Error().
+func clientMessage(err error, fallback string) string {
+	var ce *protocol.ClientError
+	if errors.As(err, &ce) {
+		return ce.Msg
 	}
-	return s
+	return fallback
 }

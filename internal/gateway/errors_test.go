@@ -23,15 +23,15 @@ func TestProtocolErrorTable(t *testing.T) {
 		code      string
 		retryable bool
 	}{
-		{fmt.Errorf("decode: %w: messages must not be empty", protocol.ErrInvalid), protocol.CodeInvalidRequest, false},
+		{fmt.Errorf("decode: %w", protocol.Errorf(protocol.ErrInvalid, "messages must not be empty")), protocol.CodeInvalidRequest, false},
 		{&quota.ExceededError{Scope: quota.AppScope("t", "a"), Window: quota.Hour, RetryAfter: time.Minute}, protocol.CodeQuotaExceeded, true},
 		{errConflict, protocol.CodeConflict, false},
 		{errNotFound, protocol.CodeNotFound, false},
-		{fmt.Errorf("%w: model x", errModelNotAllowed), protocol.CodeModelNotAllowed, false},
+		{protocol.Errorf(errModelNotAllowed, "model x"), protocol.CodeModelNotAllowed, false},
 		{errForbidden, protocol.CodeForbidden, false},
 		{fmt.Errorf("verify: %w", auth.ErrNoTenant), protocol.CodeForbidden, false},
 		{fmt.Errorf("verify: %w", auth.ErrExpired), protocol.CodeUnauthorized, false},
-		{fmt.Errorf("%w: 4 in flight", errRateLimited), protocol.CodeRateLimited, true},
+		{protocol.Errorf(errRateLimited, "4 in flight"), protocol.CodeRateLimited, true},
 		{errDraining, protocol.CodeDraining, true},
 		{errBusy, protocol.CodeBusy, true},
 		{fmt.Errorf("reserve: %w", quota.ErrUnavailable), protocol.CodeBusy, true},
@@ -55,7 +55,7 @@ func TestProtocolErrorTable(t *testing.T) {
 		e.RetryAfterMs != 60000 || e.Scope != "app" || e.Window != "hour" {
 		t.Errorf("quota error frame %+v", e)
 	}
-	if e := ProtocolError(fmt.Errorf("decode: %w: messages must not be empty", protocol.ErrInvalid)); e.Message != "messages must not be empty" {
+	if e := ProtocolError(fmt.Errorf("decode: %w", protocol.Errorf(protocol.ErrInvalid, "messages must not be empty"))); e.Message != "messages must not be empty" {
 		t.Errorf("invalid_request message %q", e.Message)
 	}
 	if e := ProtocolError(errors.New("db password is hunter2")); e.Message != "internal error" {

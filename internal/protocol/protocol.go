@@ -119,12 +119,31 @@ const (
 	TypePing    = "ping"
 )
 
-// ErrInvalid is wrapped by every decoding or validation failure; its message
-// is safe to show to the client.
+// ErrInvalid is wrapped by every decoding or validation failure, as a
+// *ClientError whose Msg names the problem.
 var ErrInvalid = errors.New("invalid request")
 
+// ClientError carries the text a client may see apart from the cause
+// (tailscale's HTTPError{Code, Msg, Err} shape; the code comes from the
+// gateway's one error table): Msg is safe to send, Err is matched with
+// errors.Is and logged.
+type ClientError struct {
+	Err error
+	Msg string
+}
+
+func (e *ClientError) Error() string { return e.Err.Error() + ": " + e.Msg }
+
+// Unwrap returns the cause.
+func (e *ClientError) Unwrap() error { return e.Err }
+
+// Errorf returns a *ClientError for cause with a formatted safe message.
+func Errorf(cause error, format string, args ...any) error {
+	return &ClientError{Err: cause, Msg: fmt.Sprintf(format, args...)}
+}
+
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return Errorf(ErrInvalid, format, args...)
 }
 
 // Decode parses and validates one inbound text frame. The returned error wraps

@@ -32,10 +32,12 @@ const (
 // retryer; the caller sizes that budget when building the client (for
 // example retry.AddWithMaxAttempts(retry.NewStandard(), 3) with a small
 // MaxBackoff), and Options.StoreTimeout bounds each call on top of it.
-// Errors other than a refused condition wrap ErrUnavailable.
+// Errors other than a refused condition wrap ErrUnavailable. Every call is
+// reported to the observer set with SetObserver (table role "quota").
 type DynamoStore struct {
 	client *dynamodb.Client
 	table  string
+	meter  dynamotable.Meter
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
@@ -43,6 +45,12 @@ type DynamoStore struct {
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 	return &DynamoStore{client: client, table: table}
+}
+
+// SetObserver reports every call from now on to obs (table role "quota",
+// ops reserve|add|get|lease|reclaim); call it before the store is used.
+func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
+	s.meter = dynamotable.NewMeter(dynamotable.TableQuota, obs)
 }
 
 // Reserve implements Store with one conditional UpdateItem:
@@ -78,7 +86,9 @@ func (s *DynamoStore) Reserve(ctx context.Context, it Item, n, limit Amount) (Am
 		// not, and then Reserve reads it.
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
+	start := time.Now()
 	out, err := s.client.UpdateItem(ctx, in)
+	s.meter.Observe("reserve", start, err)
 	var refused *types.ConditionalCheckFailedException
 	if errors.As(err, &refused) {
 		if refused.Item != nil {
@@ -95,7 +105,9 @@ func (s *DynamoStore) Reserve(ctx context.Context, it Item, n, limit Amount) (Am
 
 // Add implements Store with one unconditional UpdateItem (ADD).
 func (s *DynamoStore) Add(ctx context.Context, it Item, delta Amount) (Amount, error) {
+	start := time.Now()
 	out, err := s.client.UpdateItem(ctx, s.update(it, delta))
+	s.meter.Observe("add", start, err)
 	if err != nil {
 		return Amount{}, fmt.Errorf("%w: dynamodb UpdateItem %s: %w", ErrUnavailable, it.Key(), err)
 	}
@@ -104,11 +116,13 @@ func (s *DynamoStore) Add(ctx context.Context, it Item, delta Amount) (Amount, e
 
 // Get implements Store with one strongly consistent GetItem.
 func (s *DynamoStore) Get(ctx context.Context, it Item) (Amount, error) {
+	start := time.Now()
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
 		ConsistentRead: aws.Bool(true),
 	})
+	s.meter.Observe("get", start, err)
 	if err != nil {
 		return Amount{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
 	}
@@ -215,7 +229,9 @@ func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 	addCond("#r", attrRequests, w.Limit.Requests, w.Grant.Requests)
 	addCond("#c", attrMicroUSD, w.Limit.MicroUSD, w.Grant.MicroUSD)
 	in.ConditionExpression = aws.String(strings.Join(conds, " AND "))
+	start := time.Now()
 	out, err := s.client.UpdateItem(ctx, in)
+	s.meter.Observe("lease", start, err)
 	var refused *types.ConditionalCheckFailedException
 	if errors.As(err, &refused) {
 		st, rerr := s.refusedState(ctx, it, refused)
@@ -249,7 +265,9 @@ func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now ti
 	in.ConditionExpression = aws.String(leaseCondition + " AND #l.#x < :now")
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	start := time.Now()
 	out, err := s.client.UpdateItem(ctx, in)
+	s.meter.Observe("reclaim", start, err)
 	var refused *types.ConditionalCheckFailedException
 	if errors.As(err, &refused) {
 		st, rerr := s.refusedState(ctx, it, refused)
@@ -266,11 +284,13 @@ func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now ti
 
 // ReadItem implements Store with one strongly consistent GetItem.
 func (s *DynamoStore) ReadItem(ctx context.Context, it Item) (ItemState, error) {
+	start := time.Now()
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
 		ConsistentRead: aws.Bool(true),
 	})
+	s.meter.Observe("get", start, err)
 	if err != nil {
 		return ItemState{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
+	"github.com/jetway-gateway/jetway/internal/dynamotable"
 	"github.com/jetway-gateway/jetway/internal/quota"
 )
 
@@ -141,14 +142,13 @@ func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
 	defer close(release)
 	client := dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget)
 	var observed atomic.Int64
-	q := quota.New(quota.NewDynamoStore(client, "quota"), quota.Options{
-		StoreTimeout: 100 * time.Millisecond,
-		OnStoreCall: func(op string, took time.Duration, err error) {
-			if op == "reserve" && err != nil {
-				observed.Add(1)
-			}
-		},
-	})
+	store := quota.NewDynamoStore(client, "quota")
+	store.SetObserver(observerFunc(func(table, op, outcome string, _ time.Duration) {
+		if table == dynamotable.TableQuota && op == "reserve" && outcome == dynamotable.OutcomeTimeout {
+			observed.Add(1)
+		}
+	}))
+	q := quota.New(store, quota.Options{StoreTimeout: 100 * time.Millisecond})
 	begin := time.Now()
 	_, err := q.Reserve(context.Background(), "req", []quota.Limit{{Scope: support, Window: quota.Hour, Tokens: 10}}, tokens(1))
 	if !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
@@ -158,8 +158,14 @@ func TestDynamoHungIsUnavailableAfterStoreTimeout(t *testing.T) {
 		t.Errorf("Reserve took %v with a 100ms store timeout", took)
 	}
 	if observed.Load() != 1 {
-		t.Errorf("OnStoreCall saw %d failed reserves, want 1", observed.Load())
+		t.Errorf("the observer saw %d timed-out reserves, want 1", observed.Load())
 	}
+}
+
+type observerFunc func(table, op, outcome string, d time.Duration)
+
+func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
+	f(table, op, outcome, d)
 }
 
 func TestDynamoStoreLeases(t *testing.T) {

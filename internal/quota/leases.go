@@ -345,13 +345,13 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 		l.mu.Unlock()
 
 		var st ItemState
-		err := q.call(ctx, "lease", func(ctx context.Context) (err error) {
+		err := q.call(ctx, func(ctx context.Context) (err error) {
 			st, err = q.store.WriteLease(ctx, l.item, w)
 			return err
 		})
 		if err != nil && !errors.Is(err, ErrExceeded) && !errors.Is(err, ErrLeaseConflict) {
 			// Ambiguous: did it apply? Read the lease back.
-			rerr := q.call(context.WithoutCancel(ctx), "get", func(ctx context.Context) (err error) {
+			rerr := q.call(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
 				st, err = q.store.ReadItem(ctx, l.item)
 				return err
 			})
@@ -479,7 +479,7 @@ func (l *lease) reclaimExpired(ctx context.Context) bool {
 	l.mu.Unlock()
 	any := false
 	for _, x := range expired {
-		err := q.call(ctx, "reclaim", func(ctx context.Context) error {
+		err := q.call(ctx, func(ctx context.Context) error {
 			_, err := q.store.ReclaimLease(ctx, l.item, x, now)
 			return err
 		})

@@ -256,10 +256,6 @@ type Options struct {
 	// defaults 50ms and 5s.
 	RetryBackoff    time.Duration
 	RetryMaxBackoff time.Duration
-	// OnStoreCall, if set, is called after every store call with the
-	// operation ("reserve", "release", "settle", "get"), its duration and
-	// its error, for metrics.
-	OnStoreCall func(op string, took time.Duration, err error)
 	// Lease turns on quota leases (Lease.Owner set); off by default.
 	Lease LeaseOptions
 }
@@ -453,7 +449,7 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 			continue
 		}
 		var used Amount
-		err := q.call(ctx, "reserve", func(ctx context.Context) (err error) {
+		err := q.call(ctx, func(ctx context.Context) (err error) {
 			used, err = q.store.Reserve(ctx, p.item, a, p.limit.Max())
 			return err
 		})
@@ -653,7 +649,7 @@ func (q *Quota) Usage(ctx context.Context, scope Scope, w Window) (Amount, error
 	}
 	start, _ := w.Bounds(q.opts.Now())
 	var used Amount
-	err := q.call(ctx, "get", func(ctx context.Context) (err error) {
+	err := q.call(ctx, func(ctx context.Context) (err error) {
 		used, err = q.store.Get(ctx, Item{Scope: scope, Window: w, Start: start})
 		return err
 	})
@@ -663,16 +659,11 @@ func (q *Quota) Usage(ctx context.Context, scope Scope, w Window) (Amount, error
 	return used, nil
 }
 
-// call runs one store call bounded by StoreTimeout and reports it.
-func (q *Quota) call(ctx context.Context, op string, f func(context.Context) error) error {
+// call runs one store call bounded by StoreTimeout.
+func (q *Quota) call(ctx context.Context, f func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, q.opts.StoreTimeout)
 	defer cancel()
-	begin := time.Now()
-	err := f(cctx)
-	if q.opts.OnStoreCall != nil {
-		q.opts.OnStoreCall(op, time.Since(begin), err)
-	}
-	return err
+	return f(cctx)
 }
 
 // errWindowEnded stops retrying a write whose window is over.
@@ -682,7 +673,7 @@ var errWindowEnded = errors.New("window ended")
 func (q *Quota) retry(ctx context.Context, requestID, op string, it Item, f func(context.Context) error) error {
 	backoff := q.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		err := q.call(ctx, op, f)
+		err := q.call(ctx, f)
 		if err == nil {
 			return nil
 		}

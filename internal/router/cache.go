@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"go.uber.org/zap"
 
-	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/dynamotable"
 )
 
 // CachedAnswer is a complete, successful answer kept by the response cache.
@@ -106,9 +106,9 @@ type CacheOptions struct {
 	DynamoTimeout time.Duration
 	// Now is the clock for expiry; default time.Now.
 	Now func() time.Time
-	// Metrics receives DynamoDB call latencies and errors (GetItem,
-	// PutItem); nil: none.
-	Metrics *telemetry.Metrics
+	// Observer receives every DynamoDB call (table role "cache", ops
+	// get|put); nil: none.
+	Observer dynamotable.Observer
 	// Logger logs DynamoDB failures (which are misses, never errors); nil: none.
 	Logger *zap.Logger
 }
@@ -120,7 +120,8 @@ type CacheOptions struct {
 // entry bound) with byte accounting on top: golang-lru bounds only the
 // count, and weight-bounded caches (otter) evict by frequency, not recency.
 type Cache struct {
-	opts CacheOptions
+	opts  CacheOptions
+	meter dynamotable.Meter
 
 	mu    sync.Mutex
 	lru   *simplelru.LRU[string, *cacheEntry]
@@ -171,7 +172,7 @@ func NewCache(o CacheOptions) *Cache {
 	if o.Dynamo == nil || o.Table == "" {
 		o.Dynamo, o.Table = nil, ""
 	}
-	c := &Cache{opts: o}
+	c := &Cache{opts: o, meter: dynamotable.NewMeter(dynamotable.TableCache, o.Observer)}
 	// The callback runs under c.mu (every simplelru call does).
 	lru, err := simplelru.NewLRU(o.MaxEntries, func(_ string, e *cacheEntry) { c.bytes -= e.size })
 	if err != nil {

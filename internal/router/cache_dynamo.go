@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
-	"net"
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
@@ -12,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
 )
 
@@ -83,7 +80,7 @@ func (c *Cache) getDynamo(ctx context.Context, key string, now time.Time) (*Cach
 		TableName: aws.String(c.opts.Table),
 		Key:       map[string]types.AttributeValue{cacheAttrPK: &types.AttributeValueMemberS{Value: cachePKPrefix + key}},
 	}, readOnlyRequestBodies)
-	c.observe("GetItem", start, err)
+	c.meter.Observe("get", start, err)
 	if err != nil {
 		c.failed("GetItem", key, err)
 		return nil, time.Time{}, false
@@ -123,7 +120,7 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 	defer cancel()
 	start := time.Now()
 	_, err = c.opts.Dynamo.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.opts.Table), Item: item}, readOnlyRequestBodies)
-	c.observe("PutItem", start, err)
+	c.meter.Observe("put", start, err)
 	if err != nil {
 		c.failed("PutItem", key, err)
 	}
@@ -141,44 +138,10 @@ func readOnlyRequestBodies(o *dynamodb.Options) {
 	}
 }
 
-func (c *Cache) observe(op string, start time.Time, err error) {
-	kind := ""
-	if err != nil {
-		kind = dynamoErrKind(err)
-	}
-	c.opts.Metrics.ObserveDynamoDB(op, time.Since(start), kind)
-}
-
 func (c *Cache) failed(op, key string, err error) {
 	c.dynamoErrors.Add(1)
 	c.opts.Logger.Warn("cache_dynamodb_failed", zap.String("op", op), zap.String("table", c.opts.Table),
 		zap.String("key", key), zap.Error(err))
-}
-
-// dynamoErrKind is the metrics label of a failed DynamoDB call.
-func dynamoErrKind(err error) string {
-	var apiErr smithy.APIError
-	var netErr net.Error
-	var status interface{ HTTPStatusCode() int }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &apiErr):
-		switch apiErr.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
-			return "throttled"
-		case "ConditionalCheckFailedException":
-			return "conditional_failed"
-		case "InternalServerError", "ServiceUnavailable":
-			return "unavailable"
-		}
-	case errors.As(err, &netErr):
-		return "unavailable"
-	}
-	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
-		return "unavailable"
-	}
-	return "other"
 }
 
 // CreateCacheTable creates the response cache table (partition key pk,

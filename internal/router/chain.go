@@ -115,11 +115,9 @@ type Router struct {
 	breakers *breakers
 }
 
-// New returns a Router over the model client with default Options.
-func New(model Streamer) *Router { return NewWithOptions(model, Options{}) }
-
-// NewWithOptions returns a Router over the model client.
-func NewWithOptions(model Streamer, o Options) *Router {
+// New returns a Router over the model client; zero Options fields mean
+// their defaults.
+func New(model Streamer, o Options) *Router {
 	o.defaults()
 	return &Router{model: model, opts: o, breakers: newBreakers(o, o.Metrics, o.Logger)}
 }

@@ -33,7 +33,7 @@ func newWorld(t *testing.T, mo mockmodel.Options, o router.Options) *world {
 	reg := prometheus.NewRegistry()
 	o.Metrics = telemetry.NewMetrics(reg)
 	o.Logger = zaptest.NewLogger(t)
-	return &world{srv: srv, r: router.NewWithOptions(b, o), reg: reg}
+	return &world{srv: srv, r: router.New(b, o), reg: reg}
 }
 
 // target maps a configured id to a mock model id.
@@ -323,7 +323,7 @@ func TestRetrySameModel(t *testing.T) {
 	t.Run("recovers on the same model", func(t *testing.T) {
 		srv, b := start(t, unpaced)
 		f := &flaky{next: b, failures: 2}
-		r := router.NewWithOptions(f, fast)
+		r := router.New(f, fast)
 		primary := target("primary", "flaky")
 		primary.Retries = 2
 		out, err := r.Stream(t.Context(), []router.Target{primary, target("second", "mock-b")}, call("", "", "hi"), func(string) {})
@@ -418,7 +418,7 @@ func BenchmarkFallbackFirstToken(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			_, bed := start(b, mockmodel.Options{TTFT: mockmodel.NoDelay, PerToken: mockmodel.NoDelay, Tokens: 1})
-			r := router.NewWithOptions(bed, tc.o)
+			r := router.New(bed, tc.o)
 			c := call("", "", "hi")
 			var ttfts []time.Duration
 			for b.Loop() {

@@ -37,8 +37,8 @@ const (
 const createAttempts = 3
 
 // DynamoStore is a Store in a DynamoDB table shared by every gateway task.
-// Every write is one single-item conditional PutItem, UpdateItem or
-// DeleteItem (no transactions, so it runs unchanged on DynamoDB and on
+// Every write is one single-item conditional PutItem or UpdateItem (no
+// transactions, so it runs unchanged on DynamoDB and on
 // dynalite); Get is one strongly consistent GetItem.
 //
 // Throttling and unreachable endpoints are retried by the SDK client's
@@ -48,6 +48,7 @@ type DynamoStore struct {
 	client *dynamodb.Client
 	table  string
 	now    func() time.Time // expiry checks (TTL deletion lags)
+	meter  dynamotable.Meter
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
@@ -55,6 +56,13 @@ type DynamoStore struct {
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 	return &DynamoStore{client: client, table: table, now: time.Now}
+}
+
+// SetObserver reports every call from now on to obs (table role
+// "requests", ops create|checkpoint|finish|interrupt|get); call it before
+// the store is used.
+func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
+	s.meter = dynamotable.NewMeter(dynamotable.TableRequests, obs)
 }
 
 // Create implements Store with one conditional PutItem.
@@ -92,6 +100,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		item[attrExpires] = num(exp)
 	}
 	for range createAttempts {
+		start := time.Now()
 		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(s.table),
 			Item:      item,
@@ -101,6 +110,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": num(s.now().Unix())},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
+		s.meter.Observe("create", start, err)
 		if err == nil {
 			return &r, nil
 		}
@@ -113,27 +123,6 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		}
 	}
 	return nil, fmt.Errorf("create %s: %w: the existing record kept vanishing", r.RequestID, ErrConflict)
-}
-
-// Accept implements Store with one conditional UpdateItem.
-func (s *DynamoStore) Accept(ctx context.Context, owner, requestID, server string, accepted, reservation []byte) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("accept: %w", err)
-	}
-	if len(accepted) == 0 {
-		return fmt.Errorf("accept: %w: empty accepted frame", ErrInvalid)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.grow(len(accepted) + len(reservation))
-	u.setBytes(attrAccepted, accepted)
-	u.setBytes(attrReservation, reservation)
-	return s.update(ctx, "accept", u, func(cur *Record, size int) error {
-		if err := ownerRefusal(cur, server); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(accepted)+len(reservation), MaxRecordBytes)
-	})
 }
 
 // Checkpoint implements Store with one conditional UpdateItem:
@@ -217,51 +206,6 @@ func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID string, no
 		}
 		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(terminal), MaxRecordBytes)
 	})
-}
-
-// Release implements Store with one conditional UpdateItem (lease_until = 0).
-func (s *DynamoStore) Release(ctx context.Context, owner, requestID, server string) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.set(attrLeaseUntil, num(0))
-	return s.update(ctx, "release", u, func(cur *Record, _ int) error {
-		if err := ownerRefusal(cur, server); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: refused, then found owned and running", ErrConflict)
-	})
-}
-
-// Delete implements Store with one conditional DeleteItem.
-func (s *DynamoStore) Delete(ctx context.Context, owner, requestID, server string) error {
-	if err := checkOwnerCall(owner, requestID, server); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	u := s.newUpdate(owner, requestID)
-	u.ownedBy(server)
-	u.cond("attribute_not_exists(#accepted)", map[string]string{"#accepted": attrAccepted}, nil)
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 u.key,
-		ConditionExpression:                 aws.String(strings.Join(u.conds, " AND ")),
-		ExpressionAttributeNames:            u.names,
-		ExpressionAttributeValues:           u.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return nil
-	}
-	cur, err := s.refused(ctx, err, owner, requestID)
-	if err == nil {
-		err = ownerRefusal(cur, server)
-		if err == nil {
-			err = fmt.Errorf("%w: accepted", ErrConflict)
-		}
-	}
-	return fmt.Errorf("delete %s: %w", requestID, err)
 }
 
 // update is one conditional UpdateItem under construction. Every update
@@ -386,7 +330,9 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 		return fmt.Errorf("%s: %w: %d bytes in one write, limit %d", op, ErrTooLarge, u.add, MaxRecordBytes)
 	}
 	key := u.key[attrPK].(*types.AttributeValueMemberS).Value
+	start := time.Now()
 	_, err := s.client.UpdateItem(ctx, u.input(s.table))
+	s.meter.Observe(op, start, err)
 	if err == nil {
 		return nil
 	}
@@ -407,7 +353,7 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 	return nil
 }
 
-// refused handles a failed conditional PutItem or DeleteItem: the record
+// refused handles a failed conditional PutItem: the record
 // as it is now (nil when absent), or the store's failure.
 func (s *DynamoStore) refused(ctx context.Context, err error, owner, requestID string) (*Record, error) {
 	var refused *types.ConditionalCheckFailedException
@@ -440,11 +386,13 @@ func (s *DynamoStore) get(ctx context.Context, owner, requestID string) (*Record
 
 // getKey reads the live record (nil when absent or expired) and its size estimate.
 func (s *DynamoStore) getKey(ctx context.Context, key string) (*Record, int, error) {
+	start := time.Now()
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrPK: str(key)},
 		ConsistentRead: aws.Bool(true),
 	})
+	s.meter.Observe("get", start, err)
 	if err != nil {
 		return nil, 0, s.failure(err)
 	}

@@ -78,25 +78,6 @@ func (s *MemoryStore) Create(ctx context.Context, r Record) (*Record, error) {
 	return r.clone(), nil
 }
 
-// Accept implements Store.
-func (s *MemoryStore) Accept(ctx context.Context, owner, requestID, server string, accepted, reservation []byte) error {
-	if len(accepted) == 0 {
-		return fmt.Errorf("accept: %w: empty accepted frame", ErrInvalid)
-	}
-	return s.update(ctx, "accept", owner, requestID, server, func(cur *memRecord) error {
-		if err := ownerRefusal(&cur.rec, server); err != nil {
-			return err
-		}
-		add := len(accepted) + len(reservation)
-		if cur.bytes+add > MaxRecordBytes {
-			return ErrTooLarge
-		}
-		cur.rec.Accepted, cur.rec.Reservation = slices.Clone(accepted), nonEmpty(slices.Clone(reservation))
-		cur.bytes += add
-		return nil
-	})
-}
-
 // Checkpoint implements Store.
 func (s *MemoryStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error {
 	if err := checkAppend(prevSeq); err != nil {
@@ -185,31 +166,6 @@ func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID string, no
 		cur.rec.State, cur.rec.Terminal = StateError, slices.Clone(terminal)
 		cur.expires = expirySeconds(expires)
 		cur.rec.Expires = expiryTime(cur.expires)
-		return nil
-	})
-}
-
-// Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, owner, requestID, server string) error {
-	return s.update(ctx, "release", owner, requestID, server, func(cur *memRecord) error {
-		if err := ownerRefusal(&cur.rec, server); err != nil {
-			return err
-		}
-		cur.rec.LeaseUntil = time.Time{}
-		return nil
-	})
-}
-
-// Delete implements Store.
-func (s *MemoryStore) Delete(ctx context.Context, owner, requestID, server string) error {
-	return s.update(ctx, "delete", owner, requestID, server, func(cur *memRecord) error {
-		if err := ownerRefusal(&cur.rec, server); err != nil {
-			return err
-		}
-		if cur.rec.Accepted != nil {
-			return fmt.Errorf("%w: accepted", ErrConflict)
-		}
-		delete(s.records, recordKey(owner, requestID))
 		return nil
 	})
 }

@@ -12,13 +12,14 @@ package stream
 //
 // # Lifecycle
 //
-//	Create (conditional put: one record, hence one model call, per user and request id)
-//	  -> Accept (accepted frame + encoded quota reservation)   | Delete (rejected before acceptance)
+//	Create (conditional put of the accepted request with its encoded quota
+//	        reservation: one record, hence one model call, per user and request id)
 //	  -> Checkpoint ... (chunks appended in order, lease renewed)
 //	  -> Finish (last chunks + terminal frame: done or error)
-//	or, when the owner stops renewing its lease (killed, or Release at the
+//	or, when the owner stops renewing its lease (killed, or stopped at the
 //	drain deadline), another task calls Interrupt, which ends the record
 //	with its terminal frame (error "interrupted"); exactly one caller wins.
+//	A request rejected before acceptance never gets a record.
 //
 // Every write is a single-item conditional write (no transactions), so the
 // same code runs on DynamoDB and on dynalite. The owner's writes are
@@ -48,7 +49,7 @@ package stream
 //	                never contain '#' (the protocol allows [A-Za-z0-9_-]), so keys are
 //	                unambiguous whatever the sub holds.
 //	server       S  the owning task's id
-//	lease_until  N  epoch milliseconds; 0 after Release
+//	lease_until  N  epoch milliseconds
 //	state        S  running | done | error
 //	body_hash    S  fingerprint of the request body (idempotency conflicts)
 //	accepted     B  the accepted frame (JSON), absent until accepted
@@ -65,12 +66,11 @@ package stream
 //
 // # DynamoDB writes per request
 //
-// Create 1 (PutItem), Accept 1, one per Checkpoint (UpdateItem; the gateway
-// batches chunks, so this is one per checkpoint interval, not per chunk),
-// Finish 1: an answer streamed with c checkpoints costs 3 + c writes, or
-// 2 + c when Create already carries the accepted frame and reservation.
-// Interrupt and Release are one write each and happen only on failure or
-// drain. A refused conditional write costs one extra strongly consistent
+// Create 1 (PutItem, carrying the accepted frame and reservation), one per
+// Checkpoint (UpdateItem; the gateway batches chunks, so this is one per
+// checkpoint interval, not per chunk), Finish 1: an answer streamed with c
+// checkpoints costs 2 + c writes. Interrupt is one write and happens only
+// on failure. A refused conditional write costs one extra strongly consistent
 // GetItem on dynalite (to say why it was refused); DynamoDB returns the
 // item with the refusal, so no extra read there.
 //
@@ -121,7 +121,7 @@ var (
 	ErrLostLease = errors.New("request record lease lost")
 	// ErrConflict: a conditional write lost to another one (an Interrupt
 	// of a record that is live or already ended; a Checkpoint whose
-	// prevSeq is not the stored seq; a Delete of an accepted record).
+	// prevSeq is not the stored seq).
 	ErrConflict = errors.New("request record conflict")
 	// ErrTooLarge: the write would make the record larger than
 	// MaxRecordBytes; nothing was changed.
@@ -142,7 +142,7 @@ type Record struct {
 	// Server is the id of the task that owns the record.
 	Server string
 	// LeaseUntil is when the owner's lease ends unless renewed
-	// (millisecond precision; zero after Release).
+	// (millisecond precision).
 	LeaseUntil time.Time
 	// State is StateRunning, StateDone or StateError.
 	State string
@@ -174,17 +174,12 @@ func (r *Record) Ended() bool { return r.State == StateDone || r.State == StateE
 // ErrUnavailable.
 type Store interface {
 	// Create stores r as a new running record (r.State, r.Chunks and
-	// r.Terminal are ignored; Accepted and Reservation may already be set,
-	// saving the Accept write) unless a live record exists for its owner
-	// and request id: then it returns that record and ErrExists. A Create
+	// r.Terminal are ignored; Accepted and Reservation are stored as
+	// given) unless a live record exists for its owner and request id: then it returns that record and ErrExists. A Create
 	// whose first attempt was applied but whose answer was lost (ErrUnavailable,
 	// or the SDK's own retry) finds the caller's own record: Server equal to
 	// the caller's id, which must be unique per process.
 	Create(ctx context.Context, r Record) (*Record, error)
-	// Accept sets the accepted frame (required) and the encoded
-	// reservation (nil: none). ErrLostLease unless server owns the running
-	// record; ErrNotFound; ErrTooLarge.
-	Accept(ctx context.Context, owner, requestID, server string, accepted, reservation []byte) error
 	// Checkpoint appends chunks as seqs prevSeq+1.. and sets the lease to
 	// leaseUntil (chunks may be empty: a lease renewal). Conditional on
 	// server owning the record, state running and the stored seq being
@@ -205,14 +200,6 @@ type Store interface {
 	// while the lease is live or after the record ended, get ErrConflict
 	// (ErrNotFound when there is no record).
 	Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error
-	// Release ends server's lease at once (the drain deadline), so another
-	// server may interrupt the record and answer its resume. ErrLostLease
-	// unless server owns the running record; ErrNotFound.
-	Release(ctx context.Context, owner, requestID, server string) error
-	// Delete removes a record that was never accepted (a rejected request
-	// may be sent again). ErrLostLease unless server owns the running
-	// record; ErrConflict when it was accepted; ErrNotFound.
-	Delete(ctx context.Context, owner, requestID, server string) error
 }
 
 // recordKey is the storage key of a record (DynamoDB's pk).
@@ -317,17 +304,6 @@ func appendRefusal(cur *Record, size int, server string, prevSeq int, chunks []s
 		return fmt.Errorf("%w: stored seq %d, prevSeq %d", ErrConflict, cur.Seq(), prevSeq)
 	}
 	return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, chunksBytes(chunks)+len(terminal), MaxRecordBytes)
-}
-
-// ownerRefusal says why an owner's Accept, Release or Delete was refused.
-func ownerRefusal(cur *Record, server string) error {
-	if cur == nil {
-		return ErrNotFound
-	}
-	if cur.Server != server || cur.State != StateRunning {
-		return fmt.Errorf("%w: state %s, owner %s", ErrLostLease, cur.State, cur.Server)
-	}
-	return nil
 }
 
 // Precision of the stored times: DynamoStore keeps the lease in epoch

@@ -44,11 +44,9 @@ func TestDynamoItemSchema(t *testing.T) {
 	ctx := testCtx(t)
 	lease := time.UnixMilli(1_900_000_000_123)
 	expires := time.Unix(1_900_000_600, 0)
-	r := stream.Record{Owner: "us-east-1:abc#def", RequestID: "req-schema", BodyHash: "h", Server: serverA, LeaseUntil: lease, Expires: expires}
+	r := stream.Record{Owner: "us-east-1:abc#def", RequestID: "req-schema", BodyHash: "h", Server: serverA, LeaseUntil: lease, Expires: expires,
+		Accepted: []byte(`{"type":"accepted"}`), Reservation: []byte(`{"v":1}`)}
 	mustCreate(t, s, r)
-	if err := s.Accept(ctx, r.Owner, r.RequestID, serverA, []byte(`{"type":"accepted"}`), []byte(`{"v":1}`)); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Checkpoint(ctx, r.Owner, r.RequestID, serverA, 0, []string{"a", "b"}, lease); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +156,6 @@ func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
 	calls := map[string]func() error{
 		"Create": func() error { _, err := s.Create(ctx, running("req-1", now)); return err },
 		"Get":    func() error { _, err := s.Get(ctx, alice, "req-1"); return err },
-		"Accept": func() error { return s.Accept(ctx, alice, "req-1", serverA, []byte("a"), nil) },
 		"Checkpoint": func() error {
 			return s.Checkpoint(ctx, alice, "req-1", serverA, 0, []string{"x"}, now)
 		},
@@ -166,8 +163,6 @@ func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
 			return s.Finish(ctx, alice, "req-1", serverA, 0, nil, stream.StateDone, []byte("d"), now)
 		},
 		"Interrupt": func() error { return s.Interrupt(ctx, alice, "req-1", now, []byte("i"), now) },
-		"Release":   func() error { return s.Release(ctx, alice, "req-1", serverA) },
-		"Delete":    func() error { return s.Delete(ctx, alice, "req-1", serverA) },
 	}
 	for name, call := range calls {
 		begin := time.Now()
@@ -195,10 +190,18 @@ func TestDynamoThrottledIsUnavailable(t *testing.T) {
 	}))
 	defer srv.Close()
 	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
+	var observed []string
+	s.SetObserver(observerFunc(func(table, op, outcome string, _ time.Duration) {
+		observed = append(observed, table+" "+op+" "+outcome)
+	}))
 	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"}, time.Now())
 	wantErr(t, "Checkpoint", err, stream.ErrUnavailable)
 	if got := calls.Load(); got != 3 {
 		t.Errorf("DynamoDB saw %d calls, want 3 (the SDK's retry budget)", got)
+	}
+	// One observation per store call (the SDK's retries inside it), in the shared vocabulary.
+	if strings.Join(observed, ",") != "requests checkpoint throttled" {
+		t.Errorf("observed %q, want one throttled checkpoint on the requests table", observed)
 	}
 }
 
@@ -234,11 +237,17 @@ func TestDynamoRefusalWithReturnedItem(t *testing.T) {
 		t.Fatalf("existing = %+v", existing)
 	}
 	wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-1", serverA, 1, []string{"x"}, time.Now()), stream.ErrLostLease)
-	wantErr(t, "Delete", s.Delete(ctx, alice, "req-1", serverA), stream.ErrLostLease)
+	wantErr(t, "Finish", s.Finish(ctx, alice, "req-1", serverA, 1, nil, stream.StateDone, []byte("d"), time.Now()), stream.ErrLostLease)
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem", "DynamoDB_20120810.DeleteItem"}
+	want := []string{"DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem", "DynamoDB_20120810.UpdateItem"}
 	if strings.Join(targets, ",") != strings.Join(want, ",") {
 		t.Errorf("calls = %v, want %v (no GetItem)", targets, want)
 	}
+}
+
+type observerFunc func(table, op, outcome string, d time.Duration)
+
+func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
+	f(table, op, outcome, d)
 }

@@ -121,29 +121,6 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 	})
 
-	t.Run("Accept", func(t *testing.T) {
-		s, ctx := newStore(t), testCtx(t)
-		mustCreate(t, s, running("req-accept", time.Now().Add(time.Minute)))
-		wantErr(t, "Accept by another server", s.Accept(ctx, alice, "req-accept", serverB, []byte("a"), []byte("r")), stream.ErrLostLease)
-		wantErr(t, "Accept unknown", s.Accept(ctx, alice, "req-unknown", serverA, []byte("a"), nil), stream.ErrNotFound)
-		wantErr(t, "Accept empty", s.Accept(ctx, alice, "req-accept", serverA, nil, nil), stream.ErrInvalid)
-		if err := s.Accept(ctx, alice, "req-accept", serverA, []byte(`{"type":"accepted"}`), []byte(`{"v":1,"items":[]}`)); err != nil {
-			t.Fatal(err)
-		}
-		got := mustGet(t, s, alice, "req-accept")
-		if string(got.Accepted) != `{"type":"accepted"}` || string(got.Reservation) != `{"v":1,"items":[]}` {
-			t.Errorf("Get = %+v", got)
-		}
-		// Without a reservation (no limits apply).
-		mustCreate(t, s, running("req-accept-2", time.Now().Add(time.Minute)))
-		if err := s.Accept(ctx, alice, "req-accept-2", serverA, []byte(`a`), nil); err != nil {
-			t.Fatal(err)
-		}
-		if got := mustGet(t, s, alice, "req-accept-2"); string(got.Accepted) != "a" || got.Reservation != nil {
-			t.Errorf("Get = %+v", got)
-		}
-	})
-
 	t.Run("CheckpointPreservesBoundariesAndIsIdempotent", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-checkpoint"
@@ -205,10 +182,8 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-finish"
 		r := running(id, time.Now().Add(time.Minute))
+		r.Accepted, r.Reservation = []byte("accepted"), []byte("reservation")
 		mustCreate(t, s, r)
-		if err := s.Accept(ctx, alice, id, serverA, []byte("accepted"), []byte("reservation")); err != nil {
-			t.Fatal(err)
-		}
 		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}, time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -235,8 +210,6 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		wantErr(t, "Finish again, other outcome", s.Finish(ctx, alice, id, serverA, 4, nil, stream.StateError, []byte("e"), expires), stream.ErrLostLease)
 		wantErr(t, "Checkpoint after Finish", s.Checkpoint(ctx, alice, id, serverA, 4, []string{"e"}, time.Now()), stream.ErrLostLease)
 		wantErr(t, "Interrupt after Finish", s.Interrupt(ctx, alice, id, time.Now().Add(time.Hour), []byte("i"), expires), stream.ErrConflict)
-		wantErr(t, "Release after Finish", s.Release(ctx, alice, id, serverA), stream.ErrLostLease)
-		wantErr(t, "Delete after Finish", s.Delete(ctx, alice, id, serverA), stream.ErrLostLease)
 		existing, err := s.Create(ctx, r)
 		wantErr(t, "Create after Finish", err, stream.ErrExists)
 		if existing == nil || existing.State != stream.StateDone || string(existing.Terminal) != string(terminal) || existing.Seq() != 4 {
@@ -277,7 +250,6 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 		wantErr(t, "Checkpoint after interrupt", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"late"}, lease.Add(time.Minute)), stream.ErrLostLease)
 		wantErr(t, "Finish after interrupt", s.Finish(ctx, alice, id, serverA, 1, []string{"late"}, stream.StateDone, []byte("done"), expires), stream.ErrLostLease)
-		wantErr(t, "Accept after interrupt", s.Accept(ctx, alice, id, serverA, []byte("a"), nil), stream.ErrLostLease)
 		got := mustGet(t, s, alice, id)
 		wantChunks(t, got, []string{"saved"})
 		if got.State != stream.StateError || string(got.Terminal) != string(terminal) || got.Expires.Unix() != expires.Unix() {
@@ -350,59 +322,6 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			t.Errorf("Get = %+v, want winner %d's terminal", got, winner)
 		}
 		wantChunks(t, got, []string{"a", "b"})
-	})
-
-	t.Run("ReleaseThenInterrupt", func(t *testing.T) {
-		s, ctx := newStore(t), testCtx(t)
-		id := "req-release"
-		mustCreate(t, s, running(id, time.Now().Add(time.Hour)))
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"part"}, time.Now().Add(time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-		wantErr(t, "Release by another server", s.Release(ctx, alice, id, serverB), stream.ErrLostLease)
-		wantErr(t, "Release unknown", s.Release(ctx, alice, "req-unknown", serverA), stream.ErrNotFound)
-		if err := s.Release(ctx, alice, id, serverA); err != nil {
-			t.Fatal(err)
-		}
-		got := mustGet(t, s, alice, id)
-		if !got.LeaseUntil.IsZero() || got.State != stream.StateRunning || got.Server != serverA {
-			t.Fatalf("after Release: %+v", got)
-		}
-		if err := s.Interrupt(ctx, alice, id, time.Now(), []byte("interrupted"), time.Now().Add(time.Hour)); err != nil {
-			t.Fatalf("Interrupt after Release: %v", err)
-		}
-		got = mustGet(t, s, alice, id)
-		wantChunks(t, got, []string{"part"})
-		if got.State != stream.StateError || string(got.Terminal) != "interrupted" {
-			t.Errorf("Get = %+v", got)
-		}
-	})
-
-	t.Run("Delete", func(t *testing.T) {
-		s, ctx := newStore(t), testCtx(t)
-		id := "req-delete"
-		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
-		wantErr(t, "Delete by another server", s.Delete(ctx, alice, id, serverB), stream.ErrLostLease)
-		wantErr(t, "Delete unknown", s.Delete(ctx, alice, "req-unknown", serverA), stream.ErrNotFound)
-		if err := s.Delete(ctx, alice, id, serverA); err != nil {
-			t.Fatal(err)
-		}
-		_, err := s.Get(ctx, alice, id)
-		wantErr(t, "Get after Delete", err, stream.ErrNotFound)
-		wantErr(t, "Delete again", s.Delete(ctx, alice, id, serverA), stream.ErrNotFound)
-		// The rejected request may be sent again, to any server.
-		again := running(id, time.Now().Add(time.Minute))
-		again.Server = serverB
-		mustCreate(t, s, again)
-		if got := mustGet(t, s, alice, id); got.Server != serverB {
-			t.Errorf("re-created by %s, want %s", got.Server, serverB)
-		}
-		// An accepted request must end in a terminal outcome instead.
-		if err := s.Accept(ctx, alice, id, serverB, []byte("accepted"), nil); err != nil {
-			t.Fatal(err)
-		}
-		wantErr(t, "Delete accepted", s.Delete(ctx, alice, id, serverB), stream.ErrConflict)
-		mustGet(t, s, alice, id)
 	})
 
 	t.Run("Expired", func(t *testing.T) {

@@ -50,14 +50,13 @@ func (o *EMFOptions) defaults() {
 //   - one server line, Dimensions [["Server"], []] (per task, and the
 //     dimensionless fleet-wide series autoscaling and alarms read):
 //     ActiveSessions, InFlight (gauges at write time), Requests, Errors
-//     (status >= 500), QuotaRejections (status 429), TTFT, Latency,
-//     QueueWait;
+//     (status >= 500), QuotaRejections (status 429), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
 //     Errors, QuotaRejections, TTFT, Latency.
 //
-// Counts have unit Count and cover the interval. TTFT, Latency and
-// QueueWait (Milliseconds) are distributions written as an object with
+// Counts have unit Count and cover the interval. TTFT and Latency
+// (Milliseconds) are distributions written as an object with
 // Values/Counts arrays plus Max, Min, Count and Sum, the histogram form of
 // AWS's EMF libraries: at most 100 bins, bins about 12% wide (values under
 // 1 ms share one bin), each bin's value is the mean of its samples, so Sum
@@ -81,7 +80,7 @@ type appKey struct{ tenant, app string }
 
 type emfAgg struct {
 	requests, errors, quota int64
-	ttft, latency, queue    dist
+	ttft, latency           dist
 }
 
 // NewEMF returns an aggregator writing to w. Each line is written with one
@@ -132,7 +131,7 @@ func (e *EMF) Flush() error {
 		props: map[string]any{"Server": e.o.Server}}
 	doc.count("ActiveSessions", e.sessions.Load())
 	doc.count("InFlight", e.inflight.Load())
-	server.put(&doc, true)
+	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
 		return err
@@ -152,7 +151,7 @@ func (e *EMF) Flush() error {
 	for _, k := range keys {
 		doc := emfDoc{ns: e.o.Namespace, ts: ts, dims: [][]string{{"Tenant", "App"}},
 			props: map[string]any{"Tenant": k.tenant, "App": k.app, "Server": e.o.Server}}
-		apps[k].put(&doc, false)
+		apps[k].put(&doc)
 		b, err := doc.marshal()
 		if err != nil {
 			return err
@@ -167,15 +166,12 @@ func (e *EMF) Flush() error {
 	return nil
 }
 
-func (a *emfAgg) put(d *emfDoc, withQueue bool) {
+func (a *emfAgg) put(d *emfDoc) {
 	d.count("Requests", a.requests)
 	d.count("Errors", a.errors)
 	d.count("QuotaRejections", a.quota)
 	d.dist("TTFT", &a.ttft)
 	d.dist("Latency", &a.latency)
-	if withQueue {
-		d.dist("QueueWait", &a.queue)
-	}
 }
 
 // The feed, called by Metrics. All are no-ops on a nil *EMF.
@@ -190,15 +186,6 @@ func (e *EMF) addInflight(n int64) {
 	if e != nil {
 		e.inflight.Add(n)
 	}
-}
-
-func (e *EMF) observeQueueWait(d time.Duration) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	e.server.queue.add(float64(d) / float64(time.Millisecond))
-	e.mu.Unlock()
 }
 
 func (e *EMF) observeRequest(r UsageRecord) {

@@ -197,8 +197,6 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 	m.SessionOpened()
 	m.SessionOpened()
 	m.RequestStarted()
-	m.ObserveQueueWait(2 * time.Millisecond)
-	m.ObserveQueueWait(500 * time.Microsecond)
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Model: "haiku", Outcome: "done", Status: 200, TTFTMs: 250, LatencyMs: 2000, Chunks: 9})
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Model: "haiku", Outcome: "done", Status: 200, TTFTMs: 270, LatencyMs: 2100, Chunks: 9})
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Outcome: "quota_exceeded", Status: 429})
@@ -243,9 +241,6 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 	if lat := server["Latency"].(map[string]any); num(lat["Count"]) != 2 {
 		t.Errorf("Latency %v (done only)", lat)
 	}
-	if q := server["QueueWait"].(map[string]any); num(q["Count"]) != 2 || num(q["Sum"]) != 2.5 {
-		t.Errorf("QueueWait %v", q)
-	}
 
 	app := roots[1]
 	adir := app["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
@@ -254,9 +249,6 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 	}
 	if app["Tenant"] != "contoso" || app["App"] != "support" || num(app["Requests"]) != 3 || num(app["QuotaRejections"]) != 1 || num(app["Errors"]) != 0 {
 		t.Errorf("contoso/support line %v", app)
-	}
-	if _, ok := app["QueueWait"]; ok {
-		t.Errorf("queue wait is per server only")
 	}
 	other := roots[2]
 	if other["Tenant"] != "fabrikam" || num(other["Errors"]) != 1 {

@@ -43,7 +43,7 @@ const (
 	BreakerOpen     BreakerState = 2
 )
 
-// durationBuckets (seconds) serve TTFT, latency, queue wait and AWS call
+// durationBuckets (seconds) serve TTFT, latency and AWS call
 // latency: 1 ms to 60 s.
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
 
@@ -67,10 +67,9 @@ type Metrics struct {
 	latency         *prometheus.HistogramVec // tenant, app, model
 	chunks          prometheus.Counter
 	slowConsumer    prometheus.Counter
-	queueWait       prometheus.Histogram
 	quotaRejections *prometheus.CounterVec   // tenant, app, scope, window
-	dynamoLatency   *prometheus.HistogramVec // operation
-	dynamoErrors    *prometheus.CounterVec   // operation, kind
+	dynamoCalls     *prometheus.CounterVec   // table, op, outcome
+	dynamoLatency   *prometheus.HistogramVec // table, op
 	bedrockLatency  *prometheus.HistogramVec // model
 	bedrockErrors   *prometheus.CounterVec   // model, kind
 	breaker         *prometheus.GaugeVec     // model
@@ -96,10 +95,9 @@ type Metrics struct {
 //	request_duration_seconds              histogram tenant, app, model
 //	chunks_sent_total                     counter
 //	slow_consumer_closes_total            counter
-//	admission_queue_wait_seconds          histogram
 //	quota_rejections_total                counter   tenant, app, scope, window
-//	dynamodb_call_duration_seconds        histogram operation
-//	dynamodb_errors_total                 counter   operation, kind
+//	dynamodb_calls_total                  counter   table (quota|requests|cache), op, outcome
+//	dynamodb_call_duration_seconds        histogram table, op
 //	bedrock_call_duration_seconds         histogram model
 //	bedrock_errors_total                  counter   model, kind
 //	breaker_state                         gauge     model (0 closed, 1 half-open, 2 open)
@@ -130,13 +128,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Chunk frames produced for requests."}),
 		slowConsumer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "slow_consumer_closes_total",
 			Help: "Connections closed because the client stopped reading (4008)."}),
-		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "admission_queue_wait_seconds",
-			Help: "Time a request waited for admission.", Buckets: durationBuckets}),
 		quotaRejections: counter("quota_rejections_total", "Requests rejected by a quota, by the scope and window that was exhausted.", "tenant", "app", "scope", "window"),
-		dynamoLatency:   hist("dynamodb_call_duration_seconds", "DynamoDB call latency.", "operation"),
-		dynamoErrors:    counter("dynamodb_errors_total", "DynamoDB call errors by kind.", "operation", "kind"),
-		bedrockLatency:  hist("bedrock_call_duration_seconds", "Bedrock call latency (to the end of the stream).", "model"),
-		bedrockErrors:   counter("bedrock_errors_total", "Bedrock call errors by kind.", "model", "kind"),
+		dynamoCalls: counter("dynamodb_calls_total", "DynamoDB calls by table role, store operation and outcome "+
+			"(ok|throttled|condition_failed|timeout|unavailable|other).", "table", "op", "outcome"),
+		dynamoLatency:  hist("dynamodb_call_duration_seconds", "DynamoDB call latency by table role and store operation.", "table", "op"),
+		bedrockLatency: hist("bedrock_call_duration_seconds", "Bedrock call latency (to the end of the stream).", "model"),
+		bedrockErrors:  counter("bedrock_errors_total", "Bedrock call errors by kind.", "model", "kind"),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state",
 			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open."}, []string{"model"}),
 		usageSent:    counter("usage_records_sent_total", "Usage records delivered by the sink.", "sink"),
@@ -150,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
-			m.slowConsumer, m.queueWait, m.quotaRejections, m.dynamoLatency, m.dynamoErrors,
+			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
 			m.connRejected, m.retainedBytes, m.retainedEvicted)
 	}
@@ -240,8 +237,7 @@ func (m *Metrics) RequestFinished() {
 // once per request, with the record given to the sink): requests_total by
 // outcome, tokens by direction, chunks sent, TTFT when a chunk was sent
 // (Chunks > 0), and latency when the outcome is "done". It does not touch
-// the in-flight gauge or the queue-wait histogram (RequestFinished,
-// ObserveQueueWait).
+// the in-flight gauge (RequestFinished).
 func (m *Metrics) ObserveRequest(r UsageRecord) {
 	if m == nil {
 		return
@@ -268,15 +264,6 @@ func (m *Metrics) ObserveRequest(r UsageRecord) {
 const OutcomeDone = "done"
 
 func msToSeconds(ms int64) float64 { return float64(ms) / 1000 }
-
-// ObserveQueueWait records how long a request waited for admission.
-func (m *Metrics) ObserveQueueWait(d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.queueWait.Observe(d.Seconds())
-	m.emf.Load().observeQueueWait(d)
-}
 
 // SlowConsumerClosed counts a connection closed because its client stopped
 // reading.
@@ -306,18 +293,16 @@ func (m *Metrics) QuotaRejected(tenant, app, scope, window string) {
 	m.quotaRejections.WithLabelValues(label(tenant), label(app), label(scope), label(window)).Inc()
 }
 
-// ObserveDynamoDB records one DynamoDB call: operation is the API name
-// (GetItem, UpdateItem, ...); errKind is "" on success, else a fixed kind
-// (throttled, conditional_failed, unavailable, timeout, other).
-func (m *Metrics) ObserveDynamoDB(operation string, d time.Duration, errKind string) {
+// ObserveDynamoDB records one DynamoDB call (it implements
+// dynamotable.Observer): table is a fixed role (quota|requests|cache), op
+// the store's operation, outcome one of dynamotable's outcomes.
+func (m *Metrics) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	op := label(operation)
-	m.dynamoLatency.WithLabelValues(op).Observe(d.Seconds())
-	if errKind != "" {
-		m.dynamoErrors.WithLabelValues(op, errKind).Inc()
-	}
+	t, o := label(table), label(op)
+	m.dynamoCalls.WithLabelValues(t, o, label(outcome)).Inc()
+	m.dynamoLatency.WithLabelValues(t, o).Observe(d.Seconds())
 }
 
 // ObserveBedrock records one Bedrock call for a configured model id; errKind

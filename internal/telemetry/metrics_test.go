@@ -85,12 +85,11 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		InputTokens: 50, OutputTokens: 50, TTFTMs: 100, LatencyMs: 900, Chunks: 5})
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Outcome: "quota_exceeded", Status: 429})
 	m.QuotaRejected("contoso", "support", "user", "hour")
-	m.ObserveQueueWait(20 * time.Millisecond)
 	m.SlowConsumerClosed()
 	m.ConnectionRejected("unauthorized")
 	m.ConnectionRejected("unauthorized")
-	m.ObserveDynamoDB("UpdateItem", 8*time.Millisecond, "")
-	m.ObserveDynamoDB("UpdateItem", 30*time.Millisecond, "throttled")
+	m.ObserveDynamoDB("requests", "checkpoint", "ok", 8*time.Millisecond)
+	m.ObserveDynamoDB("requests", "checkpoint", "throttled", 30*time.Millisecond)
 	m.ObserveBedrock("haiku", 2*time.Second, "")
 	m.ObserveBedrock("haiku", time.Second, "throttled")
 	m.SetBreakerState("haiku", BreakerOpen)
@@ -121,7 +120,8 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"chunks", counter("jetway_chunks_sent_total", nil), 15},
 		{"slow consumer", counter("jetway_slow_consumer_closes_total", nil), 1},
 		{"quota rejections", counter("jetway_quota_rejections_total", map[string]string{"tenant": "contoso", "app": "support", "scope": "user", "window": "hour"}), 1},
-		{"dynamodb errors", counter("jetway_dynamodb_errors_total", map[string]string{"operation": "UpdateItem", "kind": "throttled"}), 1},
+		{"dynamodb throttled", counter("jetway_dynamodb_calls_total", map[string]string{"table": "requests", "op": "checkpoint", "outcome": "throttled"}), 1},
+		{"dynamodb ok", counter("jetway_dynamodb_calls_total", map[string]string{"table": "requests", "op": "checkpoint", "outcome": "ok"}), 1},
 		{"bedrock errors", counter("jetway_bedrock_errors_total", map[string]string{"model": "haiku", "kind": "throttled"}), 1},
 		{"breaker", gauge("jetway_breaker_state", map[string]string{"model": "haiku"}), 2},
 		{"usage sent", counter("jetway_usage_records_sent_total", map[string]string{"sink": "firehose"}), 7},
@@ -131,8 +131,7 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"ttft count", float64(hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleCount()), 2},
 		{"ttft sum", hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleSum(), 0.4},
 		{"latency count (done only)", float64(hist("jetway_request_duration_seconds", map[string]string{"model": "haiku"}).GetSampleCount()), 2},
-		{"queue wait count", float64(hist("jetway_admission_queue_wait_seconds", nil).GetSampleCount()), 1},
-		{"dynamodb latency count", float64(hist("jetway_dynamodb_call_duration_seconds", map[string]string{"operation": "UpdateItem"}).GetSampleCount()), 2},
+		{"dynamodb latency count", float64(hist("jetway_dynamodb_call_duration_seconds", map[string]string{"table": "requests", "op": "checkpoint"}).GetSampleCount()), 2},
 		{"bedrock latency sum", hist("jetway_bedrock_call_duration_seconds", map[string]string{"model": "haiku"}).GetSampleSum(), 3},
 	}
 	for _, c := range checks {
@@ -178,11 +177,10 @@ func TestNilMetricsIsNoOp(t *testing.T) {
 	m.RequestStarted()
 	m.RequestFinished()
 	m.ObserveRequest(UsageRecord{Outcome: "done"})
-	m.ObserveQueueWait(time.Millisecond)
 	m.SlowConsumerClosed()
 	m.ConnectionRejected("x")
 	m.QuotaRejected("t", "a", "user", "hour")
-	m.ObserveDynamoDB("GetItem", time.Millisecond, "")
+	m.ObserveDynamoDB("cache", "get", "ok", time.Millisecond)
 	m.ObserveBedrock("m", time.Millisecond, "")
 	m.SetBreakerState("m", BreakerClosed)
 	m.UsageRecordsSent("file", 1)

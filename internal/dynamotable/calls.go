@@ -1,0 +1,88 @@
+package dynamotable
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Outcomes of a DynamoDB call: the one classification of DynamoDB errors,
+// whichever table is called, and the "outcome" label of
+// jetway_dynamodb_calls_total.
+const (
+	OutcomeOK              = "ok"
+	OutcomeThrottled       = "throttled"        // over the table's or account's throughput
+	OutcomeConditionFailed = "condition_failed" // a conditional write refused (often the expected answer)
+	OutcomeTimeout         = "timeout"          // the caller's deadline passed
+	OutcomeUnavailable     = "unavailable"      // unreachable, or a server-side error
+	OutcomeOther           = "other"            // anything else (validation, access, a cancelled call)
+)
+
+// Table roles: the "table" label. A fixed role, never a table name from
+// the environment nor anything a client sent.
+const (
+	TableQuota    = "quota"
+	TableRequests = "requests"
+	TableCache    = "cache"
+)
+
+// Classify sorts a DynamoDB call's error into one of the outcomes above
+// (OutcomeOK for nil).
+func Classify(err error) string {
+	var apiErr smithy.APIError
+	var refused *types.ConditionalCheckFailedException
+	var netErr net.Error
+	var status interface{ HTTPStatusCode() int }
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.As(err, &refused):
+		return OutcomeConditionFailed
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimeout
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+			return OutcomeThrottled
+		case "ConditionalCheckFailedException":
+			return OutcomeConditionFailed
+		case "InternalServerError", "ServiceUnavailable":
+			return OutcomeUnavailable
+		}
+	case errors.As(err, &netErr):
+		return OutcomeUnavailable
+	}
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 500 {
+		return OutcomeUnavailable
+	}
+	return OutcomeOther
+}
+
+// Observer takes one observation per DynamoDB call: the table's role, the
+// store's operation (a fixed name such as "reserve" or "checkpoint"), the
+// outcome (see Classify) and the call's duration. *telemetry.Metrics is one.
+type Observer interface {
+	ObserveDynamoDB(table, op, outcome string, d time.Duration)
+}
+
+// Meter reports one table's calls to an Observer; its zero value reports
+// nothing.
+type Meter struct {
+	table string
+	obs   Observer
+}
+
+// NewMeter returns a Meter for the table role (TableQuota, ...); obs may be nil.
+func NewMeter(table string, obs Observer) Meter { return Meter{table: table, obs: obs} }
+
+// Observe reports a call of op that started at start and returned err.
+func (m Meter) Observe(op string, start time.Time, err error) {
+	if m.obs == nil {
+		return
+	}
+	m.obs.ObserveDynamoDB(m.table, op, Classify(err), time.Since(start))
+}

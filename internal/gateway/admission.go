@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// flight is one request on this server, from admission to its one ending.
+type flight struct {
+	g      *Gateway
+	caller Caller
+	req    Request
+	log    *stream.Log
+	logger *zap.Logger
+
+	tenant      *config.Tenant
+	app         *config.App
+	chain       []router.Target
+	maxTokens   int
+	estimate    int64
+	reservation *quota.Reservation
+	admitted    bool                 // holds in-flight slots
+	cacheKey    string               // set when the app caches this request
+	cached      *router.CachedAnswer // a cache hit: no model call
+	following   bool                 // the record existed on another server: this log follows it
+	lostLease   atomic.Bool          // another server interrupted this request
+	first       time.Time            // the first chunk
+	checkpoints *checkpointer        // nil without a request store
+	ended       bool                 // end ran
+}
+
+func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
+	return &flight{g: g, caller: c, req: req, log: log, logger: g.logger.With(
+		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
+		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
+		zap.String("user", c.Principal.Subject), zap.String("door", req.door()))}
+}
+
+func (f *flight) userKey() string {
+	return f.caller.Principal.Tenant + "/" + f.caller.Principal.Subject
+}
+func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
+
+// admit applies the in-flight caps, the model policy and the quota, and
+// sends `accepted`. Any error rejects the request before acceptance.
+func (f *flight) admit() error {
+	g, p := f.g, f.caller.Principal
+	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
+	if !ok {
+		return fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
+	}
+	f.tenant, f.app = tenant, app
+	if err := f.policy(); err != nil {
+		return err
+	}
+	if err := g.acquire(f); err != nil {
+		return err
+	}
+	f.admitted = true
+	g.metrics.RequestStarted()
+	f.logger.Info("admitted", zap.String("model", f.chain[0].ID))
+
+	acc, err := f.reserve()
+	if err != nil {
+		return err
+	}
+	f.lookupCache()
+	acc.Cached = f.cached != nil
+	if f.cached != nil {
+		acc.Model = f.cached.Model
+	}
+	frame := protocol.Encode(acc)
+	if g.records != nil {
+		if err := f.createRecord(frame, acc.ReservedTokens); err != nil || f.following {
+			return err
+		}
+	}
+	f.log.Accept(frame)
+	return nil
+}
+
+// reserve takes the request's worst case from every quota that applies and
+// returns the accepted frame that reports it.
+func (f *flight) reserve() (protocol.Accepted, error) {
+	g, p := f.g, f.caller.Principal
+	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages))
+	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
+	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
+	defer cancel()
+	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject), amount)
+	var exceeded *quota.ExceededError
+	if errors.As(err, &exceeded) {
+		g.metrics.QuotaRejected(p.Tenant, p.App, exceeded.Scope.Kind, string(exceeded.Window))
+	}
+	if err != nil {
+		return protocol.Accepted{}, fmt.Errorf("reserve: %w", err)
+	}
+	f.reservation = res
+	acc := protocol.Accepted{Type: protocol.TypeAccepted, RequestID: f.req.RequestID, Model: f.chain[0].ID,
+		ReservedTokens: amount.Tokens}
+	fields := []zap.Field{zap.Int64("estimate", amount.Tokens)}
+	if w, limit, remaining := res.Tightest(); w != "" {
+		acc.Quota = &protocol.Quota{Window: string(w), Limit: limit, Remaining: remaining}
+		fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
+	}
+	f.logger.Info("quota_reserved", fields...)
+	return acc, nil
+}
+
+// lookupCache finds a cached answer for a deterministic request of an app
+// that caches (temperature 0, unless the app allows any).
+func (f *flight) lookupCache() {
+	c := f.app.Cache
+	if f.g.cache == nil || c == nil {
+		return
+	}
+	if t := f.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) || f.req.TopP != nil || len(f.req.Stop) > 0 {
+		return
+	}
+	p := f.caller.Principal
+	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
+		f.maxTokens, f.req.Temperature)
+	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.StoreTimeout)
+	defer cancel()
+	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
+		f.cached = a
+		f.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
+	}
+}
+
+// createRecord stores the accepted request so any server can resume it.
+// If another server stored it first, this one gives back its slot and
+// reservation and follows that record instead.
+func (f *flight) createRecord(accepted []byte, reserved int64) error {
+	g, p := f.g, f.caller.Principal
+	q, err := f.reservation.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("encode reservation: %w", err)
+	}
+	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
+		App: p.App, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
+		Reserved: reserved})
+	now := g.opts.Now()
+	ctx, cancel := g.storeCtx()
+	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Subject, RequestID: f.req.RequestID,
+		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: accepted,
+		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
+	cancel()
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, stream.ErrExists) || existing == nil:
+		return errors.Join(errBusy, err)
+	case existing.BodyHash != f.log.BodyHash:
+		return errConflict
+	}
+	// The other server's request is the one that runs, ends and is charged.
+	g.releaseQuota(f.logger, f.reservation)
+	f.reservation = nil
+	g.release(f)
+	f.admitted = false
+	f.following = true
+	f.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
+	g.startFollowing(f.log, existing)
+	return nil
+}
+
+// policy picks the model chain: the client's model if the app allows it,
+// else the app's default followed by its fallbacks.
+func (f *flight) policy() error {
+	app := f.app
+	want := f.req.Model
+	if want == "" {
+		want = app.Models.Default
+	}
+	if !app.Allows(want) {
+		return protocol.Errorf(errModelNotAllowed, "model %q is not allowed for app %s", protocol.Clip(want), app.ID)
+	}
+	ids := []string{want}
+	for _, id := range app.Models.Fallbacks {
+		if id != want {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range ids {
+		m, ok := f.g.cfg.Model(id)
+		if !ok {
+			return fmt.Errorf("model %q is not configured", id)
+		}
+		ftt := time.Duration(m.FirstTokenTimeout)
+		if ftt <= 0 {
+			ftt = f.g.opts.FirstTokenTimeout
+		}
+		f.chain = append(f.chain, router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt})
+	}
+	f.maxTokens = app.MaxTokens
+	if f.req.MaxTokens > 0 {
+		if f.req.MaxTokens > app.MaxTokensLimit {
+			return protocol.Errorf(protocol.ErrInvalid, "max_tokens %d is over this app's limit of %d",
+				f.req.MaxTokens, app.MaxTokensLimit)
+		}
+		f.maxTokens = f.req.MaxTokens
+	}
+	return nil
+}
+
+// maxCostMicroUSD bounds the cost at the most expensive model of the chain.
+func (f *flight) maxCostMicroUSD() int64 {
+	var worst int64
+	for _, t := range f.chain {
+		worst = max(worst, f.g.price(t.ID, protocol.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+	}
+	return worst
+}
+
+// requestedModel is the chain's first model, or a configured model id the
+// client asked for, or "" or telemetry.OtherModel: never the client's
+// string, which would become a label and a record value.
+func (f *flight) requestedModel() string {
+	if len(f.chain) > 0 {
+		return f.chain[0].ID
+	}
+	if _, ok := f.g.cfg.Model(f.req.Model); ok || f.req.Model == "" {
+		return f.req.Model
+	}
+	return telemetry.OtherModel
+}
+
+// acquire takes the in-flight slots or says which cap is full.
+func (g *Gateway) acquire(f *flight) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.draining:
+		return errDraining
+	case g.bySession[f.sessionKey()] >= g.opts.MaxInflightPerSession:
+		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", g.opts.MaxInflightPerSession)
+	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:
+		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", g.opts.MaxInflightPerUser)
+	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[f.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
+		return fmt.Errorf("%w: tenant at its in-flight cap", errBusy)
+	case g.inflight >= g.opts.MaxInflight:
+		return fmt.Errorf("%w: server at its in-flight cap of %d", errBusy, g.opts.MaxInflight)
+	}
+	g.inflight++
+	g.byTenant[f.caller.Principal.Tenant]++
+	g.byUser[f.userKey()]++
+	g.bySession[f.sessionKey()]++
+	return nil
+}
+
+// release gives back the slots acquire took.
+func (g *Gateway) release(f *flight) {
+	g.metrics.RequestFinished()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	dec(g.byTenant, f.caller.Principal.Tenant)
+	dec(g.byUser, f.userKey())
+	dec(g.bySession, f.sessionKey())
+}
+
+func dec(m map[string]int, k string) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// The pipeline's defaults, written once: Options' zero values mean these,
+// settings parsing uses them, and docs/configuration.md states them.
+const (
+	DefaultMaxInflight           = 2000 // model calls in flight on one server
+	DefaultMaxInflightPerTenant  = 0    // no cap
+	DefaultMaxInflightPerUser    = 8
+	DefaultMaxInflightPerSession = 4
+	DefaultRequestTimeout        = 5 * time.Minute
+	DefaultFirstTokenTimeout     = 30 * time.Second // a model's own setting wins
+	DefaultReserveTimeout        = 3 * time.Second
+	DefaultSettleTimeout         = time.Hour // settlement retries until its window ends, at most this
+	DefaultStoreTimeout          = 2 * time.Second
+	DefaultPollInterval          = 200 * time.Millisecond
+	DefaultCheckpointInterval    = time.Second
+	DefaultCheckpointChunks      = 64
+	DefaultLease                 = 5 * time.Second
+	DefaultResumeWindow          = stream.DefaultRetention
+)
+
+// Bounds of retrying the terminal's write to the request store.
+const (
+	persistAttempts    = 8
+	persistBackoff     = 50 * time.Millisecond
+	maxFollowBackoff   = 2 * time.Second // polling a record after store errors
+	drainPersistMargin = time.Second     // Wait's extra time, past StoreTimeout, for stopped requests to persist
+)
+
+// Options bound the pipeline. Zero values mean the Default* constants above.
+type Options struct {
+	MaxInflight           int // model calls in flight on this server
+	MaxInflightPerTenant  int // 0: no cap
+	MaxInflightPerUser    int
+	MaxInflightPerSession int
+	RequestTimeout        time.Duration
+	FirstTokenTimeout     time.Duration // a model's own setting wins
+	ReserveTimeout        time.Duration // the quota reservation's budget
+	SettleTimeout         time.Duration // how long settlement keeps retrying (until the window ends, at most this)
+	ServerID              string
+	StoreTimeout          time.Duration // one request-store call
+	PollInterval          time.Duration // following a record owned by another server
+	CheckpointInterval    time.Duration
+	CheckpointChunks      int           // checkpoint early after this many chunks
+	Lease                 time.Duration // how long an owner's record lease lasts unrenewed
+	ResumeWindow          time.Duration // finished records are kept this long
+	Now                   func() time.Time
+}
+
+func (o *Options) defaults() {
+	orInt(&o.MaxInflight, DefaultMaxInflight)
+	orInt(&o.MaxInflightPerUser, DefaultMaxInflightPerUser)
+	orInt(&o.MaxInflightPerSession, DefaultMaxInflightPerSession)
+	orInt(&o.CheckpointChunks, DefaultCheckpointChunks)
+	orDur(&o.RequestTimeout, DefaultRequestTimeout)
+	orDur(&o.FirstTokenTimeout, DefaultFirstTokenTimeout)
+	orDur(&o.ReserveTimeout, DefaultReserveTimeout)
+	orDur(&o.SettleTimeout, DefaultSettleTimeout)
+	orDur(&o.StoreTimeout, DefaultStoreTimeout)
+	orDur(&o.PollInterval, DefaultPollInterval)
+	orDur(&o.CheckpointInterval, DefaultCheckpointInterval)
+	orDur(&o.Lease, DefaultLease)
+	orDur(&o.ResumeWindow, DefaultResumeWindow)
+	if o.MaxInflightPerTenant < 0 {
+		o.MaxInflightPerTenant = DefaultMaxInflightPerTenant
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+func orInt(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+func orDur(v *time.Duration, d time.Duration) {
+	if *v <= 0 {
+		*v = d
+	}
+}

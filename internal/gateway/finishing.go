@@ -1,0 +1,272 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// ending says how an outcome reaches the client and the request store.
+type ending int
+
+const (
+	// endRejected: refused before acceptance. The error frame is the only
+	// frame, the log is forgotten, the reservation (if any) is released.
+	endRejected ending = iota
+	// endOwned: this server ran the request. The log ends, then the record
+	// (if any) gets the terminal, then the quota is settled.
+	endOwned
+	// endInterrupted: this server ends another server's record whose lease
+	// passed. The record's conditional Interrupt comes first: only the
+	// server that wins it delivers, records usage and settles.
+	endInterrupted
+)
+
+// who identifies a request in its usage record.
+type who struct {
+	owner, requestID                 string
+	tenant, app, clientID, sessionID string
+	receivedAt                       time.Time
+	door                             string // "" when unknown (another server's record)
+}
+
+// outcome is how a request ended: everything its one ending needs.
+type outcome struct {
+	how  ending
+	who  who
+	err  error // nil: done
+	text string
+	// chunks is the last seq; usage is what is charged, on model's price.
+	chunks       int
+	usage        protocol.Usage
+	model        string // the model that answered (else the one asked for)
+	fallbackFrom string
+	stopReason   string
+	cached       bool
+	ttft         int64 // ms from arrival; 0: no chunk
+	latency      int64 // ms from arrival
+	end          time.Time
+
+	log              *stream.Log
+	logger           *zap.Logger
+	reservation      *quota.Reservation // nil: nothing reserved
+	reserved         int64              // tokens reserved, for the usage record
+	checkpoints      *checkpointer      // endOwned with a request store
+	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
+}
+
+// finish is the one ending of every request: it encodes the terminal,
+// persists it, delivers it, writes the usage record and settles or
+// releases the quota, at the one price (see price). It reports whether
+// this server ended the request (false only for a lost Interrupt race).
+func (g *Gateway) finish(o outcome) bool {
+	frame := o.frame()
+	if o.how == endInterrupted && !g.persistInterrupt(o, frame) {
+		return false
+	}
+	if !o.settledElsewhere {
+		g.logEnding(o) // before the client can see the terminal, so the log line is never behind it
+	}
+	switch o.how {
+	case endRejected:
+		o.log.Reject(frame, o.end)
+		g.logs.Forget(o.log)
+	case endInterrupted:
+		o.log.Finish(frame, o.end)
+	case endOwned:
+		if o.settledElsewhere {
+			// Deliver the terminal the interrupting server stored, which
+			// also wrote the usage record and settled.
+			o.log.Finish(g.storedTerminal(o.who, frame), o.end)
+			if o.checkpoints != nil {
+				o.checkpoints.stop()
+			}
+			return true
+		}
+		o.log.Finish(frame, o.end)
+		if o.checkpoints != nil {
+			g.persistTerminal(o, o.checkpoints.stop(), frame)
+		}
+	}
+	cost := g.price(o.model, o.usage)
+	rec := o.usageRecord(cost, g.opts.ServerID)
+	if g.usage != nil {
+		g.usage.Record(rec)
+	}
+	g.metrics.ObserveRequest(rec)
+	if o.reservation != nil {
+		if o.how == endRejected {
+			g.releaseQuota(o.logger, o.reservation)
+		} else {
+			g.settleQuota(o.logger, o.reservation, quota.Amount{Tokens: o.usage.InputTokens + o.usage.OutputTokens,
+				Requests: 1, MicroUSD: cost})
+		}
+	}
+	return true
+}
+
+// frame encodes the terminal frame (for a rejection: the only frame).
+func (o *outcome) frame() []byte {
+	if o.err == nil {
+		return protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: o.who.requestID, Chunks: o.chunks,
+			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
+			TTFTMs: o.ttft, LatencyMs: o.latency})
+	}
+	return errorFrame(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
+}
+
+// errorFrame is an error frame: the protocol error for err, naming the
+// request and, once it was accepted, carrying what was streamed before it.
+func errorFrame(requestID string, err error, accepted bool, text string, chunks int) []byte {
+	pe := ProtocolError(err)
+	pe.RequestID = requestID
+	if accepted {
+		pe.Text, pe.Chunks = &text, &chunks
+	}
+	return protocol.Encode(pe)
+}
+
+// price is the one cost function: what usage costs on model, in micro-USD
+// rounded up. The quota is charged exactly this and the usage record's
+// cost_usd states it. After a fallback, model is the one that answered.
+func (g *Gateway) price(model string, u protocol.Usage) int64 {
+	m, ok := g.cfg.Model(model)
+	if !ok {
+		return 0
+	}
+	usd := float64(u.InputTokens)/1000*m.Price.InputPer1K + float64(u.OutputTokens)/1000*m.Price.OutputPer1K
+	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar
+}
+
+func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.UsageRecord {
+	code, status := telemetry.OutcomeDone, 200
+	if o.err != nil {
+		pe := ProtocolError(o.err)
+		code, status = pe.Code, pe.Status
+	}
+	return telemetry.UsageRecord{
+		RequestID: o.who.requestID, SessionID: o.who.sessionID, TS: o.who.receivedAt,
+		Tenant: o.who.tenant, App: o.who.app, User: o.who.owner, ClientID: o.who.clientID, Model: o.model,
+		FallbackFrom: o.fallbackFrom, Outcome: code, Status: status,
+		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
+		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
+		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
+	}
+}
+
+// logEnding writes the request's one ending line.
+func (g *Gateway) logEnding(o outcome) {
+	fields := []zap.Field{zap.String("model", o.model), zap.Int64("latency_ms", o.latency),
+		zap.Int("chunks", o.chunks)}
+	if o.err == nil {
+		o.logger.Info("completed", append(fields, zap.String("fallback_from", o.fallbackFrom),
+			zap.Int64("ttft_ms", o.ttft), zap.Int64("input_tokens", o.usage.InputTokens),
+			zap.Int64("output_tokens", o.usage.OutputTokens), zap.Int("status", 200))...)
+		return
+	}
+	pe := ProtocolError(o.err)
+	fields = append(fields, zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Error(o.err))
+	switch {
+	case o.how == endRejected && pe.Code != protocol.CodeInternal && pe.Code != protocol.CodeBusy:
+		o.logger.Info("rejected", fields...)
+	case o.how == endRejected:
+		o.logger.Warn("rejected", fields...)
+	default:
+		o.logger.Warn("failed", append(fields, zap.String("fallback_from", o.fallbackFrom), zap.Int64("ttft_ms", o.ttft))...)
+	}
+}
+
+// settleQuota charges the real usage and refunds the rest, off the
+// client's path; it retries until SettleTimeout or the drain deadline.
+func (g *Gateway) settleQuota(logger *zap.Logger, res *quota.Reservation, actual quota.Amount) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
+		defer cancel()
+		if err := g.quotas.Settle(ctx, res, actual); err != nil {
+			logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
+			return
+		}
+		logger.Info("quota_settled", zap.Int64("charged", actual.Tokens),
+			zap.Int64("refunded", res.Amount().Tokens-actual.Tokens), zap.Int64("micro_usd", actual.MicroUSD))
+	}()
+}
+
+// releaseQuota gives back a reservation that will not be used.
+func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
+		defer cancel()
+		if err := g.quotas.Release(ctx, res); err != nil {
+			logger.Error("quota_release_failed", zap.Error(err))
+		}
+	}()
+}
+
+// persistTerminal writes the terminal frame to the record after the local log
+// ended, retrying a store outage for a while.
+func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) {
+	snap := o.log.Read(stored)
+	state := stream.StateError
+	if o.err == nil {
+		state = stream.StateDone
+	}
+	backoff := persistBackoff
+	for attempt := 0; attempt < persistAttempts; attempt++ {
+		ctx, cancel := g.storeCtx()
+		err := g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.ServerID, stored, snap.Chunks,
+			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
+		cancel()
+		if err == nil || errors.Is(err, stream.ErrLostLease) || errors.Is(err, stream.ErrConflict) || errors.Is(err, stream.ErrTooLarge) {
+			if err != nil {
+				o.logger.Warn("record_finish_refused", zap.Error(err))
+			}
+			return
+		}
+		o.logger.Warn("record_finish_failed", zap.Int("attempt", attempt+1), zap.Error(err))
+		select {
+		case <-g.settleBase.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// persistInterrupt ends another server's record with frame; exactly one
+// server wins. It reports whether this one did.
+func (g *Gateway) persistInterrupt(o outcome, frame []byte) bool {
+	ctx, cancel := g.storeCtx()
+	err := g.records.Interrupt(ctx, o.who.owner, o.who.requestID, o.end, frame, o.end.Add(g.opts.ResumeWindow))
+	cancel()
+	if err != nil {
+		if !errors.Is(err, stream.ErrConflict) {
+			o.logger.Warn("interrupt_failed", zap.Error(err))
+		}
+		return false
+	}
+	return true
+}
+
+// storedTerminal is the terminal another server stored for the request,
+// else own.
+func (g *Gateway) storedTerminal(w who, own []byte) []byte {
+	ctx, cancel := g.storeCtx()
+	rec, err := g.records.Get(ctx, w.owner, w.requestID)
+	cancel()
+	if err == nil && rec.Ended() {
+		return rec.Terminal
+	}
+	return own
+}

@@ -1,0 +1,435 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// Two models with different prices, so a fallback's charge is visible.
+const testConfig = `
+models:
+  - {id: cheap, bedrock_id: cheap, price: {input_per_1k: 0.001, output_per_1k: 0.002}}
+  - {id: dear, bedrock_id: dear, price: {input_per_1k: 0.01, output_per_1k: 0.03}}
+tenants:
+  - id: t
+    apps:
+      - id: chat
+        client_ids: [chat-client]
+        models: {default: cheap, fallbacks: [dear]}
+        limits: [{window: hour, tokens: 1000000, usd: 100}]
+      - id: cached
+        client_ids: [cached-client]
+        models: {default: cheap}
+        cache: {ttl: 1h}
+`
+
+// waitBound bounds every wait in these tests; nothing sleeps.
+const waitBound = 10 * time.Second
+
+// streamFunc is a Router.
+type streamFunc func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error)
+
+func (f streamFunc) Stream(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+	return f(ctx, chain, c, onDelta)
+}
+
+// ledger is Quotas: the real quota logic on its in-memory store, with every
+// settlement and release written down.
+type ledger struct {
+	*quota.Quota
+	mu       sync.Mutex
+	settled  map[string][]quota.Amount // by request id
+	released map[string]int
+}
+
+func newLedger() *ledger {
+	return &ledger{Quota: quota.New(quota.NewMemoryStore(), quota.Options{}), settled: map[string][]quota.Amount{},
+		released: map[string]int{}}
+}
+
+func (l *ledger) Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error {
+	l.mu.Lock()
+	l.settled[r.RequestID()] = append(l.settled[r.RequestID()], actual)
+	l.mu.Unlock()
+	return l.Quota.Settle(ctx, r, actual)
+}
+
+func (l *ledger) Release(ctx context.Context, r *quota.Reservation) error {
+	l.mu.Lock()
+	l.released[r.RequestID()]++
+	l.mu.Unlock()
+	return l.Quota.Release(ctx, r)
+}
+
+// usageLog is a UsageRecorder.
+type usageLog struct {
+	mu   sync.Mutex
+	recs []telemetry.UsageRecord
+}
+
+func (u *usageLog) Record(r telemetry.UsageRecord) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.recs = append(u.recs, r)
+}
+
+func (u *usageLog) all() []telemetry.UsageRecord {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]telemetry.UsageRecord(nil), u.recs...)
+}
+
+// memCache is a Cache.
+type memCache struct {
+	mu sync.Mutex
+	m  map[string]router.CachedAnswer
+}
+
+func (c *memCache) Get(_ context.Context, key string) (*router.CachedAnswer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.m[key]
+	return &a, ok
+}
+
+func (c *memCache) Put(_ context.Context, key string, a router.CachedAnswer, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[key] = a
+}
+
+// failingCreate is Records whose Create fails: a store outage at acceptance.
+type failingCreate struct{ gateway.Records }
+
+func (failingCreate) Create(context.Context, stream.Record) (*stream.Record, error) {
+	return nil, stream.ErrUnavailable
+}
+
+type env struct {
+	t       *testing.T
+	cfg     *config.Config
+	quotas  *ledger
+	usage   *usageLog
+	records gateway.Records
+	cache   *memCache
+}
+
+func newEnv(t *testing.T) *env {
+	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, cfg: cfg, quotas: newLedger(), usage: &usageLog{}, cache: &memCache{m: map[string]router.CachedAnswer{}}}
+}
+
+func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
+	e.t.Helper()
+	if o.ServerID == "" {
+		o.ServerID = "server-1"
+	}
+	logs := stream.NewRegistry(stream.RegistryOptions{})
+	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records,
+		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		if err := g.Wait(ctx); err != nil {
+			e.t.Errorf("gateway did not stop: %v", err)
+		}
+	})
+	return g
+}
+
+func caller(app string) gateway.Caller {
+	return gateway.Caller{Principal: auth.Principal{Subject: "user-1", Tenant: "t", App: app, ClientID: app + "-client"},
+		SessionID: "session-1"}
+}
+
+func request(id, model string) gateway.Request {
+	zero := 0.0
+	return gateway.Request{ReceivedAt: time.Now(), Inbound: protocol.Inbound{Type: protocol.TypeRequest, RequestID: id,
+		Model: model, Temperature: &zero, Messages: []protocol.Message{{Role: "user", Content: "hello there"}}}}
+}
+
+// terminal waits for the log's terminal frame.
+func terminal(t *testing.T, log *stream.Log) map[string]any {
+	t.Helper()
+	deadline := time.After(waitBound)
+	for {
+		s := log.Read(0)
+		if s.Terminal != nil {
+			var f map[string]any
+			if err := json.Unmarshal(s.Terminal, &f); err != nil {
+				t.Fatalf("terminal %s: %v", s.Terminal, err)
+			}
+			return f
+		}
+		select {
+		case <-s.Changed:
+		case <-deadline:
+			t.Fatalf("no terminal for %s", log.RequestID)
+		}
+	}
+}
+
+// settle waits for every settlement, then checks the one promise: exactly
+// one usage record and one settlement (or release, for a rejection) per
+// request, charging exactly the record's cost_usd.
+func (e *env) settle(gs ...*gateway.Gateway) []telemetry.UsageRecord {
+	e.t.Helper()
+	for _, g := range gs {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		err := g.Wait(ctx)
+		cancel()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	recs := e.usage.all()
+	e.quotas.mu.Lock()
+	defer e.quotas.mu.Unlock()
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.RequestID] {
+			e.t.Errorf("%s: two usage records", r.RequestID)
+		}
+		seen[r.RequestID] = true
+		s, rel := e.quotas.settled[r.RequestID], e.quotas.released[r.RequestID]
+		switch {
+		case len(s) == 1 && rel == 0:
+			if s[0].MicroUSD != quota.MicroUSD(r.CostUSD) || s[0].Tokens != r.InputTokens+r.OutputTokens {
+				e.t.Errorf("%s: charged %+v, usage record says %d tokens, $%v", r.RequestID, s[0],
+					r.InputTokens+r.OutputTokens, r.CostUSD)
+			}
+		case len(s) == 0 && rel <= 1:
+			if r.CostUSD != 0 || r.Outcome == telemetry.OutcomeDone {
+				e.t.Errorf("%s: released, but recorded %s at $%v", r.RequestID, r.Outcome, r.CostUSD)
+			}
+		default:
+			e.t.Errorf("%s: %d settlements and %d releases", r.RequestID, len(s), rel)
+		}
+	}
+	for id := range e.quotas.settled {
+		if !seen[id] {
+			e.t.Errorf("%s settled without a usage record", id)
+		}
+	}
+	return recs
+}
+
+func reply(model string, chunks ...string) streamFunc {
+	return func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		for _, ch := range chunks {
+			onDelta(ch)
+		}
+		return router.Outcome{Model: model, Result: router.Result{Usage: router.Usage{InputTokens: 1200, OutputTokens: 700},
+			UsageReported: true, StopReason: "end_turn"}}, nil
+	}
+}
+
+func TestDoneChargesWhatItRecords(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway(reply("cheap", "Hel", "lo"), gateway.Options{})
+	log, _, err := g.Submit(caller("chat"), request("req-done-1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := terminal(t, log)
+	if f["type"] != "done" || f["text"] != "Hello" || f["model"] != "cheap" {
+		t.Errorf("terminal %v", f)
+	}
+	recs := e.settle(g)
+	if len(recs) != 1 || recs[0].Outcome != "done" || recs[0].CostUSD != 0.0026 {
+		t.Errorf("usage records %+v, want one done at $0.0026 (1200 in, 700 out on cheap)", recs)
+	}
+}
+
+func TestFallbackChargesTheModelThatAnswered(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		out, err := reply("dear", "ok")(ctx, chain, c, onDelta)
+		out.FallbackFrom = "cheap"
+		return out, err
+	}), gateway.Options{})
+	log, _, _ := g.Submit(caller("chat"), request("req-fallback", ""))
+	if f := terminal(t, log); f["model"] != "dear" {
+		t.Errorf("terminal %v", f)
+	}
+	recs := e.settle(g)
+	if len(recs) != 1 || recs[0].Model != "dear" || recs[0].FallbackFrom != "cheap" || recs[0].CostUSD != 0.033 {
+		t.Errorf("usage records %+v, want dear at $0.033 (1200 in, 700 out)", recs)
+	}
+}
+
+func TestCachedAnswerEndsOnce(t *testing.T) {
+	e := newEnv(t)
+	calls := 0
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		calls++
+		return reply("cheap", "same", " answer")(ctx, chain, c, onDelta)
+	}), gateway.Options{})
+	first, _, _ := g.Submit(caller("cached"), request("req-cache-1", ""))
+	terminal(t, first)
+	second, _, _ := g.Submit(caller("cached"), request("req-cache-2", ""))
+	f := terminal(t, second)
+	if f["type"] != "done" || f["cached"] != true || f["text"] != "same answer" || calls != 1 {
+		t.Errorf("second terminal %v after %d model calls, want a cache hit", f, calls)
+	}
+	recs := e.settle(g)
+	hit := recs[len(recs)-1]
+	if len(recs) == 2 && recs[0].RequestID == "req-cache-2" {
+		hit = recs[0]
+	}
+	if len(recs) != 2 || hit.RequestID != "req-cache-2" || !hit.Cached || hit.OutputTokens != 0 {
+		t.Errorf("usage records %+v, want the hit charged only its input estimate", recs)
+	}
+}
+
+func TestRejectionsEndOnce(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway(reply("cheap", "never"), gateway.Options{})
+	log, _, _ := g.Submit(caller("chat"), request("req-not-allowed", "someone-elses-model"))
+	if f := terminal(t, log); f["code"] != protocol.CodeModelNotAllowed || f["text"] != nil ||
+		f["message"] != `model "someone-elses-model" is not allowed for app chat` {
+		t.Errorf("terminal %v", f)
+	}
+	if !log.Rejected() || log.Read(0).Accepted != nil {
+		t.Error("a rejected request must have no accepted frame")
+	}
+
+	// Refused after its reservation: the reservation is released.
+	e.records = failingCreate{stream.NewMemoryStore(nil)}
+	g2 := e.gateway(reply("cheap", "never"), gateway.Options{})
+	log, _, _ = g2.Submit(caller("chat"), request("req-store-down", ""))
+	if f := terminal(t, log); f["code"] != protocol.CodeBusy {
+		t.Errorf("terminal %v", f)
+	}
+	recs := e.settle(g, g2) // Submit ended both before returning: records in order
+	if len(recs) != 2 || recs[0].Outcome != protocol.CodeModelNotAllowed || recs[1].Outcome != protocol.CodeBusy {
+		t.Errorf("usage records %+v", recs)
+	}
+	if e.quotas.released["req-store-down"] != 1 {
+		t.Errorf("releases %v, want the refused request's reservation released once", e.quotas.released)
+	}
+}
+
+func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
+	blockAfter := func(chunk string, failure func(ctx context.Context) error) streamFunc {
+		return func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+			onDelta(chunk)
+			return router.Outcome{Model: chain[0].ID}, failure(ctx)
+		}
+	}
+	untilDone := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	cases := []struct {
+		name   string
+		router streamFunc
+		opts   gateway.Options
+		cancel bool
+		code   string
+	}{
+		{"model error mid-stream", blockAfter("par", func(context.Context) error {
+			return &router.ModelError{Kind: router.KindMidStream, Model: "cheap", Streamed: true, Err: router.ErrMidStream}
+		}), gateway.Options{}, false, protocol.CodeModelError},
+		{"cancel", blockAfter("par", untilDone), gateway.Options{}, true, protocol.CodeCancelled},
+		{"timeout", blockAfter("par", untilDone), gateway.Options{RequestTimeout: 50 * time.Millisecond}, false, protocol.CodeTimeout},
+		{"panic", blockAfter("par", func(context.Context) error { panic("bug in the model adapter") }), gateway.Options{}, false, protocol.CodeInternal},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.records = stream.NewMemoryStore(nil)
+			g := e.gateway(c.router, c.opts)
+			log, _, _ := g.Submit(caller("chat"), request("req-fails", ""))
+			if c.cancel {
+				for s := log.Read(0); len(s.Chunks) == 0 && s.Terminal == nil; s = log.Read(0) {
+					<-s.Changed
+				}
+				if err := g.Cancel(caller("chat"), "req-fails"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := terminal(t, log)
+			if f["code"] != c.code || f["text"] != "par" || f["chunks"] != 1.0 {
+				t.Errorf("terminal %v, want %s with the streamed text", f, c.code)
+			}
+			recs := e.settle(g)
+			if len(recs) != 1 || recs[0].Outcome != c.code || recs[0].OutputTokens == 0 || recs[0].CostUSD == 0 {
+				t.Errorf("usage records %+v", recs)
+			}
+			rec, err := e.records.Get(context.Background(), "user-1", "req-fails")
+			if err != nil || rec.State != stream.StateError || string(rec.Terminal) != string(log.Read(0).Terminal) {
+				t.Errorf("stored record %+v, %v: want the same terminal", rec, err)
+			}
+		})
+	}
+}
+
+// TestLostLeaseAndInterruptEndOnce: server A stops renewing its lease; B,
+// asked to resume, interrupts the record; A then learns it lost the lease.
+// Between them: one terminal (the same on both), one usage record, one
+// settlement.
+func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	next := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("saved")
+		<-next
+		onDelta(" lost") // its checkpoint finds the lease lost and cancels this call
+		<-ctx.Done()
+		return router.Outcome{Model: "cheap"}, ctx.Err()
+	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, _ := a.Submit(caller("chat"), request("req-lease", ""))
+	deadline := time.Now().Add(waitBound)
+	for rec, _ := e.records.Get(context.Background(), "user-1", "req-lease"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), "user-1", "req-lease") {
+		if time.Now().After(deadline) {
+			t.Fatal("A never checkpointed")
+		}
+		<-time.After(time.Millisecond) // polling the store with a deadline
+	}
+	logB, err := b.Resume(caller("chat"), "req-lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := terminal(t, logB)
+	close(next)
+	fa := terminal(t, logA)
+	if fb["code"] != protocol.CodeInterrupted || fb["text"] != "saved" {
+		t.Errorf("B's terminal %v", fb)
+	}
+	if string(logA.Read(0).Terminal) != string(logB.Read(0).Terminal) {
+		t.Errorf("A delivered %v, B %v: one request, two terminals", fa, fb)
+	}
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "b" {
+		t.Fatalf("usage records %+v, want only B's", recs)
+	}
+	if recs[0].Outcome != protocol.CodeInterrupted || recs[0].Model != "cheap" || recs[0].CostUSD == 0 {
+		t.Errorf("usage record %+v", recs[0])
+	}
+}
+
+func TestErrorTextIsCarriedNotCut(t *testing.T) {
+	err := errors.Join(errors.New("store: down"), protocol.Errorf(protocol.ErrInvalid, "max_tokens 9 is over: 8"))
+	if e := gateway.ProtocolError(err); e.Code != protocol.CodeInvalidRequest || e.Message != "max_tokens 9 is over: 8" {
+		t.Errorf("ProtocolError = %+v", e)
+	}
+}

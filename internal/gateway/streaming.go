@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// fly calls the model (or replays the cached answer) into the log and ends
+// the request with exactly one finish, whatever happens, a panic included.
+func (f *flight) fly() {
+	g := f.g
+	defer g.wg.Done()
+	defer func() {
+		// A bug must not leave an accepted request without its terminal.
+		if v := recover(); v != nil {
+			f.logger.Error("request_panic", zap.Any("panic", v), zap.Stack("stack"))
+			f.end(router.Outcome{}, fmt.Errorf("panic: %v", v))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(g.base, g.opts.RequestTimeout)
+	defer cancel()
+	cancelled := make(chan struct{})
+	var cancelOnce sync.Once
+	f.log.SetCancel(func() { cancelOnce.Do(func() { close(cancelled) }); cancel() })
+	if g.records != nil {
+		f.checkpoints = f.startCheckpoints()
+	}
+	f.logger.Info("model_started", zap.String("model", f.chain[0].ID))
+	var out router.Outcome
+	var err error
+	if f.cached != nil {
+		out = f.fromCache()
+	} else {
+		out, err = g.router.Stream(ctx, f.chain, f.call(), f.onDelta)
+	}
+	if err != nil {
+		select {
+		case <-cancelled:
+			if f.lostLease.Load() {
+				err = fmt.Errorf("%w: another server took the request over: %w", errInterrupted, err)
+			} else {
+				err = fmt.Errorf("%w: %w", errCancelled, err)
+			}
+		default:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
+			}
+		}
+	} else {
+		// Before the terminal, so a client that asks again after done gets the hit.
+		f.storeCache(out, f.log.Read(0).Chunks)
+	}
+	f.end(out, err)
+}
+
+// end builds the request's outcome and finishes it, once per flight (a
+// panic inside finish must not charge or record twice).
+func (f *flight) end(out router.Outcome, err error) {
+	if f.ended {
+		return
+	}
+	f.ended = true
+	g := f.g
+	end := g.opts.Now()
+	text, chunks := f.log.Text()
+	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens)}
+	if !out.UsageReported {
+		// The stream broke before Bedrock reported usage: charge the input
+		// estimate plus what was actually streamed.
+		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(text)}
+	}
+	model := out.Model
+	if model == "" {
+		model = f.requestedModel()
+	}
+	var ttft int64
+	if !f.first.IsZero() {
+		ttft = f.first.Sub(f.req.ReceivedAt).Milliseconds()
+	}
+	if f.admitted {
+		f.admitted = false
+		g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
+	}
+	o := f.outcome(err)
+	o.how, o.text, o.chunks, o.usage, o.model = endOwned, text, chunks, usage, model
+	o.fallbackFrom, o.stopReason, o.end = out.FallbackFrom, out.StopReason, end
+	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
+	o.checkpoints = f.checkpoints
+	o.settledElsewhere = f.lostLease.Load()
+	g.finish(o)
+}
+
+// reject ends a request that was never accepted: its only frame is the error.
+func (f *flight) reject(err error) {
+	if f.admitted {
+		f.admitted = false
+		f.g.release(f)
+	}
+	o := f.outcome(err)
+	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
+	f.g.finish(o)
+}
+
+// outcome is the part of an ending every path of this flight shares.
+func (f *flight) outcome(err error) outcome {
+	p := f.caller.Principal
+	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
+		who: who{owner: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
+			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
+	if f.reservation != nil {
+		o.reserved = f.reservation.Amount().Tokens
+	}
+	return o
+}
+
+func (f *flight) call() router.Call {
+	c := router.Call{System: f.req.System, Messages: routerMessages(f.req.Messages), MaxTokens: f.maxTokens,
+		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
+	if gr := f.app.Guardrail; gr != nil {
+		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
+	}
+	return c
+}
+
+func (f *flight) onDelta(text string) {
+	f.log.Append(text) // before the log line: the client's first token does not wait on logging
+	if f.first.IsZero() {
+		f.first = f.g.opts.Now()
+		f.logger.Info("first_token", zap.Int64("ttft_ms", f.first.Sub(f.req.ReceivedAt).Milliseconds()))
+	}
+}
+
+// fromCache streams a cached answer through the same log and charges it by
+// the app's policy: the input estimate (default) or nothing.
+func (f *flight) fromCache() router.Outcome {
+	for _, c := range f.cached.Chunks {
+		f.onDelta(c)
+	}
+	var usage router.Usage
+	if f.app.Cache.Charge != config.CacheChargeNone {
+		usage.InputTokens = int(f.estimate)
+	}
+	return router.Outcome{Result: router.Result{Usage: usage, UsageReported: true, StopReason: f.cached.StopReason},
+		Model: f.cached.Model}
+}
+
+// storeCache keeps a successful answer of the requested model for later hits.
+func (f *flight) storeCache(out router.Outcome, chunks []string) {
+	if f.cacheKey == "" || f.cached != nil || out.FallbackFrom != "" || out.StopReason == "guardrail_intervened" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.g.settleBase, f.g.opts.StoreTimeout)
+	defer cancel()
+	f.g.cache.Put(ctx, f.cacheKey, router.CachedAnswer{Model: out.Model, Chunks: chunks, Usage: out.Usage,
+		StopReason: out.StopReason}, f.app.Cache.TTL.D())
+}
+
+// checkpointer keeps a running request's record current in the background.
+type checkpointer struct {
+	done   chan struct{}
+	stored chan int
+	once   sync.Once
+	seq    int
+}
+
+func (f *flight) startCheckpoints() *checkpointer {
+	c := &checkpointer{done: make(chan struct{}), stored: make(chan int, 1)}
+	go func() { c.stored <- f.checkpoint(c.done) }()
+	return c
+}
+
+// stop ends the checkpoints and returns the seq the record holds.
+func (c *checkpointer) stop() int {
+	c.once.Do(func() {
+		close(c.done)
+		c.seq = <-c.stored
+	})
+	return c.seq
+}
+
+// checkpoint keeps a running request's record current: chunks appended in
+// batches (every CheckpointInterval or CheckpointChunks chunks) and the
+// lease renewed. It returns when done is closed, leaving the stored seq.
+func (f *flight) checkpoint(done <-chan struct{}) int {
+	g := f.g
+	stored := 0
+	lastWrite := time.Now()
+	tick := time.NewTicker(g.opts.CheckpointInterval)
+	defer tick.Stop()
+	for {
+		snap := f.log.Read(stored)
+		if snap.Terminal != nil {
+			return stored
+		}
+		if len(snap.Chunks) >= g.opts.CheckpointChunks || time.Since(lastWrite) >= g.opts.CheckpointInterval {
+			ctx, cancel := g.storeCtx()
+			err := g.records.Checkpoint(ctx, f.caller.Principal.Subject, f.req.RequestID, g.opts.ServerID, stored,
+				snap.Chunks, g.opts.Now().Add(g.opts.Lease))
+			cancel()
+			switch {
+			case err == nil:
+				stored += len(snap.Chunks)
+				lastWrite = time.Now()
+			case errors.Is(err, stream.ErrLostLease):
+				f.logger.Warn("lease_lost")
+				f.lostLease.Store(true)
+				f.log.Cancel()
+				return stored
+			case errors.Is(err, stream.ErrTooLarge):
+				f.logger.Warn("checkpoint_too_large", zap.Int("seq", stored))
+				lastWrite = time.Now()
+			default:
+				f.logger.Warn("checkpoint_failed", zap.Error(err))
+			}
+		}
+		select {
+		case <-done:
+			return stored
+		case <-snap.Changed:
+		case <-tick.C:
+		}
+	}
+}
