@@ -65,6 +65,8 @@ type settings struct {
 	MockTTFT             time.Duration
 	MockPerToken         time.Duration
 	BedrockMaxAttempts   int
+	BedrockCAFile        string
+	Pprof                bool
 	DynamoDBMaxAttempts  int
 	QuotaTable           string
 	RequestsTable        string
@@ -234,6 +236,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
 	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", mockmodel.DefaultPerToken, "in-process mock: time per token")
 	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
+	str(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots")
+	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")
 	num(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call")
 	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
