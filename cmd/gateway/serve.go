@@ -260,11 +260,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var start time.Time
 	drain := func(reason string) {
 		start = time.Now()
-		ready.Store(false)
 		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
 			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
-		hub.Drain()
+		// New work is refused before readiness fails, so a failing /readyz
+		// means no request is admitted here any more.
 		gw.Drain()
+		hub.Drain()
+		ready.Store(false)
 		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
 		defer cancelDrain()
 		if err := gw.Wait(drainCtx); err != nil {
