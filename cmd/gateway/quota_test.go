@@ -78,7 +78,7 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		servers = append(servers, w.startProcess(e))
 	}
 	owner := func(p *proc) string {
-		l := p.logs.find("listening", "")
+		l := p.logs.Find("listening", "")
 		if len(l) == 0 {
 			t.Fatalf("no listening line")
 		}
@@ -325,7 +325,7 @@ func TestQuotaLeasesScopesWindowsUSD(t *testing.T) {
 	table := dynalitetest.TableName(t)
 	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
 	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table})
-	owner, _ := g.logs.find("listening", "")[0]["quota_lease_owner"].(string)
+	owner, _ := g.logs.Find("listening", "")[0]["quota_lease_owner"].(string)
 	if owner == "" {
 		t.Fatal("quota leases are off with a quota table")
 	}

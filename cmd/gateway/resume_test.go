@@ -87,8 +87,8 @@ func TestResumeOnAnotherServer(t *testing.T) {
 	if done.Text != expected("mock-a", "cross-server resume", 300) || call.Text() != done.Text || st.OutOfOrder != 0 {
 		t.Fatalf("answer after a cross-server resume is wrong: stats %+v", st)
 	}
-	if len(cl.servers[1].logs.find("adopted", call.ID)) != 1 {
-		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.text())
+	if len(cl.servers[1].logs.Find("adopted", call.ID)) != 1 {
+		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.String())
 	}
 	if n := w.mock.Requests("mock-a"); n != 1 {
 		t.Fatalf("model calls %d, want 1", n)
@@ -178,7 +178,7 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 	// its block comes back once its lease expired (2 s here) and the
 	// survivor, writing its own lease, sees it.
 	ownerOf := func(p *proc) string {
-		o, _ := p.logs.find("listening", "")[0]["quota_lease_owner"].(string)
+		o, _ := p.logs.Find("listening", "")[0]["quota_lease_owner"].(string)
 		return o
 	}
 	dead, alive := ownerOf(cl.servers[0]), ownerOf(cl.servers[1])
