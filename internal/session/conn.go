@@ -20,6 +20,7 @@ import (
 type Session struct {
 	hub    *Hub
 	conn   *websocket.Conn
+	out    *batchConn // conn's network connection (nil if the upgrade did not go through Hub.ServeHTTP)
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
@@ -61,8 +62,9 @@ type follow struct {
 
 func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
+	out, _ := conn.NetConn().(*batchConn)
 	s := &Session{
-		hub: h, conn: conn, id: id, principal: p, ctx: ctx, cancel: cancel,
+		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
@@ -207,6 +209,32 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 // Escaped text can still grow it; append then reallocates once.
 const chunkFrameOverhead = 64
 
+// maxGroupFrames bounds the chunks a follower queues as one item: the
+// chunks it found waiting in the log, which the writer then sends in one
+// batch (one write(2)). A replay of a long answer goes in items of this
+// many frames, each waiting for room in the queue like any frame.
+const maxGroupFrames = 64
+
+// chunkItem encodes consecutive chunks from seq first: one frame, or
+// several frames in one buffer.
+func chunkItem(requestID string, first int, chunks []string) item {
+	if len(chunks) == 1 {
+		return item{frame: protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(requestID)+len(chunks[0])), requestID, first, chunks[0])}
+	}
+	size := 0
+	for _, text := range chunks {
+		size += chunkFrameOverhead + len(requestID) + len(text)
+	}
+	buf := make([]byte, 0, size)
+	frames := make([][]byte, len(chunks))
+	for i, text := range chunks {
+		start := len(buf)
+		buf = protocol.AppendChunk(buf, requestID, first+i, text)
+		frames[i] = buf[start:len(buf):len(buf)]
+	}
+	return item{frames: frames}
+}
+
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A
 // newer follow of the same request on this session replaces this one.
@@ -251,19 +279,20 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 	for {
 		snap := log.Read(cursor)
 		if !sentAccepted && snap.Accepted != nil {
-			if !s.sendCtx(ctx, snap.Accepted) {
+			if !s.deliverItem(ctx, item{frame: snap.Accepted}) {
 				return
 			}
 			sentAccepted = true
 		}
-		for i, text := range snap.Chunks {
-			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(log.RequestID)+len(text)), log.RequestID, snap.First+i, text)) {
+		for first := 0; first < len(snap.Chunks); first += maxGroupFrames {
+			group := snap.Chunks[first:min(len(snap.Chunks), first+maxGroupFrames)]
+			if !s.deliverItem(ctx, chunkItem(log.RequestID, snap.First+first, group)) {
 				return
 			}
 		}
 		cursor += len(snap.Chunks)
 		if snap.Terminal != nil {
-			s.sendCtx(ctx, snap.Terminal)
+			s.deliverItem(ctx, item{frame: snap.Terminal})
 			return
 		}
 		select {
@@ -275,10 +304,14 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 }
 
 // send queues a frame for the writer; a full queue means a slow consumer.
-func (s *Session) send(frame []byte) bool { return s.sendCtx(s.ctx, frame) }
+func (s *Session) send(frame []byte) bool { return s.push(s.ctx, item{frame: frame}, false) }
 
-func (s *Session) sendCtx(ctx context.Context, frame []byte) bool {
-	err := s.queue.push(item{frame: frame}, s.hub.opts.WriteTimeout, ctx.Done())
+// deliverItem is send for a follower: when no writer is running, the
+// follower writes the queue itself (see sendQueue).
+func (s *Session) deliverItem(ctx context.Context, it item) bool { return s.push(ctx, it, true) }
+
+func (s *Session) push(ctx context.Context, it item, inline bool) bool {
+	err := s.queue.push(it, s.hub.opts.WriteTimeout, ctx.Done(), inline)
 	if errors.Is(err, errQueueFull) {
 		s.slowConsumer()
 		return false
@@ -313,35 +346,77 @@ func (s *Session) slowConsumer() {
 }
 
 // writeLoop is the connection's only writer of frames and of the close
-// frame. It runs while the queue has items (see sendQueue).
+// frame. It runs while the queue has items (see sendQueue). The frames of
+// one take go out in one write(2) when there are several (see batchConn).
 func (s *Session) writeLoop(q *sendQueue) {
-	opts := s.hub.opts
 	var batch []item
 	for {
 		batch = q.take(batch[:0])
 		if len(batch) == 0 {
 			return
 		}
-		for _, it := range batch {
-			if it.close != nil {
-				s.writeClose(*it.close)
-				q.shut()
-				return
-			}
-			_ = s.conn.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
-			if err := s.conn.WriteMessage(websocket.TextMessage, it.frame); err != nil {
-				var ne interface{ Timeout() bool }
-				if errors.As(err, &ne) && ne.Timeout() {
-					s.slowConsumer()
-				}
-				q.shut()
-				s.cancel()
-				_ = s.conn.Close()
-				return
-			}
+		if !s.writeBatch(q, batch) {
+			return
 		}
 		clear(batch)
 	}
+}
+
+// writeBatch writes one take's items; false when the writer must stop.
+func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
+	batching := s.out != nil && (len(batch) > 1 || batch[0].frames != nil)
+	if batching {
+		s.out.begin()
+	}
+	var err error
+	for _, it := range batch {
+		if it.close != nil {
+			if batching {
+				err = s.out.flush()
+			}
+			if err == nil {
+				s.writeClose(*it.close)
+				q.shut()
+				return false
+			}
+			break
+		}
+		if it.frames == nil {
+			err = s.writeFrame(it.frame)
+		}
+		for _, f := range it.frames {
+			if err = s.writeFrame(f); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if batching {
+		if ferr := s.out.flush(); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			s.slowConsumer()
+		}
+		q.shut()
+		s.cancel()
+		_ = s.conn.Close()
+		return false
+	}
+	return true
+}
+
+// writeFrame writes one text message; every frame has the whole write
+// timeout to go out (in a batch: the batch's write ends by the last
+// frame's deadline).
+func (s *Session) writeFrame(frame []byte) error {
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.hub.opts.WriteTimeout))
+	return s.conn.WriteMessage(websocket.TextMessage, frame)
 }
 
 // ping sends a WebSocket ping (WriteControl may run beside the writer) and
@@ -382,7 +457,7 @@ func (s *Session) closeAfterQueue(d protocol.Disconnect) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
+	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done(), false); err != nil {
 		s.closeNow(d)
 	}
 }

@@ -163,14 +163,14 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	conn, err := h.upgrader.Upgrade(w, r, nil)
+	conn, err := h.upgrader.Upgrade(batchingWriter{w}, r, nil)
 	if err != nil {
 		h.unregister(p, nil)
 		h.logger.Info("upgrade_failed", zap.Error(err))
 		return
 	}
 	if n := h.opts.SocketSendBuffer; n > 0 {
-		if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		if tc, ok := tcpConn(conn.NetConn()); ok {
 			_ = tc.SetWriteBuffer(n)
 		}
 	}

@@ -161,7 +161,7 @@ func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
 	})
 	defer func() { close(release); q.shutAndWait() }()
 	never := make(chan struct{})
-	push := func(n int) error { return q.push(item{frame: make([]byte, n)}, 20*time.Millisecond, never) }
+	push := func(n int) error { return q.push(item{frame: make([]byte, n)}, 20*time.Millisecond, never, false) }
 	if err := push(4); err != nil {
 		t.Fatalf("first frame: %v", err)
 	}
@@ -174,12 +174,12 @@ func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
 	if err := push(0); !errors.Is(err, errQueueFull) {
 		t.Fatalf("a third frame over a 2-frame bound: %v, want errQueueFull", err)
 	}
-	if err := q.push(item{close: &protocol.DisconnectSlow}, time.Millisecond, never); err != nil {
+	if err := q.push(item{close: &protocol.DisconnectSlow}, time.Millisecond, never, false); err != nil {
 		t.Fatalf("a close always fits: %v", err)
 	}
 	done := make(chan struct{})
 	close(done)
-	if err := q.push(item{frame: []byte("x")}, time.Hour, done); !errors.Is(err, errQueueClosed) {
+	if err := q.push(item{frame: []byte("x")}, time.Hour, done, false); !errors.Is(err, errQueueClosed) {
 		t.Fatalf("push after its context ended: %v, want errQueueClosed", err)
 	}
 }
@@ -197,14 +197,14 @@ func TestSendQueueTakesOversizedFrameWhenEmpty(t *testing.T) {
 			}
 		}
 	})
-	if err := q.push(item{frame: make([]byte, 100)}, time.Millisecond, nil); err != nil {
+	if err := q.push(item{frame: make([]byte, 100)}, time.Millisecond, nil, false); err != nil {
 		t.Fatalf("a frame over the byte bound into an empty queue: %v", err)
 	}
 	if n := <-got; n != 100 {
 		t.Fatalf("wrote %d bytes, want 100", n)
 	}
 	q.shutAndWait()
-	if err := q.push(item{frame: []byte("x")}, time.Millisecond, nil); !errors.Is(err, errQueueClosed) {
+	if err := q.push(item{frame: []byte("x")}, time.Millisecond, nil, false); !errors.Is(err, errQueueClosed) {
 		t.Fatalf("push after shut: %v", err)
 	}
 }
