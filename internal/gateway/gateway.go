@@ -6,7 +6,8 @@
 // A request's life, file by file:
 //
 //	gateway.go    Submit / Resume / Cancel / Drain / Wait
-//	admission.go  admit: in-flight caps, policy, reserve, cache lookup, record, accepted
+//	admission.go  admit: in-flight caps, policy, reserve, cache lookup;
+//	              land: the record (beside the model call), accepted
 //	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
 //	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
 //	durable.go    follow another server's record; interrupt it when its lease passed
@@ -140,8 +141,10 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // 0 for a new one): the log delivers the accepted frame,
 // chunks and exactly one terminal frame (or, for a request rejected before
 // acceptance, only its error frame). A request id the user already sent
-// returns the existing log without calling the model or charging again;
-// the same id with a different body returns an error (conflict).
+// to this server returns the existing log without calling the model or
+// charging again; one another server holds is found by the record's put,
+// which stops the model call started beside it and follows that server's
+// record. The same id with a different body is a conflict.
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
 	hash := bodyHash(req)
 	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
