@@ -49,9 +49,7 @@ func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
 		zap.String("user", c.Principal.Subject), zap.String("door", req.door()))}
 }
 
-func (f *flight) userKey() string {
-	return f.caller.Principal.Tenant + "/" + f.caller.Principal.Subject
-}
+func (f *flight) userKey() string    { return f.caller.Principal.Owner() }
 func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
 
 // admit applies the in-flight caps, the model policy and the quota, and
@@ -151,11 +149,11 @@ func (f *flight) createRecord(accepted []byte, reserved int64) error {
 		return fmt.Errorf("encode reservation: %w", err)
 	}
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
-		App: p.App, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
+		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
 		Reserved: reserved})
 	now := g.opts.Now()
 	ctx, cancel := g.storeCtx()
-	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Subject, RequestID: f.req.RequestID,
+	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
 		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: accepted,
 		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()

@@ -144,7 +144,7 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // the same id with a different body returns an error (conflict).
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
 	hash := bodyHash(req)
-	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
+	log, created := g.logs.Create(c.Principal.Owner(), req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
 			return nil, 0, errConflict
@@ -155,7 +155,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	}
 	if g.records != nil {
 		ctx, cancel := g.storeCtx()
-		rec, err := g.records.Get(ctx, c.Principal.Subject, req.RequestID)
+		rec, err := g.records.Get(ctx, c.Principal.Owner(), req.RequestID)
 		cancel()
 		switch {
 		case err == nil && rec.BodyHash != hash:
@@ -184,8 +184,11 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 }
 
 // Resume returns the user's log for requestID so the caller can replay it.
+// Request ids belong to the principal's tenant, app and user
+// (auth.Principal.Owner): another's id, even the same sub's in another
+// tenant or app, is errNotFound.
 func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
-	log, ok := g.logs.Get(c.Principal.Subject, requestID)
+	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
 	}
@@ -197,7 +200,7 @@ func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 
 // Cancel stops the user's request; its terminal frame is `cancelled`.
 func (g *Gateway) Cancel(c Caller, requestID string) error {
-	log, ok := g.logs.Get(c.Principal.Subject, requestID)
+	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if !ok {
 		return errNotFound
 	}
