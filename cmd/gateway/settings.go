@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -38,6 +39,7 @@ type settings struct {
 	SocketSendBuffer      int
 	MaxConnsPerUser       int
 	MaxInflightPerSession int
+	MaxRefusalsPerUser    int
 	MaxInflightPerUser    int
 	MaxInflightPerTenant  int
 	MaxInflight           int
@@ -173,6 +175,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", 16, "open WebSockets per user")
 	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", 4, "requests in flight per session")
 	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", 8, "requests in flight per user")
+	num(&s.MaxRefusalsPerUser, "JETWAY_MAX_REFUSALS_PER_USER", gateway.DefaultMaxRefusalsPerUser, "refused requests a second per user (and the burst); past it: rate_limited at once, with no usage record")
 	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
 	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")

@@ -43,10 +43,8 @@ type flight struct {
 }
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	return &flight{g: g, caller: c, req: req, log: log, logger: g.logger.With(
-		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
-		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
-		zap.String("user", c.Principal.Subject), zap.String("door", req.door()))}
+	return &flight{g: g, caller: c, req: req, log: log,
+		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
 }
 
 func (f *flight) userKey() string    { return f.caller.Principal.Owner() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
 	case errors.Is(err, stream.ErrNotFound):
 		return nil, errNotFound
 	case err != nil:
-		return nil, errors.Join(errBusy, err)
+		return nil, errors.Join(errBusy, fmt.Errorf("read the request record: %w", err))
 	}
 	log, created := g.logs.Create(c.Principal.Owner(), requestID, rec.BodyHash)
 	if !created {

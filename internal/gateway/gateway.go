@@ -77,6 +77,7 @@ type Gateway struct {
 	settleBase context.Context // parent of settlements; ends at the drain deadline
 	stopSettle context.CancelFunc
 	wg         sync.WaitGroup // requests running
+	refusals   *refusals      // per-user refusal budgets
 
 	mu        sync.Mutex
 	draining  bool
@@ -108,6 +109,7 @@ func New(d Deps, o Options) *Gateway {
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
+		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
 }
 
@@ -143,11 +145,14 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // returns the existing log without calling the model or charging again;
 // the same id with a different body returns an error (conflict).
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
+	if err := g.refusalGate(c, req.RequestID); err != nil {
+		return nil, 0, err
+	}
 	hash := bodyHash(req)
 	log, created := g.logs.Create(c.Principal.Owner(), req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
-			return nil, 0, errConflict
+			return nil, 0, g.refused(c, req.RequestID, errConflict)
 		}
 		g.logger.Info("resent", zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
@@ -160,13 +165,13 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 		switch {
 		case err == nil && rec.BodyHash != hash:
 			g.logs.Forget(log)
-			return nil, 0, errConflict
+			return nil, 0, g.refused(c, req.RequestID, errConflict)
 		case err == nil:
 			g.startFollowing(log, rec) // known on another server: follow it, never call the model again
 			return log, req.AfterSeq, nil
 		case !errors.Is(err, stream.ErrNotFound):
 			g.logs.Forget(log)
-			return nil, 0, errors.Join(errBusy, err)
+			return nil, 0, g.refused(c, req.RequestID, errors.Join(errBusy, fmt.Errorf("read the request record: %w", err)))
 		}
 	}
 	f := g.newFlight(c, req, log)
@@ -188,21 +193,28 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 // (auth.Principal.Owner): another's id, even the same sub's in another
 // tenant or app, is errNotFound.
 func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
+	if err := g.refusalGate(c, requestID); err != nil {
+		return nil, err
+	}
 	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
 	}
 	if g.records == nil {
-		return nil, errNotFound
+		return nil, g.refused(c, requestID, errNotFound)
 	}
-	return g.adopt(c, requestID)
+	log, err := g.adopt(c, requestID)
+	if err != nil {
+		return nil, g.refused(c, requestID, err)
+	}
+	return log, nil
 }
 
 // Cancel stops the user's request; its terminal frame is `cancelled`.
 func (g *Gateway) Cancel(c Caller, requestID string) error {
 	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if !ok {
-		return errNotFound
+		return g.refused(c, requestID, errNotFound)
 	}
 	log.Cancel()
 	return nil

@@ -110,6 +110,7 @@ func (f *flight) reject(err error) {
 	o := f.outcome(err)
 	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
 	f.g.finish(o)
+	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
 }
 
 // outcome is the part of an ending every path of this flight shares.

@@ -79,6 +79,7 @@ type Metrics struct {
 	connRejected    *prometheus.CounterVec   // reason
 	retainedBytes   prometheus.Gauge
 	retainedEvicted prometheus.Counter
+	refusalsLimited prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -107,6 +108,7 @@ type Metrics struct {
 //	connections_rejected_total            counter   reason
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
+//	refusals_limited_total                counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -144,12 +146,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
 		retainedEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retained_answers_evicted_total",
 			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
+		refusalsLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "refusals_limited_total",
+			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.refusalsLimited)
 	}
 	return m
 }
@@ -359,6 +363,15 @@ func (m *Metrics) RetainedAnswerBytes(n int64) {
 		return
 	}
 	m.retainedBytes.Set(float64(n))
+}
+
+// RefusalLimited counts a request refused at once because its user's
+// refusal budget was spent.
+func (m *Metrics) RefusalLimited() {
+	if m == nil {
+		return
+	}
+	m.refusalsLimited.Inc()
 }
 
 // RetainedAnswerEvicted counts a finished answer forgotten early to keep
