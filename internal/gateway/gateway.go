@@ -196,18 +196,25 @@ func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 	if err := g.refusalGate(c, requestID); err != nil {
 		return nil, err
 	}
+	log, err := g.Rejoin(c, requestID)
+	if err != nil {
+		return nil, g.refused(c, requestID, err)
+	}
+	return log, nil
+}
+
+// Rejoin is Resume without the refusal budget and its log line: for a
+// re-sent request on a draining session, whose answer when the id is
+// unknown is `draining`, not a refusal.
+func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
 	}
 	if g.records == nil {
-		return nil, g.refused(c, requestID, errNotFound)
+		return nil, errNotFound
 	}
-	log, err := g.adopt(c, requestID)
-	if err != nil {
-		return nil, g.refused(c, requestID, err)
-	}
-	return log, nil
+	return g.adopt(c, requestID)
 }
 
 // Cancel stops the user's request; its terminal frame is `cancelled`.

@@ -38,6 +38,7 @@ type Verifier interface {
 type Gateway interface {
 	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
 	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
+	Rejoin(c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(c gateway.Caller, requestID string) error
 }
 
