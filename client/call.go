@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // Call is one request's progress and result.
@@ -107,15 +109,10 @@ func (c *Call) send(afterSeq int, kind string) error {
 	if err != nil {
 		return err
 	}
-	if kind == "resume" {
-		return cn.write(map[string]any{"type": "resume", "request_id": c.ID, "after_seq": afterSeq})
+	if kind == protocol.TypeResume {
+		return cn.write(protocol.Inbound{Type: protocol.TypeResume, RequestID: c.ID, AfterSeq: afterSeq})
 	}
-	type wire struct {
-		Type string `json:"type"`
-		Request
-		AfterSeq int `json:"after_seq,omitempty"`
-	}
-	return cn.write(wire{Type: "request", Request: c.req, AfterSeq: afterSeq})
+	return cn.write(c.req.frame(afterSeq))
 }
 
 // armAcceptTimer re-sends the request if no accepted arrives in time.
@@ -137,7 +134,7 @@ func (c *Call) armAcceptTimer() {
 		}
 		c.mu.Unlock()
 		if waiting {
-			_ = c.send(0, "request")
+			_ = c.send(0, protocol.TypeRequest)
 			c.armAcceptTimer()
 		}
 	})
@@ -155,9 +152,9 @@ func (c *Call) resume() {
 	c.stats.Resumes++
 	c.mu.Unlock()
 	if accepted {
-		_ = c.send(after, "resume")
+		_ = c.send(after, protocol.TypeResume)
 	} else {
-		_ = c.send(after, "request")
+		_ = c.send(after, protocol.TypeRequest)
 	}
 }
 
@@ -246,7 +243,7 @@ func (c *Call) onError(e *Error, from *conn) {
 	c.mu.Unlock()
 	// draining refuses new work on a server that is shutting down (before
 	// acceptance, so nothing ran): send it again on the next connection.
-	if e.Code == "draining" && !resumeOnly && !accepted && c.client.opts.Reconnect {
+	if e.Code == protocol.CodeDraining && !resumeOnly && !accepted && c.client.opts.Reconnect {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.mu.Unlock()
@@ -254,12 +251,12 @@ func (c *Call) onError(e *Error, from *conn) {
 		return
 	}
 	// not_found on a resume means the request never arrived: send it again.
-	if e.Code == "not_found" && !resumeOnly && c.client.opts.Reconnect {
+	if e.Code == protocol.CodeNotFound && !resumeOnly && c.client.opts.Reconnect {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.acc = nil
 		c.mu.Unlock()
-		go func() { _ = c.send(0, "request"); c.armAcceptTimer() }()
+		go func() { _ = c.send(0, protocol.TypeRequest); c.armAcceptTimer() }()
 		return
 	}
 	c.finish(nil, e)
@@ -271,7 +268,7 @@ func (c *Call) resendAway(from *conn, e *Error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if cur := c.client.current(); cur != nil && cur != from {
-			_ = c.send(0, "request")
+			_ = c.send(0, protocol.TypeRequest)
 			c.armAcceptTimer()
 			return
 		}

@@ -17,15 +17,15 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
-)
 
-// Subprotocol is the protocol version this client speaks.
-const Subprotocol = "jetway.v1"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
 
 // Options configure a Client. Zero values mean the documented defaults.
 type Options struct {
@@ -164,7 +164,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	}
 	d := *c.opts.Dialer
 	if c.opts.BrowserAuth {
-		d.Subprotocols = []string{Subprotocol, "bearer." + tok}
+		d.Subprotocols = []string{Subprotocol, protocol.BearerPrefix + tok}
 	} else {
 		d.Subprotocols = []string{Subprotocol}
 		h.Set("Authorization", "Bearer "+tok)
@@ -193,17 +193,14 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("jetway: waiting for ready: %w", err)
 	}
 	_ = ws.SetReadDeadline(time.Time{})
-	var r struct {
-		Type string `json:"type"`
-		Ready
-	}
-	if err := json.Unmarshal(data, &r); err != nil || r.Type != "ready" {
+	var r Ready
+	if err := json.Unmarshal(data, &r); err != nil || r.Type != protocol.TypeReady {
 		_ = ws.Close()
 		return nil, fmt.Errorf("jetway: first frame is not ready: %.200s", data)
 	}
 	cn := &conn{c: c, ws: ws, done: make(chan struct{})}
 	c.mu.Lock()
-	c.ready = r.Ready
+	c.ready = r
 	c.mu.Unlock()
 	go cn.readLoop()
 	c.scheduleRefresh(cn, r.ExpiresAt)
@@ -235,7 +232,7 @@ func (c *Client) scheduleRefresh(cn *conn, expiresAt string) {
 		defer cancel()
 		tok, err := c.opts.Token(ctx)
 		if err == nil {
-			_ = cn.write(map[string]string{"type": "auth", "token": tok})
+			_ = cn.write(protocol.Inbound{Type: protocol.TypeAuth, Token: tok})
 		}
 	})
 	go func() { <-cn.done; t.Stop() }()
@@ -260,7 +257,7 @@ func (c *Client) Send(ctx context.Context, r Request) (*Call, error) {
 	}
 	c.calls[r.RequestID] = call
 	c.mu.Unlock()
-	if err := call.send(0, "request"); err != nil && !c.opts.Reconnect {
+	if err := call.send(0, protocol.TypeRequest); err != nil && !c.opts.Reconnect {
 		c.forget(call)
 		return nil, err
 	}
@@ -277,7 +274,7 @@ func (c *Client) Resume(ctx context.Context, requestID string, afterSeq int) (*C
 	c.mu.Lock()
 	c.calls[requestID] = call
 	c.mu.Unlock()
-	if err := call.send(afterSeq, "resume"); err != nil && !c.opts.Reconnect {
+	if err := call.send(afterSeq, protocol.TypeResume); err != nil && !c.opts.Reconnect {
 		c.forget(call)
 		return nil, err
 	}
@@ -290,7 +287,7 @@ func (c *Client) Cancel(requestID string) error {
 	if cn == nil {
 		return ErrDisconnected
 	}
-	return cn.write(map[string]string{"type": "cancel", "request_id": requestID})
+	return cn.write(protocol.Inbound{Type: protocol.TypeCancel, RequestID: requestID})
 }
 
 // Ping sends an application ping; the pong is not surfaced.
@@ -299,7 +296,7 @@ func (c *Client) Ping() error {
 	if cn == nil {
 		return ErrDisconnected
 	}
-	return cn.write(map[string]any{"type": "ping", "t": time.Now().UnixMilli()})
+	return cn.write(protocol.Inbound{Type: protocol.TypePing, T: strconv.AppendInt(nil, time.Now().UnixMilli(), 10)})
 }
 
 // Drop cuts the current connection without a close handshake, as a network
@@ -327,7 +324,7 @@ func (c *Client) Close() error {
 		call.finish(nil, ErrClosed)
 	}
 	if cn != nil {
-		_ = cn.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		_ = cn.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(protocol.DisconnectNormal.Code, protocol.DisconnectNormal.Reason), time.Now().Add(time.Second))
 		_ = cn.ws.Close()
 		<-cn.done
 	}
@@ -384,14 +381,7 @@ func (c *Client) lost(cn *conn, err error) {
 // reconnect dials with jittered exponential backoff until it succeeds or the client closes.
 func (c *Client) reconnect(attempt int) {
 	for {
-		backoff := c.opts.MinBackoff << min(attempt-1, 10)
-		if backoff > c.opts.MaxBackoff || backoff <= 0 {
-			backoff = c.opts.MaxBackoff
-		}
-		wait := time.Duration(mrand.Int64N(int64(backoff)) + 1)
-		if attempt == 1 {
-			wait = 0
-		}
+		wait := backoff(attempt, c.opts.MinBackoff, c.opts.MaxBackoff)
 		select {
 		case <-c.ctx.Done():
 			return
@@ -424,6 +414,19 @@ func (c *Client) reconnect(attempt int) {
 		c.resumeAll()
 		return
 	}
+}
+
+// backoff is the wait before reconnect attempt n (1, 2, ...): none before
+// the first, then a uniformly random wait in (0, lo<<(n-1)], capped at hi.
+func backoff(attempt int, lo, hi time.Duration) time.Duration {
+	if attempt <= 1 {
+		return 0
+	}
+	b := lo << min(attempt-1, 10)
+	if b > hi || b <= 0 {
+		b = hi
+	}
+	return time.Duration(mrand.Int64N(int64(b)) + 1)
 }
 
 // resumeAll asks the current connection for every unfinished call: resume

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // conn is one WebSocket of the session.
@@ -52,28 +54,29 @@ func (cn *conn) readLoop() {
 			}
 			return
 		}
-		var f frame
+		// Every frame names its type and request; a chunk is nothing more.
+		var f protocol.Chunk
 		if json.Unmarshal(data, &f) != nil {
 			continue
 		}
 		switch f.Type {
-		case "accepted":
+		case protocol.TypeAccepted:
 			if call := c.call(f.RequestID); call != nil {
 				var a Accepted
 				_ = json.Unmarshal(data, &a)
 				call.onAccepted(a)
 			}
-		case "chunk":
+		case protocol.TypeChunk:
 			if call := c.call(f.RequestID); call != nil {
 				call.onChunk(f.Seq, f.Text)
 			}
-		case "done":
+		case protocol.TypeDone:
 			if call := c.call(f.RequestID); call != nil {
 				var d Done
 				_ = json.Unmarshal(data, &d)
 				call.onDone(&d)
 			}
-		case "error":
+		case protocol.TypeError:
 			if f.RequestID == "" {
 				c.sessionErrors.Add(1)
 				continue
@@ -83,12 +86,12 @@ func (cn *conn) readLoop() {
 				_ = json.Unmarshal(data, &e)
 				call.onError(&e, cn)
 			}
-		case "draining":
+		case protocol.TypeDraining:
 			c.state("draining", nil)
 			if c.opts.Reconnect {
 				go c.moveAway(cn)
 			}
-		case "auth_ok", "pong", "ready":
+		case protocol.TypeAuthOK, protocol.TypePong, protocol.TypeReady:
 		}
 	}
 }

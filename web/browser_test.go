@@ -418,7 +418,7 @@ func TestPageDraining(t *testing.T) {
 	p.waitJS(`(() => { const l = [...document.querySelectorAll('.turn.assistant')].at(-1);
 		return l && l.dataset.state === 'streaming' && l.querySelector('.text').textContent.length > 0; })()`,
 		"the answer to start streaming", 15*time.Second)
-	a.terminate(t)
+	a.terminate()
 	p.waitJS(fmt.Sprintf(`(() => { const c = document.getElementById('conn');
 		return c.dataset.state === 'connected' && c.dataset.url === %q; })()`, b.WS()), "the move to the second gateway", 15*time.Second)
 	p.waitFinished(1, 30*time.Second)

@@ -1,19 +1,15 @@
 package web
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,58 +18,43 @@ import (
 
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 )
 
-// The gateway binary is built once per test run, the first time a test
-// needs it, and shared with the dev signing key every gateway uses (so a
-// token from one gateway's /dev/token works on the others, as Cognito's
-// would across tasks).
-var harness struct {
-	once   sync.Once
-	dir    string
-	bin    string
-	keyDir string
-	err    error
+// Every gateway of a test run shares one dev signing key (so a token from
+// one gateway's /dev/token works on the others, as Cognito's would across
+// tasks); it is made once, before the first gateway starts.
+var devKey struct {
+	once sync.Once
+	dir  string
+	err  error
 }
 
-// TestMain cleans up what the tests shared; since Go 1.15 returning exits
-// with m.Run's code.
+// TestMain cleans up what the tests shared.
 func TestMain(m *testing.M) {
-	m.Run()
+	code := m.Run()
 	closeBrowser()
-	if harness.dir != "" {
-		_ = os.RemoveAll(harness.dir)
+	gatewaytest.RemoveBinary()
+	if devKey.dir != "" {
+		_ = os.RemoveAll(devKey.dir)
 	}
+	os.Exit(code)
 }
 
-// gatewayBinary builds ./cmd/gateway (once).
-func gatewayBinary(t testing.TB) string {
+// devKeyFile is the shared dev signing key's file.
+func devKeyFile(t testing.TB) string {
 	t.Helper()
-	harness.once.Do(func() {
-		harness.dir, harness.err = os.MkdirTemp("", "jetway-web-test-")
-		if harness.err != nil {
+	devKey.once.Do(func() {
+		if devKey.dir, devKey.err = os.MkdirTemp("", "jetway-web-test-key-"); devKey.err != nil {
 			return
 		}
-		harness.bin = filepath.Join(harness.dir, "gateway")
-		if prebuilt := os.Getenv("JETWAY_WEB_TEST_GATEWAY"); prebuilt != "" {
-			harness.bin = prebuilt // a gateway binary built elsewhere (see web/README.md)
-		} else {
-			// The flags of `make build`: under `make test` the build cache already holds every package.
-			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", harness.bin, "github.com/jetway-gateway/jetway/cmd/gateway")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				harness.err = fmt.Errorf("go build ./cmd/gateway: %v\n%s", err, out)
-				return
-			}
-		}
-		harness.keyDir = filepath.Join(harness.dir, "key")
 		// Create the key before any gateway starts, so parallel starts never race to create it.
-		_, harness.err = auth.LoadOrCreateDevIssuer(filepath.Join(harness.keyDir, "dev-signing-key.pem"), "jetway-dev")
+		_, devKey.err = auth.LoadOrCreateDevIssuer(filepath.Join(devKey.dir, "dev-signing-key.pem"), "jetway-dev")
 	})
-	if harness.err != nil {
-		t.Fatalf("gateway binary: %v", harness.err)
+	if devKey.err != nil {
+		t.Fatalf("dev signing key: %v", devKey.err)
 	}
-	return harness.bin
+	return filepath.Join(devKey.dir, "dev-signing-key.pem")
 }
 
 // gatewayOpts configure one gateway process.
@@ -86,22 +67,12 @@ type gatewayOpts struct {
 
 // gatewayProc is a gateway running as its own process, in dev mode with the
 // in-process mock model.
-type gatewayProc struct {
-	Name  string
-	Addr  string // main listener host:port
-	Admin string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error // after done
-	logMu sync.Mutex
-	log   bytes.Buffer
-}
+type gatewayProc struct{ *gatewaytest.Process }
 
 // startGateway starts a gateway and waits for its "listening" line. It is
 // drained (SIGTERM) and reaped when the test ends.
 func startGateway(t *testing.T, o gatewayOpts) *gatewayProc {
 	t.Helper()
-	bin := gatewayBinary(t)
 	if o.TTFT == 0 {
 		o.TTFT = 30 * time.Millisecond
 	}
@@ -113,12 +84,11 @@ func startGateway(t *testing.T, o gatewayOpts) *gatewayProc {
 		t.Fatal(err)
 	}
 	env := map[string]string{
-		"PATH":                      os.Getenv("PATH"),
 		"HOME":                      t.TempDir(),
 		"JETWAY_LISTEN":             "127.0.0.1:0",
 		"JETWAY_ADMIN_LISTEN":       "127.0.0.1:0",
 		"JETWAY_CONFIG":             cfg,
-		"JETWAY_DEV_KEY_FILE":       filepath.Join(harness.keyDir, "dev-signing-key.pem"),
+		"JETWAY_DEV_KEY_FILE":       devKeyFile(t),
 		"JETWAY_MOCK_TTFT":          o.TTFT.String(),
 		"JETWAY_MOCK_PER_TOKEN":     o.PerToken.String(),
 		"JETWAY_USAGE_DIR":          t.TempDir(),
@@ -131,133 +101,24 @@ func startGateway(t *testing.T, o gatewayOpts) *gatewayProc {
 	for k, v := range o.Env {
 		env[k] = v
 	}
-	g := &gatewayProc{Name: o.Name, done: make(chan struct{})}
-	g.cmd = exec.Command(bin)
-	for k, v := range env {
-		g.cmd.Env = append(g.cmd.Env, k+"="+v)
-	}
-	stdout, err := g.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.cmd.Stderr = &lockedWriter{mu: &g.logMu, w: &g.log}
-	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("start gateway %s: %v", o.Name, err)
-	}
-	listening := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.logMu.Lock()
-			g.log.WriteString(line + "\n")
-			g.logMu.Unlock()
-			if strings.Contains(line, `"msg":"listening"`) {
-				var m struct {
-					Addr      string `json:"addr"`
-					AdminAddr string `json:"admin_addr"`
-				}
-				_ = json.Unmarshal([]byte(line), &m)
-				listening <- [2]string{m.Addr, m.AdminAddr}
-			}
-		}
-		g.err = g.cmd.Wait()
-		close(g.done)
-	}()
-	t.Cleanup(func() {
-		g.stop(t)
-		if t.Failed() {
-			t.Logf("gateway %s log:\n%s", g.Name, excerpt(g.logs()))
-		}
-	})
-	select {
-	case a := <-listening:
-		g.Addr, g.Admin = a[0], a[1]
-	case <-g.done:
-		t.Fatalf("gateway %s exited before listening: %v\n%s", o.Name, g.err, g.logs())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("gateway %s did not listen within 20s\n%s", o.Name, g.logs())
-	}
-	return g
+	return &gatewayProc{gatewaytest.Start(t, gatewaytest.Options{Name: o.Name, Env: env})}
 }
 
 // WS is the WebSocket endpoint.
-func (g *gatewayProc) WS() string { return "ws://" + g.Addr + "/v1/ws" }
+func (g *gatewayProc) WS() string { return g.URL() }
 
 // HTTP is the page's base URL.
 func (g *gatewayProc) HTTP() string { return "http://" + g.Addr }
 
-// PID is the process id.
-func (g *gatewayProc) PID() int { return g.cmd.Process.Pid }
-
-func (g *gatewayProc) logs() string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	return g.log.String()
-}
-
 // terminate sends SIGTERM (the gateway drains, then exits).
-func (g *gatewayProc) terminate(t testing.TB) {
-	t.Helper()
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatalf("SIGTERM gateway %s: %v", g.Name, err)
-	}
-}
+func (g *gatewayProc) terminate() { g.Signal(syscall.SIGTERM) }
 
-// waitExit waits for the process to end.
+// waitExit waits for the process to end cleanly.
 func (g *gatewayProc) waitExit(t testing.TB, within time.Duration) {
 	t.Helper()
-	select {
-	case <-g.done:
-		if g.err != nil {
-			t.Errorf("gateway %s exited with %v", g.Name, g.err)
-		}
-	case <-time.After(within):
-		t.Fatalf("gateway %s still running after %v", g.Name, within)
+	if code := g.Wait(t, within); code != 0 {
+		t.Errorf("gateway %s exited with %v", g.Name, g.Err())
 	}
-}
-
-func (g *gatewayProc) stop(t testing.TB) {
-	select {
-	case <-g.done:
-		return
-	default:
-	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.done:
-	case <-time.After(25 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
-		t.Errorf("gateway %s did not stop within 25s of SIGTERM", g.Name)
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// excerpt is what to show of a gateway log: from a panic on, or the end.
-func excerpt(s string) string {
-	if i := strings.Index(s, "panic:"); i >= 0 {
-		s = s[i:]
-		if len(s) > 4000 {
-			s = s[:4000] + "..."
-		}
-		return s
-	}
-	if len(s) > 6000 {
-		return "..." + s[len(s)-6000:]
-	}
-	return s
 }
 
 // devToken mints a token at the gateway's POST /dev/token, as the page does.

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 )
 
 // The abuse suite: hostile input must cost the attacker, not the gateway.
@@ -75,20 +77,14 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (w *world) startQuiet(overrides map[string]string) *quietGW {
 	w.t.Helper()
-	env := map[string]string{}
-	for k, v := range w.env {
-		env[k] = v
-	}
-	for k, v := range overrides {
-		env[k] = v
-	}
+	env := w.merged(overrides)
 	for k, v := range env {
 		if strings.HasPrefix(k, "AWS_") {
 			w.t.Setenv(k, v)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &quietGW{gw: &gw{cancel: cancel, done: make(chan error, 1), logs: &logBuffer{}}, usageDir: env["JETWAY_USAGE_DIR"]}
+	q := &quietGW{gw: &gw{cancel: cancel, done: make(chan error, 1), logs: &gatewaytest.Log{}}, usageDir: env["JETWAY_USAGE_DIR"]}
 	cw := &countingWriter{q: q, listenCh: make(chan [2]string, 1)}
 	go func() { q.done <- run(ctx, nil, func(k string) string { return env[k] }, cw) }()
 	select {

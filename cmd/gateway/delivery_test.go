@@ -39,7 +39,7 @@ func TestSlowConsumerClosed4008ThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop reading until the server has given up on us.
-	waitFor(t, 20*time.Second, func() bool { return len(g.logs.find("slow_consumer", "")) > 0 },
+	waitFor(t, 20*time.Second, func() bool { return len(g.logs.Find("slow_consumer", "")) > 0 },
 		func() string { return "no slow_consumer close" })
 	// Read what was buffered; the connection must end (4008 if the close frame fit).
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -148,7 +148,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	// is still served there (in-flight work finishes), so most, not
 	// necessarily all, of it lands on b. Requests refused with `draining`
 	// were sent again there by the client.
-	if n := len(b.logs.find("completed", "")); n < clients/2 {
+	if n := len(b.logs.Find("completed", "")); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
 }

@@ -50,7 +50,7 @@ func TestDevModeEndToEnd(t *testing.T) {
 		t.Fatalf("dev mode answer: %d chunks", done.Chunks)
 	}
 	// The demo page is served in dev mode.
-	if !strings.Contains(g.logs.text(), `"dev_mode":true`) {
+	if !strings.Contains(g.logs.String(), `"dev_mode":true`) {
 		t.Fatal("not in dev mode")
 	}
 }

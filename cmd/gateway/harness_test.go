@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/auth/authtest"
+	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 )
 
@@ -64,57 +62,14 @@ type gw struct {
 	Addr, Admin string
 	cancel      context.CancelFunc
 	done        chan error
-	logs        *logBuffer
+	logs        *gatewaytest.Log
 	stopOnce    sync.Once
-}
-
-// logBuffer keeps the gateway's JSON log lines for assertions.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []map[string]any
-	raw   strings.Builder
-}
-
-func (b *logBuffer) add(line string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.raw.WriteString(line + "\n")
-	var m map[string]any
-	if json.Unmarshal([]byte(line), &m) == nil {
-		b.lines = append(b.lines, m)
-	}
-}
-
-// text is every line so far.
-func (b *logBuffer) text() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.raw.String()
-}
-
-// find returns the log lines with msg and (optionally) request_id.
-func (b *logBuffer) find(msg, requestID string) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range b.lines {
-		if l["msg"] == msg && (requestID == "" || l["request_id"] == requestID) {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // start runs a gateway with the world's settings plus overrides.
 func (w *world) start(overrides map[string]string) *gw {
 	w.t.Helper()
-	env := map[string]string{}
-	for k, v := range w.env {
-		env[k] = v
-	}
-	for k, v := range overrides {
-		env[k] = v
-	}
+	env := w.merged(overrides)
 	getenv := func(k string) string { return env[k] }
 	// The AWS SDK reads its own variables from the process environment.
 	for k, v := range env {
@@ -124,44 +79,34 @@ func (w *world) start(overrides map[string]string) *gw {
 	}
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &gw{cancel: cancel, done: make(chan error, 1), logs: &logBuffer{}}
+	g := &gw{cancel: cancel, done: make(chan error, 1), logs: &gatewaytest.Log{}}
 	go func() {
 		err := run(ctx, nil, getenv, pw)
-		_ = pw.CloseWithError(err)
+		_ = pw.CloseWithError(err) // the log's last line says how run ended
 		g.done <- err
 	}()
-	listening := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			g.logs.add(line)
-			if strings.Contains(line, `"msg":"listening"`) {
-				var m struct{ Addr, AdminAddr string }
-				var raw map[string]any
-				_ = json.Unmarshal([]byte(line), &raw)
-				m.Addr, _ = raw["addr"].(string)
-				m.AdminAddr, _ = raw["admin_addr"].(string)
-				listening <- [2]string{m.Addr, m.AdminAddr}
-			}
-		}
-	}()
-	select {
-	case a := <-listening:
-		g.Addr, g.Admin = a[0], a[1]
-	case err := <-g.done:
-		w.t.Fatalf("gateway exited before listening: %v\n%s", err, g.logs.text())
-	case <-time.After(20 * time.Second):
-		w.t.Fatalf("gateway did not listen within 20s\n%s", g.logs.text())
-	}
+	listening, _ := g.logs.Watch(pr)
 	w.t.Cleanup(func() {
 		g.stop(w.t)
-		if w.t.Failed() && os.Getenv("JETWAY_TEST_LOGS") != "" {
-			w.t.Logf("gateway logs:\n%s", g.logs.text())
+		if w.t.Failed() {
+			w.t.Logf("gateway logs:\n%s", g.logs.Excerpt())
 		}
 	})
+	a := gatewaytest.AwaitListening(w.t, "in-process", listening, g.logs)
+	g.Addr, g.Admin = a.Addr, a.Admin
 	return g
+}
+
+// merged is the world's settings with overrides.
+func (w *world) merged(overrides map[string]string) map[string]string {
+	env := map[string]string{}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	return env
 }
 
 // stop drains the gateway (as SIGTERM does) and waits for it to exit.

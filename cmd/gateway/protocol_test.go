@@ -132,14 +132,14 @@ func TestReadyAndOrderedStream(t *testing.T) {
 	}
 	// The tracking number: one log line per step, each with the request id.
 	for _, msg := range []string{"received", "admitted", "quota_reserved", "model_started", "first_token", "completed"} {
-		if len(g.logs.find(msg, "req-order-1")) != 1 {
-			t.Errorf("log line %q for the request: %d, want 1", msg, len(g.logs.find(msg, "req-order-1")))
+		if len(g.logs.Find(msg, "req-order-1")) != 1 {
+			t.Errorf("log line %q for the request: %d, want 1", msg, len(g.logs.Find(msg, "req-order-1")))
 		}
 	}
-	if l := g.logs.find("completed", "req-order-1"); len(l) == 1 && (l[0]["tenant"] != "contoso" || l[0]["user"] != "alice" || l[0]["session_id"] == nil) {
+	if l := g.logs.Find("completed", "req-order-1"); len(l) == 1 && (l[0]["tenant"] != "contoso" || l[0]["user"] != "alice" || l[0]["session_id"] == nil) {
 		t.Errorf("completed line lacks identity: %v", l[0])
 	}
-	if strings.Contains(g.logs.text(), "hello there") {
+	if strings.Contains(g.logs.String(), "hello there") {
 		t.Errorf("the prompt text appears in the logs")
 	}
 }

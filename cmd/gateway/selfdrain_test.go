@@ -131,24 +131,24 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	if served != clients {
 		t.Fatalf("%d of %d clients got their next request served", served, clients)
 	}
-	d := a.logs.find("draining", "")
+	d := a.logs.Find("draining", "")
 	if len(d) != 1 || d[0]["reason"] != "health_checks_stopped" {
 		t.Fatalf("server a's drain: %v, want one drain with reason health_checks_stopped", d)
 	}
-	if n := len(a.logs.find("completed", "")); n < clients {
+	if n := len(a.logs.Find("completed", "")); n < clients {
 		t.Fatalf("server a completed %d requests, want its %d in flight", n, clients)
 	}
 	// New work went to b, except a request that raced a's drain notice
 	// (served on a, as in-flight work is; see TestDrainOnSIGTERM).
-	t.Logf("completed on server a: %d, on server b: %d (%d clients)", len(a.logs.find("completed", "")), len(b.logs.find("completed", "")), clients)
-	if n := len(b.logs.find("completed", "")); n < clients/2 {
+	t.Logf("completed on server a: %d, on server b: %d (%d clients)", len(a.logs.Find("completed", "")), len(b.logs.Find("completed", "")), clients)
+	if n := len(b.logs.Find("completed", "")); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
 	// Drained, a keeps running (ECS sends SIGTERM after the deregistration
 	// delay) and fails readiness.
 	select {
-	case <-a.exited:
-		t.Fatalf("server a exited after its self-drain, before SIGTERM: %v", a.err)
+	case <-a.p.Exited():
+		t.Fatalf("server a exited after its self-drain, before SIGTERM: %v", a.p.Err())
 	default:
 	}
 	if code := getStatus(t, "http://"+a.Admin+"/readyz"); code != http.StatusServiceUnavailable {
@@ -158,7 +158,7 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	if code := a.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("drained server exited %d after SIGTERM, want 0", code)
 	}
-	if d := b.logs.find("draining", ""); len(d) != 0 {
+	if d := b.logs.Find("draining", ""); len(d) != 0 {
 		t.Fatalf("server b, never health checked, drained: %v", d)
 	}
 }
@@ -196,7 +196,7 @@ func TestAdminDrain(t *testing.T) {
 	if code := postStatus(t, "http://"+g.Admin+"/drain"); code != http.StatusAccepted {
 		t.Fatalf("second POST /drain: %d, want 202", code)
 	}
-	if d := g.logs.find("draining", ""); len(d) != 1 || d[0]["reason"] != "admin" {
+	if d := g.logs.Find("draining", ""); len(d) != 1 || d[0]["reason"] != "admin" {
 		t.Fatalf("drains logged: %v, want one with reason admin", d)
 	}
 	select {

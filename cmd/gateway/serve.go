@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +109,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bedrockOpts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
 		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
 	}}
+	if s.BedrockCAFile != "" {
+		hc, err := trustingClient(s.BedrockCAFile)
+		if err != nil {
+			return err
+		}
+		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) { o.HTTPClient = router.ReadOnlyBodies(hc) })
+	}
 	if s.useMockBedrock() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -130,7 +141,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		qs.SetObserver(metrics)
 		qstore = qs
 	}
-	quotas := quota.New(qstore, quota.Options{Logger: logger})
+	lease, err := s.quotaLease()
+	if err != nil {
+		return err
+	}
+	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
+	g.Go(func() error { return quotas.Run(gctx) })
 
 	var records gateway.Records
 	if s.RequestsTable != "" {
@@ -218,6 +234,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
 	})
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	if s.Pprof {
+		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
+	}
 
 	mainLn, err := net.Listen("tcp", s.Listen)
 	if err != nil {
@@ -238,7 +257,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
-		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID))
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("quota_lease_owner", lease.Owner))
 
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
@@ -246,13 +265,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var start time.Time
 	drain := func(reason string) {
 		start = time.Now()
-		ready.Store(false)
 		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
 			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
-		hub.Drain()
+		// New work is refused before readiness fails, so a failing /readyz
+		// means no request is admitted here any more.
 		gw.Drain()
+		hub.Drain()
+		ready.Store(false)
 		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
 		defer cancelDrain()
+		// No request is admitted any more: unused lease tokens go back to
+		// the other servers now, not when the leases expire.
+		if err := quotas.Drain(drainCtx); err != nil {
+			logger.Warn("quota_lease_return_failed", zap.Error(err))
+		}
 		if err := gw.Wait(drainCtx); err != nil {
 			logger.Warn("drain_deadline", zap.Error(err))
 		}
@@ -367,4 +393,35 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// trustingClient is the SDK's HTTP client trusting only the CA in caFile
+// (JETWAY_BEDROCK_CA_FILE): the mock Bedrock endpoint's self-signed
+// certificate, so that tests and benchmarks pay for TLS as production does.
+func trustingClient(caFile string) (*awshttp.BuildableClient, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("JETWAY_BEDROCK_CA_FILE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("JETWAY_BEDROCK_CA_FILE %s: no PEM certificate in it", caFile)
+	}
+	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		if tr.TLSClientConfig == nil {
+			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}), nil
+}
+
+// pprofHandler serves net/http/pprof's profiles (JETWAY_PPROF).
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -10,8 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
+	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -62,8 +69,17 @@ type settings struct {
 	MockTTFT             time.Duration
 	MockPerToken         time.Duration
 	BedrockMaxAttempts   int
+	BedrockCAFile        string
+	Pprof                bool
 	DynamoDBMaxAttempts  int
 	QuotaTable           string
+	QuotaLease           bool
+	QuotaLeaseTTL        time.Duration
+	QuotaLeaseAhead      time.Duration
+	QuotaLeaseBlock      time.Duration
+	QuotaLeaseFraction   float64
+	QuotaLeaseMinReqs    int
+	QuotaLeaseMaxItems   int
 	RequestsTable        string
 	CacheTable           string
 	CacheMaxBytes        int
@@ -102,8 +118,44 @@ func defaultDevKeyFile(getenv func(string) string) string {
 // parseSettings reads the environment, then flags (which win).
 func parseSettings(name string, args []string, getenv func(string) string, out io.Writer) (*settings, error) {
 	s := &settings{}
+	fs, serveDemo, errs := s.flags(name, getenv)
+	if err := parseFlags(fs, args, out); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if len(*errs) > 0 {
+		return nil, fmt.Errorf("settings: %s", strings.Join(*errs, "; "))
+	}
+	s.bedrockEndpointIsSet = getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != ""
+	if *serveDemo == "" {
+		s.ServeDemo = s.devMode()
+	} else {
+		b, err := strconv.ParseBool(*serveDemo)
+		if err != nil {
+			return nil, fmt.Errorf("settings: JETWAY_SERVE_DEMO=%q: want true or false", *serveDemo)
+		}
+		s.ServeDemo = b
+	}
+	if s.EMF != "off" && s.EMF != "stdout" {
+		return nil, fmt.Errorf("settings: JETWAY_EMF=%q: want off or stdout", s.EMF)
+	}
+	if s.Region == "" {
+		if s.devMode() {
+			s.Region = "us-east-1"
+		} else if s.Region = getenv("AWS_DEFAULT_REGION"); s.Region == "" {
+			return nil, fmt.Errorf("settings: AWS_REGION is required outside dev mode")
+		}
+	}
+	return s, nil
+}
+
+// flags declares every setting as a flag whose default is the environment
+// variable named in its usage, else the setting's default. It returns the
+// raw JETWAY_SERVE_DEMO and the environment values that did not parse.
+func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet, *string, *[]string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
 	var errs []string
 	env := func(key, def string) string {
 		if v := getenv(key); v != "" {
@@ -138,6 +190,18 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 		}
 		fs.IntVar(p, flagName(key), v, usage+" ("+key+")")
 	}
+	fraction := func(p *float64, key string, def float64, usage string) {
+		v := def
+		if raw := getenv(key); raw != "" {
+			f, err := strconv.ParseFloat(raw, 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a fraction in (0, 1]", key, raw))
+			} else {
+				v = f
+			}
+		}
+		fs.Float64Var(p, flagName(key), v, usage+" ("+key+")")
+	}
 	boolean := func(p *bool, key string, def bool, usage string) {
 		v := def
 		if raw := getenv(key); raw != "" {
@@ -158,7 +222,7 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.ServerID, "JETWAY_SERVER_ID", host, "this task's id")
 	str(&s.AuthIssuer, "JETWAY_AUTH_ISSUER", "", "Cognito issuer URL (unset: dev mode)")
 	str(&s.AuthJWKSURL, "JETWAY_AUTH_JWKS_URL", "", "JWKS URL (default: issuer + /.well-known/jwks.json)")
-	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", 5*time.Second, "clock skew allowed on exp/nbf/iat")
+	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", auth.DefaultLeeway, "clock skew allowed on exp/nbf/iat")
 	str(&s.DevKeyFile, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv), "dev mode: the dev issuer's key file")
 	boolean(&s.DevAllowRemote, "JETWAY_DEV_ALLOW_REMOTE", false, "dev mode: allow a non-loopback listen address")
 	str(&s.CognitoDomain, "JETWAY_COGNITO_DOMAIN", "", "demo page in production: the Cognito hosted UI base URL")
@@ -166,81 +230,79 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	str(&s.CognitoRedirectURI, "JETWAY_COGNITO_REDIRECT_URI", "", "demo page in production: the callback URL (default: the page's URL)")
 	str(&s.CognitoScopes, "JETWAY_COGNITO_SCOPES", "", "demo page in production: space-separated scopes (default openid)")
 	str(&s.AllowedOrigins, "JETWAY_ALLOWED_ORIGINS", "", "comma-separated allowed browser origins")
-	dur(&s.Heartbeat, "JETWAY_HEARTBEAT", 25*time.Second, "WebSocket ping interval")
-	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", 256<<10, "largest inbound frame in bytes")
-	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", 1024, "per-connection send queue bound, frames")
-	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", 4<<20, "per-connection send queue bound, bytes")
-	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", 10*time.Second, "longest time one socket write may take")
+	dur(&s.Heartbeat, "JETWAY_HEARTBEAT", session.DefaultHeartbeat, "WebSocket ping interval")
+	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", session.DefaultMaxFrameBytes, "largest inbound frame in bytes")
+	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", session.DefaultSendQueueFrames, "per-connection send queue bound, frames")
+	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", session.DefaultSendQueueBytes, "per-connection send queue bound, bytes")
+	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take")
 	num(&s.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)")
-	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", 16, "open WebSockets per user")
-	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", 4, "requests in flight per session")
-	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", 8, "requests in flight per user")
+	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", session.DefaultMaxConnsPerUser, "open WebSockets per user")
+	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session")
+	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", gateway.DefaultMaxInflightPerUser, "requests in flight per user")
 	num(&s.MaxRefusalsPerUser, "JETWAY_MAX_REFUSALS_PER_USER", gateway.DefaultMaxRefusalsPerUser, "refused requests a second per user (and the burst); past it: rate_limited at once, with no usage record")
-	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", 0, "model calls in flight per tenant (0: no cap)")
-	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", 2000, "model calls in flight on this server")
-	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", 10*time.Minute, "how long finished answers stay resumable")
+	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", gateway.DefaultMaxInflightPerTenant, "model calls in flight per tenant (0: no cap)")
+	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", gateway.DefaultMaxInflight, "model calls in flight on this server")
+	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", gateway.DefaultResumeWindow, "how long finished answers stay resumable")
 	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
 	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
 	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
-	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", 5*time.Minute, "longest a request may run")
-	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", 30*time.Second, "longest wait for a model's first token")
-	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", time.Second, "how often a running request's record is checkpointed")
-	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", 64, "checkpoint early after this many chunks")
-	dur(&s.Lease, "JETWAY_LEASE", 5*time.Second, "how long a request record's owner lease lasts unrenewed")
-	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", 200*time.Millisecond, "how often a resumed request owned by another server is polled")
+	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", gateway.DefaultRequestTimeout, "longest a request may run")
+	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", gateway.DefaultFirstTokenTimeout, "longest wait for a model's first token")
+	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", gateway.DefaultCheckpointInterval, "how often a running request's record is checkpointed")
+	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", gateway.DefaultCheckpointChunks, "checkpoint early after this many chunks")
+	dur(&s.Lease, "JETWAY_LEASE", gateway.DefaultLease, "how long a request record's owner lease lasts unrenewed")
+	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", gateway.DefaultPollInterval, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
 	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
-	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", 250*time.Millisecond, "in-process mock: time to first token")
-	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", 8*time.Millisecond, "in-process mock: time per token")
+	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
+	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", mockmodel.DefaultPerToken, "in-process mock: time per token")
 	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
+	str(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots")
+	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")
 	num(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call")
 	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
+	boolean(&s.QuotaLease, "JETWAY_QUOTA_LEASE", true, "with a quota table: admit from leased blocks of each limit, no DynamoDB call per request")
+	dur(&s.QuotaLeaseTTL, "JETWAY_QUOTA_LEASE_TTL", quota.DefaultLeaseTTL, "a quota lease's life after its last write (a killed server's tokens come back after it)")
+	dur(&s.QuotaLeaseAhead, "JETWAY_QUOTA_LEASE_AHEAD", quota.DefaultLeaseAhead, "what a quota lease write commits ahead, in time at the recent rate")
+	dur(&s.QuotaLeaseBlock, "JETWAY_QUOTA_LEASE_BLOCK", quota.DefaultLeaseBlock, "what a quota lease write takes from the limit ahead, in time at the recent rate")
+	fraction(&s.QuotaLeaseFraction, "JETWAY_QUOTA_LEASE_FRACTION", quota.DefaultLeaseFraction, "the largest share of a limit's headroom one quota lease write takes")
+	num(&s.QuotaLeaseMinReqs, "JETWAY_QUOTA_LEASE_MIN_REQUESTS", quota.DefaultLeaseMinRequests, "the smallest quota lease commitment, in requests")
+	num(&s.QuotaLeaseMaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
-	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", 64<<20, "in-memory response cache bound in bytes")
+	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
 	serveDemo := env("JETWAY_SERVE_DEMO", "")
 	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")
-	if err := parseFlags(fs, args, out); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("settings: %s", strings.Join(errs, "; "))
-	}
-	s.bedrockEndpointIsSet = getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != ""
-	if serveDemo == "" {
-		s.ServeDemo = s.devMode()
-	} else {
-		b, err := strconv.ParseBool(serveDemo)
-		if err != nil {
-			return nil, fmt.Errorf("settings: JETWAY_SERVE_DEMO=%q: want true or false", serveDemo)
-		}
-		s.ServeDemo = b
-	}
-	if s.EMF != "off" && s.EMF != "stdout" {
-		return nil, fmt.Errorf("settings: JETWAY_EMF=%q: want off or stdout", s.EMF)
-	}
-	if s.Region == "" {
-		if s.devMode() {
-			s.Region = "us-east-1"
-		} else if s.Region = getenv("AWS_DEFAULT_REGION"); s.Region == "" {
-			return nil, fmt.Errorf("settings: AWS_REGION is required outside dev mode")
-		}
-	}
-	return s, nil
+	return fs, &serveDemo, &errs
 }
 
 // flagName turns JETWAY_MAX_INFLIGHT into max-inflight and AWS_REGION into aws-region.
 func flagName(key string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
+}
+
+// quotaLease returns the quota lease options: off without a quota table
+// (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
+// false. The owner is the server id plus a per-process random suffix, so a
+// restarted task never takes over the lease of its killed predecessor
+// (whose committed usage must stay counted).
+func (s *settings) quotaLease() (quota.LeaseOptions, error) {
+	if s.QuotaTable == "" || !s.QuotaLease {
+		return quota.LeaseOptions{}, nil
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return quota.LeaseOptions{}, fmt.Errorf("quota lease owner: %w", err)
+	}
+	return quota.LeaseOptions{Owner: s.ServerID + "-" + hex.EncodeToString(b[:]), TTL: s.QuotaLeaseTTL,
+		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
+		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}, nil
 }
 
 // selfDrainMisses is the watcher's Misses: 0 turns self-drain off.

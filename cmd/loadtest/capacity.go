@@ -25,7 +25,12 @@ type CapacityResult struct {
 	ChunkFramesPerSec float64 `json:"chunk_frames_per_s"`
 	RequestsPerSec    float64 `json:"requests_per_s"`
 	GatewayCPUCores   float64 `json:"gateway_cpu_cores"` // CPU seconds per wall second; -1 unknown
-	ToolCPUCores      float64 `json:"loadtest_cpu_cores"`
+	// GatewayCPUPerFrameUS is the gateway's CPU (utime+stime) over the
+	// streaming phase divided by the chunk frames delivered, in
+	// microseconds; -1 unknown. With the mock's one token per delta and
+	// one delta per frame it is the CPU per streamed token.
+	GatewayCPUPerFrameUS float64 `json:"gateway_cpu_per_chunk_frame_us"`
+	ToolCPUCores         float64 `json:"loadtest_cpu_cores"`
 }
 
 // capacity ramps idle sessions and reads the gateway's memory, then
@@ -38,7 +43,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	res := CapacityResult{Source: base.Source, RSSBefore: base.RSS, GoroutinesBefore: base.Goroutines, HeapPerSession: -1,
-		GatewaySessions: -1, GatewayCPUCores: -1}
+		GatewaySessions: -1, GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1}
 	l := newLedger(s.MockText)
 	start := time.Now()
 	var notes []string
@@ -136,6 +141,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		res.RequestsPerSec = float64(n) / elapsed.Seconds()
 		if before.CPUSeconds >= 0 && after.CPUSeconds >= 0 {
 			res.GatewayCPUCores = (after.CPUSeconds - before.CPUSeconds) / elapsed.Seconds()
+			res.GatewayCPUPerFrameUS = cpuPerFrameUS(after.CPUSeconds-before.CPUSeconds, a.ChunkFrames)
 		}
 		res.ToolCPUCores = (selfCPU() - toolBefore) / elapsed.Seconds()
 		if before.Source == "metrics" {
@@ -156,4 +162,12 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the gateway reported %d sessions, %d were opened", res.GatewaySessions, res.IdleSessions))
 	}
 	return rep, nil
+}
+
+// cpuPerFrameUS is CPU seconds per frame in microseconds; -1 without frames.
+func cpuPerFrameUS(cpuSeconds float64, frames int64) float64 {
+	if frames <= 0 {
+		return -1
+	}
+	return cpuSeconds / float64(frames) * 1e6
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -12,34 +11,18 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 )
 
-// gatewayBin is the gateway binary built once by TestMain (`go build ./cmd/gateway`).
-var gatewayBin string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "loadtest-gateway")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gatewayBin = filepath.Join(dir, "gateway")
-	out, err := exec.Command("go", "build", "-o", gatewayBin, "github.com/jetway-gateway/jetway/cmd/gateway").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	gatewaytest.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -50,10 +33,8 @@ type world struct {
 	mock            *mockmodel.Server
 	mockURL         string
 	url, admin      string
-	pid             int
+	gw              *gatewaytest.Process
 	config, keyFile string
-	logMu           sync.Mutex
-	log             bytes.Buffer
 }
 
 // mockTokens is the answer length of the test mock: short answers, fast tests.
@@ -78,77 +59,24 @@ func newWorld(t *testing.T, quotaLimit int) *world {
 	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	cmd := exec.Command(gatewayBin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
-		"JETWAY_LISTEN=127.0.0.1:0", "JETWAY_ADMIN_LISTEN=127.0.0.1:0",
-		"JETWAY_CONFIG=" + w.config, "JETWAY_DEV_KEY_FILE=" + w.keyFile,
-		"JETWAY_USAGE_DIR=" + filepath.Join(dir, "usage"), "JETWAY_DRAIN_TIMEOUT=2s",
-		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + ts.URL, "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true",
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start gateway: %v", err)
-	}
-	w.pid = cmd.Process.Pid
-	exited := make(chan struct{})
-	listening := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			w.logMu.Lock()
-			w.log.WriteString(line + "\n")
-			w.logMu.Unlock()
-			if strings.Contains(line, `"msg":"listening"`) {
-				var m struct {
-					Addr      string `json:"addr"`
-					AdminAddr string `json:"admin_addr"`
-				}
-				_ = json.Unmarshal([]byte(line), &m)
-				listening <- [2]string{m.Addr, m.AdminAddr}
-			}
-		}
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	select {
-	case a := <-listening:
-		w.url, w.admin = "ws://"+a[0]+"/v1/ws", "http://"+a[1]
-	case <-exited:
-		t.Fatalf("gateway exited before listening:\n%s", w.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gateway did not listen within 30s:\n%s", w.logs())
-	}
+	w.gw = gatewaytest.Start(t, gatewaytest.Options{Env: map[string]string{
+		"HOME":          dir,
+		"JETWAY_LISTEN": "127.0.0.1:0", "JETWAY_ADMIN_LISTEN": "127.0.0.1:0",
+		"JETWAY_CONFIG": w.config, "JETWAY_DEV_KEY_FILE": w.keyFile,
+		"JETWAY_USAGE_DIR": filepath.Join(dir, "usage"), "JETWAY_DRAIN_TIMEOUT": "2s",
+		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": ts.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true",
+	}})
+	w.url, w.admin = w.gw.URL(), "http://"+w.gw.Admin
 	return w
 }
 
-func (w *world) logs() string {
-	w.logMu.Lock()
-	defer w.logMu.Unlock()
-	return w.log.String()
-}
+func (w *world) logs() string { return w.gw.Log.String() }
 
 // tokenCmd mints dev tokens with the gateway binary, as an operator would.
 func (w *world) tokenCmd() string {
 	return fmt.Sprintf("%s token --sub {user} --tenant {tenant} --app {app} --dev-key-file %s --config %s",
-		gatewayBin, shellQuote(w.keyFile), shellQuote(w.config))
+		gatewaytest.Binary(w.t), shellQuote(w.keyFile), shellQuote(w.config))
 }
 
 // loadtest runs the tool with --json and returns its report and error.
@@ -285,7 +213,7 @@ func TestOverheadInterleaves(t *testing.T) {
 // session count and RSS; the streaming phase counts chunk frames and CPU.
 func TestCapacityReadsTheGateway(t *testing.T) {
 	w := newWorld(t, 20000)
-	rep, err := w.loadtest(w.url, "capacity", "--sessions", "40", "--settle", "10ms", "--pid", fmt.Sprint(w.pid),
+	rep, err := w.loadtest(w.url, "capacity", "--sessions", "40", "--settle", "10ms", "--pid", fmt.Sprint(w.gw.PID()),
 		"--streaming-sessions", "2", "--stream-duration", "500ms")
 	if err != nil {
 		t.Fatalf("capacity: %v %v", err, rep.Problems)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -53,6 +55,12 @@ type OverheadResult struct {
 	OpenAI          *PathStats `json:"openai,omitempty"`
 	AddedTTFTOpenAI *Added     `json:"added_ttft_openai,omitempty"`
 	OpenAIOverWS    *Added     `json:"openai_over_ws_ttft,omitempty"`
+	// With --pid: the gateway's CPU over the whole run (warm-up included)
+	// and, without --door openai (whose tokens are no chunk frames), per
+	// WebSocket chunk frame it delivered; -1 unknown.
+	GatewayCPUCores      float64 `json:"gateway_cpu_cores"`
+	GatewayCPUPerFrameUS float64 `json:"gateway_cpu_per_chunk_frame_us"`
+	ChunkFrames          int64   `json:"chunk_frames"`
 }
 
 type pathSamples struct {
@@ -109,8 +117,17 @@ func (t *timing) ttft() time.Duration {
 // both paths see the same load at the same moments.
 func (e *env) overhead(ctx context.Context) (*Report, error) {
 	s := e.s
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(s.Region),
-		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("loadtest", "loadtest", "")))
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(s.Region),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("loadtest", "loadtest", ""))}
+	if s.BedrockCA != "" {
+		// The gateway's JETWAY_BEDROCK_CA_FILE, for a mock serving --tls.
+		pem, err := os.ReadFile(s.BedrockCA)
+		if err != nil {
+			return nil, fmt.Errorf("--bedrock-ca: %w", err)
+		}
+		opts = append(opts, awsconfig.WithCustomCABundle(bytes.NewReader(pem)))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
@@ -137,6 +154,14 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	defer closeAll(clients)
 
+	var probe *gatewayProbe
+	var before procSample
+	if s.PID > 0 {
+		probe = newGatewayProbe(s.PID, "")
+		if before, err = probe.sample(ctx); err != nil {
+			return nil, err
+		}
+	}
 	var d, j, oa pathSamples
 	paths := 2
 	var door *openaiDoor
@@ -204,7 +229,9 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := OverheadResult{Streams: s.Streams, Rounds: s.Rounds - s.Warmup, Direct: d.stats(), Jetway: j.stats()}
+	elapsed := time.Since(start)
+	res := OverheadResult{Streams: s.Streams, Rounds: s.Rounds - s.Warmup, Direct: d.stats(), Jetway: j.stats(),
+		GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1}
 	res.AddedTTFT = added(res.Direct.TTFT, res.Jetway.TTFT)
 	res.AddedGap = added(res.Direct.Gap, res.Jetway.Gap)
 	if door != nil {
@@ -213,9 +240,21 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		res.OpenAI, res.AddedTTFTOpenAI, res.OpenAIOverWS = &st, &a, &w
 	}
 	a, lat := l.snapshot()
+	res.ChunkFrames = a.ChunkFrames
+	if probe != nil {
+		after, err := probe.sample(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cpu := after.CPUSeconds - before.CPUSeconds
+		res.GatewayCPUCores = cpu / elapsed.Seconds()
+		if door == nil {
+			res.GatewayCPUPerFrameUS = cpuPerFrameUS(cpu, a.ChunkFrames)
+		}
+	}
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
-			"bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door},
+			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {

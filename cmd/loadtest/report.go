@@ -95,6 +95,13 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, " OpenAI door requests: %d, errors %d.", o.OpenAI.Requests, o.OpenAI.Errors)
 		}
 		b.WriteString("\n\n")
+		if o.GatewayCPUCores >= 0 {
+			fmt.Fprintf(&b, "Gateway CPU: %.2f cores over the run", o.GatewayCPUCores)
+			if o.GatewayCPUPerFrameUS >= 0 {
+				fmt.Fprintf(&b, ", %.1f us per chunk frame delivered (%d frames)", o.GatewayCPUPerFrameUS, o.ChunkFrames)
+			}
+			b.WriteString(".\n\n")
+		}
 	case r.Capacity != nil:
 		c := r.Capacity
 		b.WriteString("| Capacity | |\n|---|---|\n")
@@ -115,6 +122,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			row(&b, "Requests completed", fmt.Sprintf("%.0f /s", c.RequestsPerSec))
 			if c.GatewayCPUCores >= 0 {
 				row(&b, "Gateway CPU", fmt.Sprintf("%.2f cores", c.GatewayCPUCores))
+			}
+			if c.GatewayCPUPerFrameUS >= 0 {
+				row(&b, "Gateway CPU per chunk frame", fmt.Sprintf("%.1f us", c.GatewayCPUPerFrameUS))
 			}
 			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
 		}

@@ -42,6 +42,7 @@ type settings struct {
 	Warmup       int
 	Ramp         time.Duration
 	BedrockURL   string
+	BedrockCA    string
 	BedrockModel string
 	Door         string
 	Region       string
@@ -172,6 +173,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.IntVar(&s.Warmup, "warmup", 1, "overhead: leading rounds left out of the numbers")
 	fs.DurationVar(&s.Ramp, "ramp", 2*time.Second, "overhead: workers start spread over this long")
 	fs.StringVar(&s.BedrockURL, "bedrock-url", env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:8090"), "overhead: the mock Bedrock endpoint the gateway uses (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
+	fs.StringVar(&s.BedrockCA, "bedrock-ca", "", "overhead: PEM file of the CA the mock's --tls certificate is signed with (the gateway's JETWAY_BEDROCK_CA_FILE)")
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
@@ -183,7 +185,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.DurationVar(&s.StreamDuration, "stream-duration", 20*time.Second, "capacity: how long the streaming phase sends")
 	fs.IntVar(&s.DialConcurrency, "dial-concurrency", 64, "capacity and overhead: sessions opened at once")
 	fs.DurationVar(&s.Settle, "settle", 3*time.Second, "capacity: wait after the ramp before reading RSS")
-	fs.IntVar(&s.PID, "pid", 0, "capacity and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways)")
+	fs.IntVar(&s.PID, "pid", 0, "capacity, overhead and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways): RSS and CPU per chunk frame")
 	fs.StringVar(&s.AdminURL, "admin-url", env("LOADTEST_ADMIN_URL", "http://127.0.0.1:9090"), "the gateway's admin listener, for /metrics and /readyz (LOADTEST_ADMIN_URL; empty: none)")
 
 	fs.DurationVar(&s.DropEvery, "drop-every", 5*time.Second, "soak: cut one random session's connection this often (0: never)")

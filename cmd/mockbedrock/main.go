@@ -5,8 +5,16 @@
 //	mockbedrock --listen 127.0.0.1:8090 --ttft 250ms --per-token 8ms --tokens 300
 //	AWS_ENDPOINT_URL_BEDROCK_RUNTIME=http://127.0.0.1:8090 go run ./cmd/gateway
 //
+// With --tls it serves HTTPS with a fresh self-signed certificate, written
+// to --tls-cert-out for the gateway to trust, so that benchmarks pay for TLS
+// as production does:
+//
+//	mockbedrock --tls --tls-cert-out /tmp/mockbedrock.pem
+//	JETWAY_BEDROCK_CA_FILE=/tmp/mockbedrock.pem AWS_ENDPOINT_URL_BEDROCK_RUNTIME=https://127.0.0.1:8090 go run ./cmd/gateway
+//
 // Every flag can also be set in the environment (MOCKBEDROCK_LISTEN,
-// MOCKBEDROCK_TTFT, MOCKBEDROCK_PER_TOKEN, MOCKBEDROCK_TOKENS); flags win.
+// MOCKBEDROCK_TTFT, MOCKBEDROCK_PER_TOKEN, MOCKBEDROCK_TOKENS, MOCKBEDROCK_TLS,
+// MOCKBEDROCK_TLS_CERT_OUT); flags win.
 package main
 
 import (
@@ -68,6 +76,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&ttft, "ttft", ttft, "time to first token (0: none)")
 	fs.DurationVar(&perToken, "per-token", perToken, "time between tokens (0: none)")
 	fs.IntVar(&tokens, "tokens", tokens, "answer length in tokens, capped by the request's maxTokens")
+	useTLS := fs.Bool("tls", getenv("MOCKBEDROCK_TLS") == "true", "serve HTTPS with a fresh self-signed certificate")
+	certOut := fs.String("tls-cert-out", envOr(getenv, "MOCKBEDROCK_TLS_CERT_OUT", "mockbedrock-cert.pem"),
+		"with --tls: file the certificate (PEM) is written to, for clients to trust")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -95,10 +106,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("--listen %s: %w", *listen, err)
 	}
 	srv := &http.Server{Handler: mockmodel.New(o), ReadHeaderTimeout: readHeaderTimeout}
-	fmt.Fprintf(stdout, "mockbedrock listening on http://%s (ttft %s, per token %s, %d tokens)\n", ln.Addr(), ttft, perToken, tokens)
+	scheme, certNote := "http", ""
+	if *useTLS {
+		host, _, _ := net.SplitHostPort(*listen)
+		if srv.TLSConfig, err = selfSignedTLS(host, *certOut); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		scheme, certNote = "https", ", certificate in "+*certOut
+	}
+	fmt.Fprintf(stdout, "mockbedrock listening on %s://%s (ttft %s, per token %s, %d tokens%s)\n", scheme, ln.Addr(), ttft, perToken, tokens, certNote)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if *useTLS {
+			// ServeTLS offers HTTP/2 and HTTP/1.1 (ALPN), as AWS endpoints
+			// do; the SDK's client prefers HTTP/2.
+			served <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		served <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-served:
 		return err

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"go.uber.org/goleak"
 
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
@@ -33,7 +40,7 @@ func env(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
-var addrRE = regexp.MustCompile(`listening on (http://\S+)`)
+var addrRE = regexp.MustCompile(`listening on (https?://\S+)`)
 
 // startRun runs the command and returns its URL and a channel with run's result.
 func startRun(t *testing.T, ctx context.Context, args []string, getenv func(string) string) (string, <-chan error) {
@@ -146,3 +153,60 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		t.Errorf("--help: %v", err)
 	}
 }
+
+// With --tls the mock serves HTTPS (HTTP/2 offered) with a certificate it
+// writes to --tls-cert-out; a Bedrock client trusting that file streams a
+// whole answer, and the negotiated protocol is HTTP/2, as with AWS.
+func TestRunServesTLS(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	certFile := filepath.Join(t.TempDir(), "mock.pem")
+	url, done := startRun(t, ctx, []string{"--listen", "127.0.0.1:0", "--tls", "--tls-cert-out", certFile,
+		"--ttft", "0", "--per-token", "0", "--tokens", "7"}, env(nil))
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("--tls listens on %s", url)
+	}
+	pemBytes, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatalf("--tls-cert-out holds no certificate: %q", pemBytes)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	var proto string
+	hc := doFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := tr.RoundTrip(r)
+		if err == nil {
+			proto = resp.Proto
+		}
+		return resp, err
+	})
+	b := router.NewBedrock(bedrockruntime.New(bedrockruntime.Options{Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), BaseEndpoint: aws.String(url),
+		HTTPClient: hc, RetryMaxAttempts: 1}))
+	var deltas []string
+	_, err = b.Stream(t.Context(), router.Call{ModelID: "mock-a", Messages: []router.Message{{Role: "user", Content: "hi"}}},
+		func(s string) { deltas = append(deltas, s) })
+	if err != nil || !slices.Equal(deltas, mockmodel.Tokens("mock-a", "", []string{"hi"}, 7)) {
+		t.Fatalf("answer over TLS %q, err %v", deltas, err)
+	}
+	if proto != "HTTP/2.0" {
+		t.Errorf("negotiated %q, want HTTP/2.0", proto)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the context ended")
+	}
+}
+
+type doFunc func(*http.Request) (*http.Response, error)
+
+func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }

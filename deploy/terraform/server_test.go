@@ -26,7 +26,7 @@ var requiredSettings = []string{
 }
 
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
-var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency", "QueueWait"}
+var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency"}
 
 // configurationDoc is docs/configuration.md, the server's own statement of
 // its settings and their defaults.

@@ -24,6 +24,7 @@ type Records interface {
 	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
 	Get(ctx context.Context, owner, requestID string) (*stream.Record, error)
 	Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error
+	Cancel(ctx context.Context, owner, requestID string) error
 }
 
 // envelope is what a record carries so that any server can settle the
@@ -134,9 +135,10 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 }
 
 // interrupt ends a record whose owner stopped renewing its lease: the
-// terminal is `interrupted` with the saved text, charged as the input
-// estimate plus the saved output on the model the record names. It reports
-// whether this server won (and so ended the request).
+// terminal is `interrupted` with the saved text (`cancelled` when its user
+// had cancelled it), charged as the input estimate plus the saved output on
+// the model the record names. It reports whether this server won (and so
+// ended the request).
 func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, logger *zap.Logger) bool {
 	var env envelope
 	if err := json.Unmarshal(rec.Reservation, &env); err != nil {
@@ -144,7 +146,11 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 	}
 	text := strings.Join(rec.Chunks, "")
 	received := time.UnixMilli(env.ReceivedAt).UTC()
-	o := outcome{how: endInterrupted, err: errInterrupted, text: text, chunks: len(rec.Chunks), model: env.Model,
+	err := errInterrupted
+	if rec.Cancelled {
+		err = fmt.Errorf("%w: its owner stopped before it saw the cancel", errCancelled)
+	}
+	o := outcome{how: endInterrupted, err: err, text: text, chunks: len(rec.Chunks), model: env.Model,
 		usage: protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(text)},
 		end:   now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
@@ -159,6 +165,7 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 	if !g.finish(o) {
 		return false
 	}
-	logger.Warn("interrupted", zap.String("owner_server", rec.Server), zap.Int("chunks", o.chunks))
+	logger.Warn("interrupted", zap.String("owner_server", rec.Server), zap.Int("chunks", o.chunks),
+		zap.Bool("cancelled", rec.Cancelled))
 	return true
 }

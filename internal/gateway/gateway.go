@@ -217,14 +217,41 @@ func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 	return g.adopt(c, requestID)
 }
 
-// Cancel stops the user's request; its terminal frame is `cancelled`.
+// Cancel stops the user's request; its terminal frame is `cancelled`. A
+// request this server does not run (the client reconnected here from its
+// owner) is cancelled through its record: the owner sees the flag at its
+// next checkpoint, stops its model call and ends the request, and whoever
+// follows the record here delivers that one terminal. Cancelling a request
+// that already ended changes nothing.
 func (g *Gateway) Cancel(c Caller, requestID string) error {
-	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
-	if !ok {
-		return g.refused(c, requestID, errNotFound)
+	owner := c.Principal.Owner()
+	log, ok := g.logs.Get(owner, requestID)
+	if ok && (log.Cancel() || !log.Ended().IsZero()) {
+		return nil // stopped here, or already over
 	}
-	log.Cancel()
-	return nil
+	if g.records == nil {
+		if !ok {
+			return g.refused(c, requestID, errNotFound)
+		}
+		return nil
+	}
+	ctx, cancel := g.storeCtx()
+	err := g.records.Cancel(ctx, owner, requestID)
+	cancel()
+	switch {
+	case err == nil:
+		g.logger.Info("cancel_sent_to_owner", zap.String("request_id", requestID), zap.String("owner", owner),
+			zap.String("session_id", c.SessionID))
+		return nil
+	case errors.Is(err, stream.ErrConflict):
+		return nil // it ended meanwhile: nothing to stop
+	case errors.Is(err, stream.ErrNotFound) && ok:
+		return nil // still being admitted here, before its record: too early to stop (as on one server)
+	case errors.Is(err, stream.ErrNotFound):
+		return g.refused(c, requestID, errNotFound)
+	default:
+		return g.refused(c, requestID, errors.Join(errBusy, fmt.Errorf("cancel through the request record: %w", err)))
+	}
 }
 
 // Drain refuses new requests from now on (error `draining`).

@@ -434,3 +434,142 @@ func TestErrorTextIsCarriedNotCut(t *testing.T) {
 		t.Errorf("ProtocolError = %+v", e)
 	}
 }
+
+// TestCancelOnAnotherServerEndsOnce: the client reconnected from A (which
+// runs the model call) to B and cancels there. A sees the flag at its next
+// checkpoint and stops its model call; both servers deliver the same one
+// `cancelled` terminal with what was streamed; A alone records and settles.
+func TestCancelOnAnotherServerEndsOnce(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	stopped := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("par")
+		<-ctx.Done() // only the cancel ends this call
+		close(stopped)
+		return router.Outcome{Model: "cheap"}, ctx.Err()
+	}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-b", ""))
+	logB, err := b.Resume(caller("chat"), "req-cancel-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := logB.Read(0); len(s.Chunks) == 0; s = logB.Read(0) {
+		<-s.Changed // B follows A's record: "par" arrived through a checkpoint
+	}
+	if err := b.Cancel(caller("chat"), "req-cancel-b"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(waitBound):
+		t.Fatal("A's model call never stopped")
+	}
+	fa, fb := terminal(t, logA), terminal(t, logB)
+	if fb["code"] != protocol.CodeCancelled || fb["text"] != "par" || fb["chunks"] != 1.0 {
+		t.Errorf("B's terminal %v, want cancelled with the streamed text", fb)
+	}
+	if string(logA.Read(0).Terminal) != string(logB.Read(0).Terminal) {
+		t.Errorf("A delivered %v, B %v: one request, two terminals", fa, fb)
+	}
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "a" || recs[0].Outcome != protocol.CodeCancelled || recs[0].OutputTokens == 0 {
+		t.Fatalf("usage records %+v, want A's one cancelled record charging the streamed text", recs)
+	}
+	// Cancelling again, anywhere, changes nothing; an unknown id is not_found.
+	for _, g := range []*gateway.Gateway{a, b} {
+		if err := g.Cancel(caller("chat"), "req-cancel-b"); err != nil {
+			t.Errorf("second cancel: %v", err)
+		}
+	}
+	if err := b.Cancel(caller("chat"), "req-never-sent"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+		t.Errorf("cancel of an unknown id: %v, want not_found", err)
+	}
+}
+
+// TestCancelOfADeadOwnerEndsCancelled: the owner stopped renewing its
+// lease before it could see the cancel; the server that ends its record
+// ends it as `cancelled`, not `interrupted`.
+func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	next := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("saved")
+		<-next
+		onDelta(" late")
+		<-ctx.Done()
+		return router.Outcome{Model: "cheap"}, ctx.Err()
+	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-dead", ""))
+	deadline := time.Now().Add(waitBound)
+	for rec, _ := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead") {
+		if time.Now().After(deadline) {
+			t.Fatal("A never checkpointed")
+		}
+		<-time.After(time.Millisecond) // polling the store with a deadline
+	}
+	if err := b.Cancel(caller("chat"), "req-cancel-dead"); err != nil {
+		t.Fatal(err)
+	}
+	logB, err := b.Resume(caller("chat"), "req-cancel-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := terminal(t, logB)
+	close(next)
+	terminal(t, logA)
+	if fb["code"] != protocol.CodeCancelled || fb["text"] != "saved" {
+		t.Errorf("B's terminal %v, want cancelled with the saved text", fb)
+	}
+	if string(logA.Read(0).Terminal) != string(logB.Read(0).Terminal) {
+		t.Errorf("A and B delivered different terminals")
+	}
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "b" || recs[0].Outcome != protocol.CodeCancelled {
+		t.Fatalf("usage records %+v, want B's one cancelled record", recs)
+	}
+}
+
+// TestCancelElsewhereBeforeTheFirstToken: with nothing to checkpoint yet,
+// the owner's bare lease renewals still learn of a cancel sent to another
+// server, and the request ends `cancelled` with no text, charged its input.
+func TestCancelElsewhereBeforeTheFirstToken(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		<-ctx.Done() // the model never answers; only the cancel ends this call
+		return router.Outcome{Model: "cheap"}, ctx.Err()
+	}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-early", ""))
+	logB, err := b.Resume(caller("chat"), "req-cancel-early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel(caller("chat"), "req-cancel-early"); err != nil {
+		t.Fatal(err)
+	}
+	fb := terminal(t, logB)
+	if fb["code"] != protocol.CodeCancelled || fb["text"] != "" || fb["chunks"] != 0.0 {
+		t.Errorf("B's terminal %v, want cancelled with no text", fb)
+	}
+	if string(terminalFrame(t, logA)) != string(logB.Read(0).Terminal) {
+		t.Errorf("A and B delivered different terminals")
+	}
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "a" || recs[0].Outcome != protocol.CodeCancelled || recs[0].OutputTokens != 0 || recs[0].InputTokens == 0 {
+		t.Fatalf("usage records %+v, want A's one cancelled record charging the input estimate", recs)
+	}
+}
+
+func terminalFrame(t *testing.T, log *stream.Log) []byte {
+	t.Helper()
+	terminal(t, log)
+	return log.Read(0).Terminal
+}

@@ -213,6 +213,16 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 			case err == nil:
 				stored += len(snap.Chunks)
 				lastWrite = time.Now()
+				// The next tick is one interval after this write, so a
+				// request with nothing to append still renews (and sees a
+				// cancel sent to another server) every interval, not every other.
+				tick.Reset(g.opts.CheckpointInterval)
+			case errors.Is(err, stream.ErrCancelled):
+				// The client cancelled on another server: stop the model
+				// call; the request ends here as `cancelled`, once.
+				f.logger.Info("cancelled_elsewhere", zap.Int("seq", stored))
+				f.log.Cancel()
+				return stored
 			case errors.Is(err, stream.ErrLostLease):
 				f.logger.Warn("lease_lost")
 				f.lostLease.Store(true)

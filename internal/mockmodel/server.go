@@ -65,7 +65,7 @@ type Options struct {
 // Server is the mock Bedrock runtime endpoint, an http.Handler:
 //
 //	POST /model/{modelId}/converse-stream   ConverseStream
-//	GET  /stats                             {"requests":{"mock-a":3},"active":0}
+//	GET  /stats                             {"requests":{"mock-a":3},"active":0,"abandoned":0}
 //	POST /stats/reset                       zero the request counts
 type Server struct {
 	ttft, perToken time.Duration
@@ -73,8 +73,9 @@ type Server struct {
 	frames         *frames
 	mux            *http.ServeMux
 
-	seq    atomic.Uint64 // request ids
-	active atomic.Int64  // streams in progress
+	seq       atomic.Uint64 // request ids
+	active    atomic.Int64  // streams in progress
+	abandoned atomic.Int64  // streams the client left before their end
 
 	mu       sync.Mutex
 	requests map[string]int64 // by model id
@@ -127,21 +128,28 @@ func (s *Server) Requests(modelID string) int64 {
 // Active returns the number of ConverseStream requests being served now.
 func (s *Server) Active() int64 { return s.active.Load() }
 
-// ResetStats zeroes the request counts.
+// Abandoned returns how many streams, since start or the last reset,
+// ended because the client went away before the answer's last event: model
+// calls the gateway stopped early (a cancel, a timeout, a stall given up on).
+func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
+
+// ResetStats zeroes the request counts and the abandoned streams.
 func (s *Server) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.requests)
+	s.abandoned.Store(0)
 }
 
 // Stats is the JSON document of GET /stats.
 type Stats struct {
-	Requests map[string]int64 `json:"requests"`
-	Active   int64            `json:"active"`
+	Requests  map[string]int64 `json:"requests"`
+	Active    int64            `json:"active"`
+	Abandoned int64            `json:"abandoned"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
-	st := Stats{Requests: make(map[string]int64), Active: s.active.Load()}
+	st := Stats{Requests: make(map[string]int64), Active: s.active.Load(), Abandoned: s.abandoned.Load()}
 	s.mu.Lock()
 	for k, v := range s.requests {
 		st.Requests[k] = v
@@ -326,6 +334,12 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", contentTypeEventStream)
 	w.WriteHeader(http.StatusOK)
+	ended := false // the answer's last event was written
+	defer func() {
+		if !ended {
+			s.abandoned.Add(1)
+		}
+	}()
 	rc := http.NewResponseController(w)
 	if f == faultStall {
 		if rc.Flush() == nil {
@@ -365,6 +379,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 			"originalMessage":    "mock failure",
 		})
 		if writeException(enc, w, "modelStreamErrorException", payload) == nil {
+			ended = true
 			_ = rc.Flush()
 		}
 		return
@@ -378,6 +393,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	var buf [160]byte
 	payload := metadataPayload(buf[:0], req.inputTokens, send, time.Since(start))
 	if writeEvent(enc, w, "metadata", payload) == nil {
+		ended = true
 		_ = rc.Flush()
 	}
 }

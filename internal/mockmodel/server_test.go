@@ -357,6 +357,9 @@ func TestStallEndsWhenTheClientGoesAway(t *testing.T) {
 		t.Fatal("stream did not end after cancel")
 	}
 	waitFor(t, func() bool { return srv.Active() == 0 }, "handler to return")
+	if srv.Abandoned() != 1 {
+		t.Errorf("Abandoned() = %d after the client gave up on the stall, want 1", srv.Abandoned())
+	}
 }
 
 // Tokens are never early: the first waits TTFT, token i waits TTFT+i*PerToken.
@@ -440,6 +443,9 @@ func TestStatsEndpoint(t *testing.T) {
 	st := get()
 	if st.Requests["mock-a"] != 3 || st.Requests["mock-throttle"] != 1 || len(st.Requests) != 2 {
 		t.Errorf("stats %+v, want mock-a 3, mock-throttle 1", st)
+	}
+	if st.Abandoned != 0 || srv.Abandoned() != 0 {
+		t.Errorf("abandoned %d (%d), want 0: every answer ran to its end", st.Abandoned, srv.Abandoned())
 	}
 	if srv.Requests("mock-a") != 3 || srv.Requests("never") != 0 {
 		t.Errorf("Requests: mock-a %d never %d", srv.Requests("mock-a"), srv.Requests("never"))

@@ -67,17 +67,11 @@ func Status(code string) int {
 	return 500
 }
 
-// Close codes used by the server.
+// DefaultMaxFrame is the default bound of an inbound frame in bytes; a
+// larger frame closes the socket with 1009.
+const DefaultMaxFrame = 256 << 10
+
 const (
-	CloseNormal        = 1000
-	CloseGoingAway     = 1001
-	CloseInvalidData   = 1007 // a text frame that is not UTF-8 (RFC 6455 8.1)
-	ClosePolicy        = 1008
-	CloseTooBig        = 1009
-	CloseInternal      = 1011
-	CloseTokenExpired  = 4001
-	CloseSlowConsumer  = 4008
-	DefaultMaxFrame    = 256 << 10
 	maxIDLength        = 64
 	minIDLength        = 8
 	maxMessagesPerTurn = 1000

@@ -13,12 +13,7 @@ func TestAppendChunkMatchesEncodingJSON(t *testing.T) {
 		"héllo wörld", "emoji 🚀", "bad \xff utf8", "line\u2028sep\u2029", strings.Repeat("x", 1000)}
 	for _, text := range texts {
 		got := AppendChunk(nil, "req_12345678", 42, text)
-		want, err := json.Marshal(struct {
-			Type      string `json:"type"`
-			RequestID string `json:"request_id"`
-			Seq       int    `json:"seq"`
-			Text      string `json:"text"`
-		}{"chunk", "req_12345678", 42, text})
+		want, err := json.Marshal(Chunk{TypeChunk, "req_12345678", 42, text})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,16 +4,22 @@
 package router
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go/eventstream"
 	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
 )
 
@@ -96,51 +102,169 @@ var errNoStop = errors.New("bedrock stream ended without messageStop")
 // event is a failure (ErrMidStream, or ErrUnavailable before any delta).
 // The Result holds what was known when an error happened.
 func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string)) (Result, error) {
-	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds)
+	tap := &bodyTap{}
+	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds, tap.install)
 	if err != nil {
 		return Result{}, classify(ctx, c.ModelID, false, err)
 	}
-	stream := out.GetStream()
-	defer stream.Close()
+	// The SDK's own reader got an empty body and ends at once; the events
+	// are read below from the real one.
+	_ = out.GetStream().Close()
+	if tap.body == nil {
+		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
+	}
+	defer tap.body.Close()
+	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta)
+}
 
+// eventReadBuffer is the read buffer under the event-stream decoder, which
+// reads each message in several small pieces (prelude, headers, payload,
+// CRC): one read of the body fills it with whole messages. A few deltas
+// fit in 4 KiB.
+const eventReadBuffer = 4 << 10
+
+// eventPayloadBuffer is the payload buffer the decoder reuses: a delta's
+// JSON is far smaller, and the decoder's bytes.Buffer grows in 512-byte
+// steps, so 2 KiB holds any usual event without reallocating. A larger
+// event's buffer is kept, up to maxKeptPayload.
+const (
+	eventPayloadBuffer = 2 << 10
+	maxKeptPayload     = 64 << 10
+)
+
+// errNoBody is the error of a successful ConverseStream response whose body
+// the tap did not see (the SDK changed how it calls its HTTP client).
+var errNoBody = errors.New("bedrock event stream body not captured")
+
+// readEvents decodes a ConverseStream body on the calling goroutine with
+// the SDK's event-stream decoder (smithy-go/eventstream: framing, CRCs,
+// headers) and encoding/json for the three events the gateway uses
+// (contentBlockDelta, messageStop, metadata), reusing one payload buffer.
+// The SDK's reader would hand every event through two goroutines and two
+// channels (its EventStreamReader and the ConverseStream pipe), and its
+// schema-driven deserializer allocates a new payload buffer and a stack of
+// decoders per event: per token that was two wake-ups and most of the
+// adapter's allocations. Exception and error messages, rare, still go
+// through the SDK's codec so they become its typed errors
+// (*types.ThrottlingException, ...) exactly as before. Like the SDK, a body
+// that ends (even inside a message) ends the stream; without messageStop
+// that is errNoStop.
+func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string)) (Result, error) {
+	dec := eventstream.NewDecoder()
+	payload := make([]byte, 0, eventPayloadBuffer)
 	var res Result
 	streamed, stopped := false, false
-	events := stream.Events()
+	var delta deltaEvent
 	for {
-		select {
-		case <-ctx.Done():
-			return res, classify(ctx, c.ModelID, streamed, ctx.Err())
-		case ev, ok := <-events:
-			if !ok {
-				// Err is set before the channel closes.
-				if err := stream.Err(); err != nil {
-					return res, classify(ctx, c.ModelID, streamed, err)
-				}
+		msg, err := dec.Decode(body, payload[:0])
+		if err != nil {
+			if (err == io.EOF || err == io.ErrUnexpectedEOF) && ctx.Err() == nil {
 				if !stopped {
-					return res, classify(ctx, c.ModelID, streamed, errNoStop)
+					return res, classify(ctx, model, streamed, errNoStop)
 				}
 				return res, nil
 			}
-			switch v := ev.(type) {
-			case *types.ConverseStreamOutputMemberContentBlockDelta:
-				if d, ok := v.Value.Delta.(*types.ContentBlockDeltaMemberText); ok && d.Value != "" {
-					streamed = true
-					onDelta(d.Value)
-				}
-			case *types.ConverseStreamOutputMemberMessageStop:
-				stopped = true
-				res.StopReason = string(v.Value.StopReason)
-			case *types.ConverseStreamOutputMemberMetadata:
-				if u := v.Value.Usage; u != nil {
-					res.UsageReported = true
-					res.Usage = Usage{
-						InputTokens:  int(aws.ToInt32(u.InputTokens)),
-						OutputTokens: int(aws.ToInt32(u.OutputTokens)),
-					}
-				}
+			return res, classify(ctx, model, streamed, fmt.Errorf("decode event: %w", err))
+		}
+		if c := cap(msg.Payload); c > cap(payload) && c <= maxKeptPayload {
+			payload = msg.Payload
+		}
+		if header(msg.Headers, eventstream.MessageTypeHeader) != eventstream.EventMessageType {
+			return res, classify(ctx, model, streamed, sdkError(msg))
+		}
+		switch header(msg.Headers, eventstream.EventTypeHeader) {
+		case "contentBlockDelta":
+			delta.Delta.Text = ""
+			if err := json.Unmarshal(msg.Payload, &delta); err != nil {
+				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
+			}
+			if delta.Delta.Text != "" {
+				streamed = true
+				onDelta(delta.Delta.Text)
+			}
+		case "messageStop":
+			var stop struct {
+				StopReason string `json:"stopReason"`
+			}
+			if err := json.Unmarshal(msg.Payload, &stop); err != nil {
+				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event messageStop: %w", err))
+			}
+			stopped = true
+			res.StopReason = stop.StopReason
+		case "metadata":
+			var meta struct {
+				Usage *struct {
+					InputTokens  int `json:"inputTokens"`
+					OutputTokens int `json:"outputTokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(msg.Payload, &meta); err != nil {
+				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event metadata: %w", err))
+			}
+			if u := meta.Usage; u != nil {
+				res.UsageReported = true
+				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
 			}
 		}
 	}
+}
+
+// deltaEvent is the part of a contentBlockDelta event the gateway uses:
+// text deltas (tool use and reasoning deltas leave Text empty).
+type deltaEvent struct {
+	Delta struct {
+		Text string `json:"text"`
+	} `json:"delta"`
+}
+
+// header returns a string header's value, or "".
+func header(hs eventstream.Headers, name string) string {
+	v, _ := hs.Get(name).(eventstream.StringValue)
+	return string(v)
+}
+
+// sdkError turns an exception or error message into the error the SDK's
+// own reader reports for it: the message is encoded again and read by the
+// SDK's codec with the Bedrock schemas and type registry.
+func sdkError(msg eventstream.Message) error {
+	var buf bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
+		return fmt.Errorf("re-encode %s message: %w", header(msg.Headers, eventstream.MessageTypeHeader), err)
+	}
+	_, err := restjson1.New(schemas.AmazonBedrockFrontendService).DeserializeEventMessage(
+		schemas.ConverseStreamOutput, bedrockruntime.TypeRegistry, &buf)
+	if err == nil {
+		err = fmt.Errorf("bedrock %s message the SDK read as an event", header(msg.Headers, eventstream.MessageTypeHeader))
+	}
+	return err
+}
+
+// bodyTap takes the body of a successful ConverseStream response for
+// readEvents and gives the SDK an empty one. Error answers pass untouched:
+// the SDK turns them into its typed errors.
+type bodyTap struct {
+	client bedrockruntime.HTTPClient
+	body   io.ReadCloser
+}
+
+// install is a per-call option; it goes after sdkWorkarounds.
+func (t *bodyTap) install(o *bedrockruntime.Options) {
+	if o.HTTPClient == nil {
+		o.HTTPClient = awshttp.NewBuildableClient()
+	}
+	t.client = o.HTTPClient
+	o.HTTPClient = t
+}
+
+func (t *bodyTap) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.client.Do(req)
+	if err == nil && resp.StatusCode == http.StatusOK {
+		if t.body != nil {
+			_ = t.body.Close()
+		}
+		t.body, resp.Body = resp.Body, http.NoBody
+	}
+	return resp, err
 }
 
 func converseInput(c Call) *bedrockruntime.ConverseStreamInput {

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"go.uber.org/goleak"
 
@@ -434,3 +437,48 @@ func TestTopPAndStopReachBedrock(t *testing.T) {
 		}
 	}
 }
+
+// Over HTTP/2 (as the SDK talks to AWS's TLS endpoints) the adapter reads
+// the event stream from the HTTP/2 body itself: a whole answer arrives in
+// order, and a stalled stream still ends with the caller's context.
+func TestStreamOverHTTP2(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	ts := httptest.NewUnstartedServer(mockmodel.New(unpaced))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	hc := ts.Client()
+	t.Cleanup(hc.CloseIdleConnections)
+	var proto string
+	b := router.NewBedrock(bedrockruntime.New(bedrockruntime.Options{Region: "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(ts.URL), RetryMaxAttempts: 1,
+		HTTPClient: doFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := hc.Do(r)
+			if err == nil {
+				proto = resp.Proto
+			}
+			return resp, err
+		})}))
+
+	c := call("mock-a", "", "over h2")
+	deltas, res, err := run(t.Context(), b, c)
+	if err != nil || !slices.Equal(deltas, mockmodel.Tokens("mock-a", "", contents(c), mockmodel.DefaultTokens)) ||
+		res.StopReason != "end_turn" || !res.UsageReported {
+		t.Fatalf("answer over HTTP/2: %d deltas, %+v, %v", len(deltas), res, err)
+	}
+	if proto != "HTTP/2.0" {
+		t.Fatalf("negotiated %q, want HTTP/2.0", proto)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := run(ctx, b, call("mock-stall", "", "hi")); !errors.Is(err, router.ErrTimeout) {
+		t.Fatalf("stall over HTTP/2: %v, want ErrTimeout", err)
+	}
+}
+
+type doFunc func(*http.Request) (*http.Response, error)
+
+func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }

@@ -20,6 +20,7 @@ import (
 type Session struct {
 	hub    *Hub
 	conn   *websocket.Conn
+	out    *batchConn // conn's network connection (nil if the upgrade did not go through Hub.ServeHTTP)
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
@@ -34,6 +35,7 @@ type Session struct {
 	draining  bool
 	follows   map[string]*follow // request id -> the follower delivering it
 	closing   bool
+	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
 }
 
@@ -60,8 +62,9 @@ type follow struct {
 
 func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
+	out, _ := conn.NetConn().(*batchConn)
 	s := &Session{
-		hub: h, conn: conn, id: id, principal: p, ctx: ctx, cancel: cancel,
+		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
@@ -83,7 +86,7 @@ func (s *Session) run() {
 		// so the client reconnects and resumes.
 		if v := recover(); v != nil {
 			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
-			s.closeNow(protocol.CloseInternal, "internal error")
+			s.closeNow(protocol.DisconnectInternal)
 		}
 	}()
 	opts := s.hub.opts
@@ -133,7 +136,7 @@ func (s *Session) readLoop() {
 		}
 		if !utf8.Valid(data) {
 			s.logger.Info("invalid_utf8")
-			s.closeNow(protocol.CloseInvalidData, "text frame is not valid UTF-8")
+			s.closeNow(protocol.DisconnectInvalidData)
 			return
 		}
 		in, err := protocol.Decode(data)
@@ -158,7 +161,7 @@ func (s *Session) readFailed(err error) {
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
 			s.logger.Info("heartbeat_timeout")
-			s.closeNow(protocol.ClosePolicy, "heartbeat timeout")
+			s.closeNow(protocol.DisconnectHeartbeat)
 			return
 		}
 		s.logger.Debug("read_ended", zap.Error(err))
@@ -206,6 +209,32 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 // Escaped text can still grow it; append then reallocates once.
 const chunkFrameOverhead = 64
 
+// maxGroupFrames bounds the chunks a follower queues as one item: the
+// chunks it found waiting in the log, which the writer then sends in one
+// batch (one write(2)). A replay of a long answer goes in items of this
+// many frames, each waiting for room in the queue like any frame.
+const maxGroupFrames = 64
+
+// chunkItem encodes consecutive chunks from seq first: one frame, or
+// several frames in one buffer.
+func chunkItem(requestID string, first int, chunks []string) item {
+	if len(chunks) == 1 {
+		return item{frame: protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(requestID)+len(chunks[0])), requestID, first, chunks[0])}
+	}
+	size := 0
+	for _, text := range chunks {
+		size += chunkFrameOverhead + len(requestID) + len(text)
+	}
+	buf := make([]byte, 0, size)
+	frames := make([][]byte, len(chunks))
+	for i, text := range chunks {
+		start := len(buf)
+		buf = protocol.AppendChunk(buf, requestID, first+i, text)
+		frames[i] = buf[start:len(buf):len(buf)]
+	}
+	return item{frames: frames}
+}
+
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A
 // newer follow of the same request on this session replaces this one.
@@ -250,19 +279,20 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 	for {
 		snap := log.Read(cursor)
 		if !sentAccepted && snap.Accepted != nil {
-			if !s.sendCtx(ctx, snap.Accepted) {
+			if !s.deliverItem(ctx, item{frame: snap.Accepted}) {
 				return
 			}
 			sentAccepted = true
 		}
-		for i, text := range snap.Chunks {
-			if !s.sendCtx(ctx, protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(log.RequestID)+len(text)), log.RequestID, snap.First+i, text)) {
+		for first := 0; first < len(snap.Chunks); first += maxGroupFrames {
+			group := snap.Chunks[first:min(len(snap.Chunks), first+maxGroupFrames)]
+			if !s.deliverItem(ctx, chunkItem(log.RequestID, snap.First+first, group)) {
 				return
 			}
 		}
 		cursor += len(snap.Chunks)
 		if snap.Terminal != nil {
-			s.sendCtx(ctx, snap.Terminal)
+			s.deliverItem(ctx, item{frame: snap.Terminal})
 			return
 		}
 		select {
@@ -274,10 +304,14 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 }
 
 // send queues a frame for the writer; a full queue means a slow consumer.
-func (s *Session) send(frame []byte) bool { return s.sendCtx(s.ctx, frame) }
+func (s *Session) send(frame []byte) bool { return s.push(s.ctx, item{frame: frame}, false) }
 
-func (s *Session) sendCtx(ctx context.Context, frame []byte) bool {
-	err := s.queue.push(item{frame: frame}, s.hub.opts.WriteTimeout, ctx.Done())
+// deliverItem is send for a follower: when no writer is running, the
+// follower writes the queue itself (see sendQueue).
+func (s *Session) deliverItem(ctx context.Context, it item) bool { return s.push(ctx, it, true) }
+
+func (s *Session) push(ctx context.Context, it item, inline bool) bool {
+	err := s.queue.push(it, s.hub.opts.WriteTimeout, ctx.Done(), inline)
 	if errors.Is(err, errQueueFull) {
 		s.slowConsumer()
 		return false
@@ -294,44 +328,95 @@ func (s *Session) sendError(requestID string, e protocol.Error) {
 	s.send(protocol.Encode(e))
 }
 
+// slowConsumer closes the session with 4008, once: the writer's timed-out
+// write and producers that found the queue full may all report it.
 func (s *Session) slowConsumer() {
+	s.mu.Lock()
+	again := s.slow
+	s.slow = true
+	s.mu.Unlock()
+	if again {
+		return
+	}
 	s.logger.Warn("slow_consumer", zap.Int("queue_frames", s.hub.opts.SendQueueFrames))
 	if s.hub.metrics != nil {
 		s.hub.metrics.SlowConsumerClosed()
 	}
-	s.closeNow(protocol.CloseSlowConsumer, "slow consumer: resume your requests")
+	s.closeNow(protocol.DisconnectSlow)
 }
 
 // writeLoop is the connection's only writer of frames and of the close
-// frame. It runs while the queue has items (see sendQueue).
+// frame. It runs while the queue has items (see sendQueue). The frames of
+// one take go out in one write(2) when there are several (see batchConn).
 func (s *Session) writeLoop(q *sendQueue) {
-	opts := s.hub.opts
 	var batch []item
 	for {
 		batch = q.take(batch[:0])
 		if len(batch) == 0 {
 			return
 		}
-		for _, it := range batch {
-			if it.close != nil {
-				s.writeClose(it.close.code, it.close.reason)
-				q.shut()
-				return
-			}
-			_ = s.conn.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
-			if err := s.conn.WriteMessage(websocket.TextMessage, it.frame); err != nil {
-				var ne interface{ Timeout() bool }
-				if errors.As(err, &ne) && ne.Timeout() {
-					s.slowConsumer()
-				}
-				q.shut()
-				s.cancel()
-				_ = s.conn.Close()
-				return
-			}
+		if !s.writeBatch(q, batch) {
+			return
 		}
 		clear(batch)
 	}
+}
+
+// writeBatch writes one take's items; false when the writer must stop.
+func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
+	batching := s.out != nil && (len(batch) > 1 || batch[0].frames != nil)
+	if batching {
+		s.out.begin()
+	}
+	var err error
+	for _, it := range batch {
+		if it.close != nil {
+			if batching {
+				err = s.out.flush()
+			}
+			if err == nil {
+				s.writeClose(*it.close)
+				q.shut()
+				return false
+			}
+			break
+		}
+		if it.frames == nil {
+			err = s.writeFrame(it.frame)
+		}
+		for _, f := range it.frames {
+			if err = s.writeFrame(f); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if batching {
+		if ferr := s.out.flush(); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			s.slowConsumer()
+		}
+		q.shut()
+		s.cancel()
+		_ = s.conn.Close()
+		return false
+	}
+	return true
+}
+
+// writeFrame writes one text message; every frame has the whole write
+// timeout to go out (in a batch: the batch's write ends by the last
+// frame's deadline).
+func (s *Session) writeFrame(frame []byte) error {
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.hub.opts.WriteTimeout))
+	return s.conn.WriteMessage(websocket.TextMessage, frame)
 }
 
 // ping sends a WebSocket ping (WriteControl may run beside the writer) and
@@ -352,8 +437,8 @@ func (s *Session) ping() {
 
 // writeClose sends the close frame after everything queued before it, then
 // gives the client a moment to answer before the reader gives up.
-func (s *Session) writeClose(code int, reason string) {
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+func (s *Session) writeClose(d protocol.Disconnect) {
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(time.Second))
 	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 }
 
@@ -364,7 +449,7 @@ func (s *Session) isClosing() bool {
 }
 
 // closeAfterQueue closes once every frame queued so far is written.
-func (s *Session) closeAfterQueue(code int, reason string) {
+func (s *Session) closeAfterQueue(d protocol.Disconnect) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -372,17 +457,17 @@ func (s *Session) closeAfterQueue(code int, reason string) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &closeReq{code, reason}}, s.hub.opts.WriteTimeout, s.ctx.Done()); err != nil {
-		s.closeNow(code, reason)
+	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done(), false); err != nil {
+		s.closeNow(d)
 	}
 }
 
 // closeNow sends the close frame at once (best effort) and ends the connection.
-func (s *Session) closeNow(code int, reason string) {
+func (s *Session) closeNow(d protocol.Disconnect) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(100*time.Millisecond))
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(100*time.Millisecond))
 	s.cancel()
 	_ = s.conn.Close()
 }
@@ -391,7 +476,7 @@ func (s *Session) closeNow(code int, reason string) {
 func (s *Session) expired() {
 	s.logger.Info("token_expired")
 	s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
-	s.closeAfterQueue(protocol.CloseTokenExpired, "token expired")
+	s.closeAfterQueue(protocol.DisconnectTokenExpired)
 }
 
 // refresh replaces the session's credentials (same user required).
@@ -408,7 +493,7 @@ func (s *Session) refresh(token string) {
 	if err != nil {
 		s.logger.Info("auth_refresh_rejected", zap.Error(err))
 		s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
-		s.closeAfterQueue(protocol.CloseTokenExpired, "token rejected")
+		s.closeAfterQueue(protocol.DisconnectTokenRejected)
 		return
 	}
 	s.mu.Lock()
@@ -468,9 +553,9 @@ func (s *Session) closeWhenIdle(ctx context.Context) {
 	}
 	select {
 	case <-idle:
-		s.closeAfterQueue(protocol.CloseGoingAway, "server shutting down")
+		s.closeAfterQueue(protocol.DisconnectShutdown)
 	case <-ctx.Done():
-		s.closeNow(protocol.CloseGoingAway, "server shutting down")
+		s.closeNow(protocol.DisconnectShutdown)
 	case <-s.ctx.Done():
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // errQueueFull means the client did not drain its queue in time: a slow consumer.
@@ -12,15 +14,29 @@ var errQueueFull = errors.New("send queue full")
 // errQueueClosed means the session is over.
 var errQueueClosed = errors.New("session closed")
 
-// item is one queued frame, or a close instruction when close is set.
+// item is one queued frame, several frames (a follower's consecutive
+// chunks, written in one batch), or a close instruction when close is set.
 type item struct {
-	frame []byte
-	close *closeReq
+	frame  []byte
+	frames [][]byte // when set, frame is unused
+	close  *protocol.Disconnect
 }
 
-type closeReq struct {
-	code   int
-	reason string
+// count is the item's frames, for the queue's frame bound.
+func (it item) count() int {
+	if it.frames != nil {
+		return len(it.frames)
+	}
+	return 1
+}
+
+// size is the item's bytes, for the queue's byte bound.
+func (it item) size() int {
+	n := len(it.frame)
+	for _, f := range it.frames {
+		n += len(f)
+	}
+	return n
 }
 
 // sendQueue is a connection's outbound queue, bounded in frames and bytes.
@@ -28,29 +44,42 @@ type closeReq struct {
 // reading is detected, while the model reader (which only appends to the
 // stream log) is never slowed.
 //
-// The queue also runs the connection's single writer: a goroutine started
-// by the push that finds the queue idle and ended when it drains the queue,
-// so an idle session holds no writer goroutine (nor its stack).
+// The queue also runs the connection's single writer, started by the push
+// that finds the queue idle and ended when it drains the queue, so an idle
+// session holds no writer goroutine (nor its stack). A follower delivering
+// chunks pushes with inline set and becomes the writer itself: a paced
+// token then goes from the stream log to the socket on one goroutine, with
+// no goroutine started and woken per token. Other pushes (the reader's
+// replies, drain notices, timers) start a writer goroutine, so that they
+// never wait on a slow client's socket.
 type sendQueue struct {
 	maxFrames, maxBytes int
 	write               func(*sendQueue) // the writer: calls take until it returns nothing
 
 	mu       sync.Mutex
 	items    []item
+	frames   int // frames in items
 	bytes    int
 	closed   bool
 	writerOn bool
-	room     chan struct{} // closed and replaced when items leave
+	room     chan struct{} // closed and replaced when items leave, if a push waits on it
+	roomWait bool          // a push waits on room
 	writers  sync.WaitGroup
+
+	// batch is the writer's buffer for take, kept between writers so that
+	// a writer per paced token allocates none; take hands it over under mu.
+	batch []item
 }
 
 func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
 	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, write: write, room: make(chan struct{})}
 }
 
-// push queues a frame, waiting up to timeout for room. A frame larger than
-// the byte bound is still accepted into an empty queue.
-func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) error {
+// push queues an item, waiting up to timeout for room. An item larger than
+// the bounds is still accepted into an empty queue. When the push finds
+// no writer running it starts one: on the calling goroutine if inline (push
+// returns once the queue is drained), else on a new one.
+func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, inline bool) error {
 	var timer *time.Timer
 	for {
 		q.mu.Lock()
@@ -58,28 +87,31 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 			q.mu.Unlock()
 			return errQueueClosed
 		}
-		n := len(it.frame)
-		if it.close != nil || len(q.items) == 0 || (len(q.items) < q.maxFrames && q.bytes+n <= q.maxBytes) {
+		n, c := it.size(), it.count()
+		if it.close != nil || len(q.items) == 0 || (q.frames+c <= q.maxFrames && q.bytes+n <= q.maxBytes) {
 			q.items = append(q.items, it)
 			q.bytes += n
+			q.frames += c
 			start := !q.writerOn
 			if start {
 				q.writerOn = true
 				q.writers.Add(1) // under mu, before any shutAndWait can see closed
 			}
 			q.mu.Unlock()
-			if start {
-				go func() {
-					defer q.writers.Done()
-					q.write(q)
-				}()
-			}
 			if timer != nil {
 				timer.Stop()
+			}
+			if start {
+				if inline {
+					q.runWriter()
+				} else {
+					go q.runWriter()
+				}
 			}
 			return nil
 		}
 		room := q.room
+		q.roomWait = true
 		q.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(timeout)
@@ -95,21 +127,33 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}) e
 	}
 }
 
+func (q *sendQueue) runWriter() {
+	defer q.writers.Done()
+	q.write(q)
+}
+
 // take removes every queued item into dst. When there is none it returns
 // dst empty and the writer must return: the next push starts a new one.
 func (q *sendQueue) take(dst []item) []item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if dst == nil {
+		dst, q.batch = q.batch, nil
+	}
 	if len(q.items) == 0 {
 		q.writerOn = false
+		q.batch = dst[:0]
 		return dst
 	}
 	dst = append(dst, q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
-	q.bytes = 0
-	close(q.room)
-	q.room = make(chan struct{})
+	q.bytes, q.frames = 0, 0
+	if q.roomWait {
+		close(q.room)
+		q.room = make(chan struct{})
+		q.roomWait = false
+	}
 	return dst
 }
 

@@ -42,42 +42,54 @@ type Gateway interface {
 	Cancel(c gateway.Caller, requestID string) error
 }
 
-// Options bound every session. Zero values mean the documented defaults.
+// The defaults of Options, written once: the gateway's settings and
+// docs/configuration.md use these.
+const (
+	DefaultHeartbeat       = 25 * time.Second
+	DefaultMaxFrameBytes   = protocol.DefaultMaxFrame
+	DefaultSendQueueFrames = 1024
+	DefaultSendQueueBytes  = 4 << 20
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultMaxConnsPerUser = 16
+	DefaultReconnectAfter  = time.Second
+)
+
+// Options bound every session. Zero values mean the Default constants.
 type Options struct {
-	Heartbeat        time.Duration // ping interval; default 25s
-	MaxFrameBytes    int64         // largest inbound frame; default 256 KiB
-	SendQueueFrames  int           // default 1024
-	SendQueueBytes   int           // default 4 MiB
-	WriteTimeout     time.Duration // default 10s
-	MaxConnsPerUser  int           // default 16
+	Heartbeat        time.Duration // ping interval
+	MaxFrameBytes    int64         // largest inbound frame
+	SendQueueFrames  int           // send queue bound in frames; over it: 4008
+	SendQueueBytes   int           // send queue bound in bytes; over it: 4008
+	WriteTimeout     time.Duration // longest wait for room in the queue, and for one socket write
+	MaxConnsPerUser  int           // open WebSockets per user on this server
 	AllowedOrigins   []string      // exact origins, or "*"
 	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter   time.Duration // the hint in draining frames; default 1s
-	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; default 0: the OS autotunes
+	ReconnectAfter   time.Duration // the hint in draining frames
+	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
 	Now              func() time.Time
 }
 
 func (o *Options) defaults() {
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = 25 * time.Second
+		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.MaxFrameBytes <= 0 {
-		o.MaxFrameBytes = protocol.DefaultMaxFrame
+		o.MaxFrameBytes = DefaultMaxFrameBytes
 	}
 	if o.SendQueueFrames <= 0 {
-		o.SendQueueFrames = 1024
+		o.SendQueueFrames = DefaultSendQueueFrames
 	}
 	if o.SendQueueBytes <= 0 {
-		o.SendQueueBytes = 4 << 20
+		o.SendQueueBytes = DefaultSendQueueBytes
 	}
 	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 10 * time.Second
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.MaxConnsPerUser <= 0 {
-		o.MaxConnsPerUser = 16
+		o.MaxConnsPerUser = DefaultMaxConnsPerUser
 	}
 	if o.ReconnectAfter <= 0 {
-		o.ReconnectAfter = time.Second
+		o.ReconnectAfter = DefaultReconnectAfter
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -152,14 +164,14 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	conn, err := h.upgrader.Upgrade(w, r, nil)
+	conn, err := h.upgrader.Upgrade(batchingWriter{w}, r, nil)
 	if err != nil {
 		h.unregister(p, nil)
 		h.logger.Info("upgrade_failed", zap.Error(err))
 		return
 	}
 	if n := h.opts.SocketSendBuffer; n > 0 {
-		if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		if tc, ok := tcpConn(conn.NetConn()); ok {
 			_ = tc.SetWriteBuffer(n)
 		}
 	}
@@ -371,7 +383,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		for _, s := range all {
-			s.closeNow(protocol.CloseGoingAway, "server shutting down")
+			s.closeNow(protocol.DisconnectShutdown)
 		}
 		return fmt.Errorf("close sessions: %w", ctx.Err())
 	}

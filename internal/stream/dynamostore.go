@@ -30,6 +30,7 @@ const (
 	attrTerminal    = "terminal"
 	attrItemBytes   = "item_bytes"
 	attrExpires     = "expires_at"
+	attrCancel      = "cancel"
 )
 
 // createAttempts bounds Create's retries when the record it collided with
@@ -59,7 +60,7 @@ func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 }
 
 // SetObserver reports every call from now on to obs (table role
-// "requests", ops create|checkpoint|finish|interrupt|get); call it before
+// "requests", ops create|checkpoint|finish|interrupt|cancel|get); call it before
 // the store is used.
 func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
 	s.meter = dynamotable.NewMeter(dynamotable.TableRequests, obs)
@@ -130,6 +131,10 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 //	SET chunks = list_append(if_not_exists(chunks, :empty), :new), seq = :seq,
 //	    lease_until = :lease, item_bytes = item_bytes + :add
 //	IF server = :server AND state = running AND seq = :prev AND item_bytes <= :room
+//	   AND attribute_not_exists(cancel)
+//
+// A refusal costs nothing more on DynamoDB, which returns the item with it
+// (one GetItem on dynalite): that is how the owner learns of a Cancel.
 func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error {
 	if err := checkOwnerCall(owner, requestID, server); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -140,6 +145,7 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server s
 	u := s.newUpdate(owner, requestID)
 	u.ownedBy(server)
 	u.appendChunks(prevSeq, chunks)
+	u.cond("attribute_not_exists(#cancel)", map[string]string{"#cancel": attrCancel}, nil)
 	u.set(attrLeaseUntil, num(leaseMillis(leaseUntil)))
 	return s.update(ctx, "checkpoint", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, "", nil)
@@ -205,6 +211,30 @@ func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID string, no
 			return fmt.Errorf("%w: state %s, lease until %s", ErrConflict, cur.State, cur.LeaseUntil.UTC().Format(time.RFC3339Nano))
 		}
 		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(terminal), MaxRecordBytes)
+	})
+}
+
+// Cancel implements Store with one conditional UpdateItem:
+//
+//	SET cancel = true IF state = running
+func (s *DynamoStore) Cancel(ctx context.Context, owner, requestID string) error {
+	if err := checkIDs(owner, requestID); err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	u := s.newUpdate(owner, requestID)
+	u.cond("#state = :running", map[string]string{"#state": attrState}, map[string]types.AttributeValue{":running": str(StateRunning)})
+	u.set(attrCancel, &types.AttributeValueMemberBOOL{Value: true})
+	return s.update(ctx, "cancel", u, func(cur *Record, _ int) error {
+		if cur == nil {
+			return ErrNotFound
+		}
+		if cur.State != StateRunning {
+			return fmt.Errorf("%w: state %s", ErrConflict, cur.State)
+		}
+		if cur.Cancelled {
+			return nil // a retry whose first attempt was applied
+		}
+		return fmt.Errorf("%w: refused while running", ErrConflict)
 	})
 }
 
@@ -420,6 +450,9 @@ func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key strin
 		Terminal:    bytesAttr(item, attrTerminal),
 		Reservation: bytesAttr(item, attrReservation),
 		Expires:     expiryTime(exp),
+	}
+	if c, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
+		r.Cancelled = c.Value
 	}
 	lease, _ := intAttr(item, attrLeaseUntil)
 	r.LeaseUntil = leaseTime(lease)

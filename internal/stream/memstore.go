@@ -123,7 +123,7 @@ var errApplied = errors.New("already applied")
 // explains a refusal as DynamoStore does.
 func (s *MemoryStore) appendable(cur *memRecord, server string, prevSeq int, chunks []string, state string, terminal []byte, extra int) error {
 	r := &cur.rec
-	if r.Server == server && r.State == StateRunning && r.Seq() == prevSeq &&
+	if r.Server == server && r.State == StateRunning && r.Seq() == prevSeq && (state != "" || !r.Cancelled) &&
 		cur.bytes+chunksBytes(chunks)+extra <= MaxRecordBytes {
 		return nil
 	}
@@ -170,8 +170,19 @@ func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID string, no
 	})
 }
 
+// Cancel implements Store.
+func (s *MemoryStore) Cancel(ctx context.Context, owner, requestID string) error {
+	return s.update(ctx, "cancel", owner, requestID, "-", func(cur *memRecord) error {
+		if cur.rec.State != StateRunning {
+			return fmt.Errorf("%w: state %s", ErrConflict, cur.rec.State)
+		}
+		cur.rec.Cancelled = true
+		return nil
+	})
+}
+
 // update runs f on the live record under the lock; f changes it in place
-// only when it returns nil. server is only validated ("-" for Interrupt).
+// only when it returns nil. server is only validated ("-" for Interrupt and Cancel).
 func (s *MemoryStore) update(ctx context.Context, op, owner, requestID, server string, f func(cur *memRecord) error) error {
 	if err := checkOwnerCall(owner, requestID, server); err != nil {
 		return fmt.Errorf("%s: %w", op, err)

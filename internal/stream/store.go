@@ -21,6 +21,13 @@ package stream
 //	with its terminal frame (error "interrupted"); exactly one caller wins.
 //	A request rejected before acceptance never gets a record.
 //
+// A client that reconnected to another task can cancel there: that task
+// calls Cancel, which flags the running record. The flag is a condition
+// of every Checkpoint, so the owner's next checkpoint (at most one
+// checkpoint interval later) is refused with ErrCancelled, at no extra
+// cost on the path where nobody cancels; the owner then stops its model
+// call and ends the record with Finish as usual. Finish ignores the flag.
+//
 // Every write is a single-item conditional write (no transactions), so the
 // same code runs on DynamoDB and on dynalite. The owner's writes are
 // conditional on server = owner, state = running and, for Checkpoint and
@@ -60,6 +67,7 @@ package stream
 //	seq          N  the last seq stored (= the length of chunks)
 //	terminal     B  the terminal frame (JSON), absent while running
 //	item_bytes   N  the item's estimated size, for the size guard below
+//	cancel       BOOL  true once Cancel flagged the running record; absent otherwise
 //	expires_at   N  epoch seconds: the table's TTL attribute. While running, a bound
 //	                set by the owner; once ended, the end plus the resume window.
 //	                TTL deletion lags (up to days), so reads treat a passed
@@ -71,7 +79,8 @@ package stream
 // Checkpoint (UpdateItem; the gateway batches chunks, so this is one per
 // checkpoint interval, not per chunk), Finish 1: an answer streamed with c
 // checkpoints costs 2 + c writes. Interrupt is one write and happens only
-// on failure. A refused conditional write costs one extra strongly consistent
+// on failure; Cancel is one write and happens only when a client cancels
+// on a task that does not own the request. A refused conditional write costs one extra strongly consistent
 // GetItem on dynalite (to say why it was refused); DynamoDB returns the
 // item with the refusal, so no extra read there.
 //
@@ -131,6 +140,9 @@ var (
 	// out, ctx ended). The write may or may not have been applied; a
 	// retry with the same arguments is safe.
 	ErrUnavailable = errors.New("request store unavailable")
+	// ErrCancelled: Checkpoint was refused because Cancel flagged the
+	// record; nothing was written. The owner should stop and Finish.
+	ErrCancelled = errors.New("request record cancelled")
 	// ErrInvalid: the arguments are malformed (empty ids, a request id
 	// holding '#', an unknown terminal state, a missing terminal frame).
 	ErrInvalid = errors.New("invalid request record")
@@ -157,6 +169,9 @@ type Record struct {
 	// Reservation is the encoded quota reservation (opaque here), so any
 	// server can settle it.
 	Reservation []byte
+	// Cancelled is set by Cancel while the record runs: its user asked to
+	// stop it on some server.
+	Cancelled bool
 	// Expires is when the record is forgotten (second precision): while
 	// running a bound set by the owner, once ended the end plus the
 	// resume window. Zero means never (MemoryStore) / no TTL (DynamoStore).
@@ -184,9 +199,11 @@ type Store interface {
 	// Checkpoint appends chunks as seqs prevSeq+1.. and sets the lease to
 	// leaseUntil (chunks may be empty: a lease renewal). Conditional on
 	// server owning the record, state running and the stored seq being
-	// prevSeq. Errors: ErrLostLease (another server took it over, or it
-	// ended), ErrConflict (prevSeq is not the stored seq), ErrTooLarge,
-	// ErrNotFound. Repeating an applied call is a no-op returning nil.
+	// prevSeq, and on no Cancel having flagged it. Errors: ErrLostLease
+	// (another server took it over, or it ended), ErrCancelled (flagged:
+	// stop and Finish), ErrConflict (prevSeq is not the stored seq),
+	// ErrTooLarge, ErrNotFound. Repeating an applied call is a no-op
+	// returning nil.
 	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error
 	// Finish appends the last chunks and stores the terminal frame, the
 	// terminal state (StateDone or StateError) and expires. Conditional
@@ -201,6 +218,11 @@ type Store interface {
 	// while the lease is live or after the record ended, get ErrConflict
 	// (ErrNotFound when there is no record).
 	Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error
+	// Cancel flags a running record as cancelled by its user, whichever
+	// server owns it; the owner learns it from its next Checkpoint
+	// (ErrCancelled). Repeating it is a no-op returning nil. Errors:
+	// ErrConflict (the record already ended: nothing to stop), ErrNotFound.
+	Cancel(ctx context.Context, owner, requestID string) error
 }
 
 // recordKey is the storage key of a record (DynamoDB's pk).
@@ -297,6 +319,11 @@ func appendRefusal(cur *Record, size int, server string, prevSeq int, chunks []s
 	}
 	if cur.Server != server || cur.State != StateRunning {
 		return fmt.Errorf("%w: state %s, owner %s", ErrLostLease, cur.State, cur.Server)
+	}
+	// A retried checkpoint whose chunks are stored succeeds, so the
+	// owner's seq stays right; a bare renewal always learns of the Cancel.
+	if state == "" && cur.Cancelled && !(applied && len(chunks) > 0) {
+		return fmt.Errorf("%w: seq %d stored", ErrCancelled, cur.Seq())
 	}
 	if state == "" && applied {
 		return nil

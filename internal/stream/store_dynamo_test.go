@@ -50,6 +50,9 @@ func TestDynamoItemSchema(t *testing.T) {
 	if err := s.Checkpoint(ctx, r.Owner, r.RequestID, serverA, 0, []string{"a", "b"}, lease); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Cancel(ctx, r.Owner, r.RequestID); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Finish(ctx, r.Owner, r.RequestID, serverA, 2, []string{"c"}, stream.StateDone, []byte(`{"type":"done"}`), expires); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +94,10 @@ func TestDynamoItemSchema(t *testing.T) {
 	if _, ok := item["item_bytes"].(*types.AttributeValueMemberN); !ok {
 		t.Errorf("item_bytes = %#v", item["item_bytes"])
 	}
-	if n := len(wantS) + len(wantN) + len(wantB) + 3; len(item) != n { // + pk, chunks, item_bytes
+	if c, ok := item["cancel"].(*types.AttributeValueMemberBOOL); !ok || !c.Value {
+		t.Errorf("cancel = %#v, want BOOL true", item["cancel"])
+	}
+	if n := len(wantS) + len(wantN) + len(wantB) + 4; len(item) != n { // + pk, chunks, item_bytes, cancel
 		t.Errorf("item has %d attributes, want %d: %v", len(item), n, item)
 	}
 	got := mustGet(t, s, r.Owner, r.RequestID)
@@ -250,4 +256,35 @@ type observerFunc func(table, op, outcome string, d time.Duration)
 
 func (f observerFunc) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
 	f(table, op, outcome, d)
+}
+
+// On DynamoDB the owner learns of a Cancel from its refused checkpoint
+// alone: the refusal carries the item, so no GetItem follows.
+func TestDynamoCancelSeenFromTheRefusal(t *testing.T) {
+	var mu sync.Mutex
+	var targets []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		targets = append(targets, r.Header.Get("X-Amz-Target"))
+		mu.Unlock()
+		if !strings.Contains(string(body), "attribute_not_exists(#cancel)") {
+			t.Errorf("checkpoint not conditional on the cancel flag: %s", body)
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+			"message":"The conditional request failed",
+			"Item":{"pk":{"S":"req#alice-sub#req-1"},"server":{"S":"task-a"},"state":{"S":"running"},
+			"lease_until":{"N":"0"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
+			"cancel":{"BOOL":true},"body_hash":{"S":"h"}}}`))
+	}))
+	defer srv.Close()
+	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
+	wantErr(t, "Checkpoint", s.Checkpoint(testCtx(t), alice, "req-1", serverA, 1, []string{"x"}, time.Now()), stream.ErrCancelled)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(targets, ",") != "DynamoDB_20120810.UpdateItem" {
+		t.Errorf("calls = %v, want one UpdateItem", targets)
+	}
 }

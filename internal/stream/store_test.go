@@ -324,6 +324,73 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		wantChunks(t, got, []string{"a", "b"})
 	})
 
+	t.Run("CancelReachesTheOwnerAtItsCheckpoint", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-cancel"
+		lease := time.Now().Add(time.Minute)
+		mustCreate(t, s, running(id, lease))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, alice, id); got.Cancelled {
+			t.Fatalf("Get = %+v, cancelled before any Cancel", got)
+		}
+		// Another server (the client reconnected there) cancels; twice is once.
+		for range 2 {
+			if err := s.Cancel(ctx, alice, id); err != nil {
+				t.Fatalf("Cancel: %v", err)
+			}
+		}
+		got := mustGet(t, s, alice, id)
+		if !got.Cancelled || got.State != stream.StateRunning || got.Server != serverA {
+			t.Fatalf("Get = %+v, want running and cancelled", got)
+		}
+		// The owner's next checkpoint, with chunks or a bare renewal, is refused and writes nothing.
+		wantErr(t, "Checkpoint after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"b"}, lease.Add(time.Minute)), stream.ErrCancelled)
+		wantErr(t, "renewal after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, nil, lease.Add(time.Minute)), stream.ErrCancelled)
+		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, 1, nil, lease), stream.ErrLostLease)
+		got = mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"a"})
+		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
+			t.Errorf("lease = %v, want untouched %v", got.LeaseUntil, lease)
+		}
+		// The owner ends it as usual: Finish ignores the flag.
+		terminal := []byte(`{"type":"error","code":"cancelled","text":"ab"}`)
+		if err := s.Finish(ctx, alice, id, serverA, 1, []string{"b"}, stream.StateError, terminal, time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Finish after Cancel: %v", err)
+		}
+		got = mustGet(t, s, alice, id)
+		wantChunks(t, got, []string{"a", "b"})
+		if got.State != stream.StateError || string(got.Terminal) != string(terminal) {
+			t.Errorf("Get = %+v", got)
+		}
+		// Nothing left to stop, or nothing there.
+		wantErr(t, "Cancel after the end", s.Cancel(ctx, alice, id), stream.ErrConflict)
+		wantErr(t, "Cancel unknown", s.Cancel(ctx, alice, "req-unknown"), stream.ErrNotFound)
+		wantErr(t, "Cancel other user", s.Cancel(ctx, bob, id), stream.ErrNotFound)
+		wantErr(t, "Cancel with '#'", s.Cancel(ctx, alice, "a#b"), stream.ErrInvalid)
+
+		// A retried checkpoint whose first attempt was applied before the
+		// Cancel stays a no-op; the next one learns of the Cancel.
+		id = "req-cancel-retry"
+		mustCreate(t, s, running(id, lease))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Cancel(ctx, alice, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, lease); err != nil {
+			t.Fatalf("retried Checkpoint after Cancel: %v", err)
+		}
+		wantErr(t, "next Checkpoint", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"y"}, lease), stream.ErrCancelled)
+		// An owner that died after the Cancel is still interrupted once its lease passes.
+		if err := s.Interrupt(ctx, alice, id, lease.Add(time.Millisecond), []byte(`{"code":"cancelled"}`), lease.Add(time.Hour)); err != nil {
+			t.Fatalf("Interrupt of a cancelled record: %v", err)
+		}
+		wantChunks(t, mustGet(t, s, alice, id), []string{"x"})
+	})
+
 	t.Run("Expired", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		r := running("req-expired", time.Now().Add(time.Minute))
@@ -397,5 +464,6 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		_, err = s.Create(ctx, running("req-any", time.Now()))
 		wantErr(t, "Create", err, stream.ErrUnavailable)
 		wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-any", serverA, 0, nil, time.Now()), stream.ErrUnavailable)
+		wantErr(t, "Cancel", s.Cancel(ctx, alice, "req-any"), stream.ErrUnavailable)
 	})
 }

@@ -56,12 +56,8 @@ type UsageRecord struct {
 	TTFTMs int64 `json:"ttft_ms"`
 	// LatencyMs is the time from arrival to the terminal frame.
 	LatencyMs int64 `json:"latency_ms"`
-	// QueueWaitMs is the time spent waiting for admission.
-	QueueWaitMs int64 `json:"queue_wait_ms"`
 	// Chunks is the number of chunk frames (the last seq).
 	Chunks int `json:"chunks"`
-	// Resumes counts resume/replay requests served for this request.
-	Resumes int `json:"resumes"`
 	// Server is the task (JETWAY_SERVER_ID) that ran the request.
 	Server string `json:"server"`
 	// Door is how the request came in: "ws" (the WebSocket protocol) or

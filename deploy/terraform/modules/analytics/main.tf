@@ -33,9 +33,7 @@ locals {
     { name = "cost_usd", type = "double" },
     { name = "ttft_ms", type = "bigint" },
     { name = "latency_ms", type = "bigint" },
-    { name = "queue_wait_ms", type = "bigint" },
     { name = "chunks", type = "int" },
-    { name = "resumes", type = "int" },
     { name = "server", type = "string" },
     { name = "door", type = "string" },
   ]
@@ -455,15 +453,14 @@ locals {
       SQL
     }
     ttft-latency-by-model = {
-      description = "TTFT, latency and admission wait percentiles per model, answered requests, last 24 hours"
+      description = "TTFT and latency percentiles per model, answered requests, last 24 hours"
       query       = <<-SQL
         SELECT model,
                count(*) AS requests,
                approx_percentile(ttft_ms, 0.5) AS ttft_p50_ms,
                approx_percentile(ttft_ms, 0.95) AS ttft_p95_ms,
                approx_percentile(latency_ms, 0.5) AS latency_p50_ms,
-               approx_percentile(latency_ms, 0.95) AS latency_p95_ms,
-               approx_percentile(queue_wait_ms, 0.95) AS queue_wait_p95_ms
+               approx_percentile(latency_ms, 0.95) AS latency_p95_ms
         FROM ${local.table}
         WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '1' day, '%Y'))
           AND year || month || day >= date_format(current_date - interval '1' day, '%Y%m%d')
@@ -499,14 +496,14 @@ locals {
         LIMIT 50
       SQL
     }
-    fallbacks-cache-resumes = {
-      description = "Fallback rate, cache-hit rate and resumes per tenant and app, last 7 days"
+    fallbacks-cache-interruptions = {
+      description = "Fallback rate, cache-hit rate and interrupted requests per tenant and app, last 7 days"
       query       = <<-SQL
         SELECT tenant, app,
                count(*) AS requests,
                round(avg(CASE WHEN fallback_from <> '' THEN 1.0 ELSE 0.0 END), 4) AS fallback_rate,
                round(avg(CASE WHEN cached THEN 1.0 ELSE 0.0 END), 4) AS cache_hit_rate,
-               sum(resumes) AS resumes
+               sum(CASE WHEN outcome = 'interrupted' THEN 1 ELSE 0 END) AS interrupted
         FROM ${local.table}
         WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '7' day, '%Y'))
           AND year || month || day >= date_format(current_date - interval '7' day, '%Y%m%d')

@@ -50,16 +50,6 @@ locals {
       ]
     },
     {
-      title  = "Admission queue wait (ms)"
-      stat   = "p95"
-      period = 60
-      metrics = [
-        [local.ns, "QueueWait", { label = "p50", stat = "p50" }],
-        [local.ns, "QueueWait", { label = "p95", stat = "p95" }],
-        [local.ns, "QueueWait", { label = "max", stat = "Maximum" }],
-      ]
-    },
-    {
       title  = "Errors and 429s by tenant/app"
       stat   = "Sum"
       period = 300
@@ -273,23 +263,6 @@ resource "aws_cloudwatch_metric_alarm" "ttft" {
   evaluation_periods  = 3
   comparison_operator = "GreaterThanThreshold"
   threshold           = var.ttft_p95_threshold_ms
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = local.actions
-  ok_actions          = local.actions
-
-  tags = var.tags
-}
-
-resource "aws_cloudwatch_metric_alarm" "queue_wait" {
-  alarm_name          = "${var.name}-queue-wait-p95"
-  alarm_description   = "Admission wait p95 above ${var.queue_wait_p95_threshold_ms} ms for 15 minutes: tasks are at their in-flight limit."
-  namespace           = local.ns
-  metric_name         = "QueueWait"
-  extended_statistic  = "p95"
-  period              = 300
-  evaluation_periods  = 3
-  comparison_operator = "GreaterThanThreshold"
-  threshold           = var.queue_wait_p95_threshold_ms
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.actions
   ok_actions          = local.actions

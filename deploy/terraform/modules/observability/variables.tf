@@ -84,12 +84,6 @@ variable "ttft_p95_threshold_ms" {
   default     = 5000
 }
 
-variable "queue_wait_p95_threshold_ms" {
-  description = "Alarm when the fleet-wide admission wait p95 stays above this for 15 minutes."
-  type        = number
-  default     = 1000
-}
-
 variable "cpu_threshold" {
   description = "Alarm when the service's average CPU stays above this percentage for 15 minutes (autoscaling is at its maximum or too slow)."
   type        = number

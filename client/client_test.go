@@ -1,0 +1,394 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// server is a small WebSocket server that speaks the protocol: each
+// connection gets ready, then runs the next script (the last one repeats).
+type server struct {
+	t       *testing.T
+	url     string
+	mu      sync.Mutex
+	scripts []func(*peer)
+	conns   int
+	open    []*websocket.Conn
+	closing atomic.Bool // the test is over: writes may fail
+}
+
+// peer is the server's side of one connection.
+type peer struct {
+	t  *testing.T
+	s  *server
+	ws *websocket.Conn
+}
+
+func newServer(t *testing.T, scripts ...func(*peer)) *server {
+	t.Helper()
+	s := &server{t: t, scripts: scripts}
+	up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
+	var wg sync.WaitGroup
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		script := s.scripts[min(s.conns, len(s.scripts)-1)]
+		s.conns++
+		s.open = append(s.open, ws)
+		s.mu.Unlock()
+		wg.Add(1)
+		defer wg.Done()
+		defer ws.Close()
+		p := &peer{t: t, s: s, ws: ws}
+		p.send(protocol.Ready{Type: protocol.TypeReady, SessionID: r.URL.Query().Get("session_id"),
+			Protocol: protocol.Subprotocol, HeartbeatS: 25, ExpiresAt: protocol.Timestamp(time.Now().Add(time.Hour))})
+		script(p)
+	}))
+	t.Cleanup(func() {
+		// End the scripts still waiting on a connection the client kept.
+		s.closing.Store(true)
+		s.mu.Lock()
+		for _, ws := range s.open {
+			_ = ws.NetConn().Close()
+		}
+		s.mu.Unlock()
+		ts.Close()
+		wg.Wait()
+	})
+	s.url = "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/ws"
+	return s
+}
+
+func (p *peer) send(frame any) {
+	if err := p.ws.WriteMessage(websocket.TextMessage, protocol.Encode(frame)); err != nil && !p.s.closing.Load() {
+		p.t.Errorf("server write: %v", err)
+	}
+}
+
+func (p *peer) chunk(id string, seq int, text string) {
+	p.send(protocol.Chunk{Type: protocol.TypeChunk, RequestID: id, Seq: seq, Text: text})
+}
+
+// read returns the client's next frame (zero Inbound when the socket ended).
+func (p *peer) read() protocol.Inbound {
+	_ = p.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := p.ws.ReadMessage()
+	if err != nil {
+		return protocol.Inbound{}
+	}
+	in, err := protocol.Decode(data)
+	if err != nil {
+		p.t.Errorf("client sent an invalid frame %s: %v", data, err)
+	}
+	return in
+}
+
+// drop ends the connection without a close frame, as a network fault would.
+func (p *peer) drop() { _ = p.ws.NetConn().Close() }
+
+// waitClose reads until the client goes away.
+func (p *peer) waitClose() {
+	for p.read().Type != "" {
+	}
+}
+
+func accepted(id string) protocol.Accepted {
+	return protocol.Accepted{Type: protocol.TypeAccepted, RequestID: id, Model: "m"}
+}
+
+func done(id string, chunks int, text string) protocol.Done {
+	return protocol.Done{Type: protocol.TypeDone, RequestID: id, Chunks: chunks, Text: text, Model: "m"}
+}
+
+func dial(t *testing.T, s *server, mod func(*Options)) *Client {
+	t.Helper()
+	o := Options{URLs: []string{s.url}, Token: func(context.Context) (string, error) { return "tok", nil },
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, o)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func wait(t *testing.T, call *Call) (*Done, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := call.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("call %s did not finish", call.ID)
+	}
+	return d, err
+}
+
+// sendCollecting sends a request whose OnChunk records each seq delivered.
+func sendCollecting(t *testing.T, c *Client, id string) (*Call, func() []int) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []int
+	r := ask(id)
+	r.OnChunk = func(seq int, _ string) { mu.Lock(); got = append(got, seq); mu.Unlock() }
+	call, err := c.Send(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call, func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+}
+
+func ask(id string) Request {
+	return Request{RequestID: id, Messages: []Message{{Role: "user", Content: "hi"}}}
+}
+
+func TestBackoffIsJitteredWithinBounds(t *testing.T) {
+	lo, hi := 100*time.Millisecond, 5*time.Second
+	if d := backoff(1, lo, hi); d != 0 {
+		t.Fatalf("first attempt waits %s, want 0", d)
+	}
+	for attempt := 2; attempt <= 40; attempt++ {
+		bound := min(lo<<min(attempt-1, 10), hi)
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := backoff(attempt, lo, hi)
+			if d <= 0 || d > bound {
+				t.Fatalf("attempt %d waits %s, want in (0, %s]", attempt, d, bound)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 100 {
+			t.Fatalf("attempt %d: %d distinct waits in 200, want jitter", attempt, len(seen))
+		}
+	}
+}
+
+// After a drop the client resumes from the last contiguous seq; chunks that
+// arrived beyond a gap, and replays, are delivered once, in order.
+func TestReconnectResumesFromLastContiguousSeq(t *testing.T) {
+	const id = "resume-req-1"
+	resumedAfter := make(chan int, 1)
+	s := newServer(t,
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id {
+				t.Errorf("first frame %+v, want the request", in)
+			}
+			p.send(accepted(id))
+			p.chunk(id, 1, "a")
+			p.chunk(id, 2, "b")
+			p.chunk(id, 4, "d") // 3 is lost
+			p.drop()
+		},
+		func(p *peer) {
+			in := p.read()
+			if in.Type != protocol.TypeResume || in.RequestID != id {
+				t.Errorf("after the reconnect %+v, want resume", in)
+			}
+			resumedAfter <- in.AfterSeq
+			p.chunk(id, 3, "c")
+			p.chunk(id, 4, "d") // a replay of what arrived beyond the gap
+			p.chunk(id, 5, "e")
+			p.send(done(id, 5, "abcde"))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, seqs := sendCollecting(t, c, id)
+	d, err := wait(t, call)
+	if err != nil || d.Text != "abcde" {
+		t.Fatalf("result %+v, %v", d, err)
+	}
+	if after := <-resumedAfter; after != 2 {
+		t.Fatalf("resumed after seq %d, want 2 (the last contiguous)", after)
+	}
+	if got := seqs(); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
+		t.Fatalf("OnChunk seqs %v, want 1..5 once each", got)
+	}
+	st := call.Stats()
+	if st.Duplicates != 1 || st.OutOfOrder != 1 || st.Resumes != 1 || c.Reconnects.Load() != 1 || st.Mismatch {
+		t.Fatalf("stats %+v, reconnects %d", st, c.Reconnects.Load())
+	}
+}
+
+// A request the server never acknowledged is sent again, as a request, on
+// the next connection.
+func TestReconnectResendsUnacceptedRequest(t *testing.T) {
+	const id = "resend-req-1"
+	s := newServer(t,
+		func(p *peer) {
+			p.read() // the request is lost with the connection
+			p.drop()
+		},
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id || len(in.Messages) != 1 {
+				t.Errorf("after the reconnect %+v, want the request again", in)
+			}
+			p.send(accepted(id))
+			p.chunk(id, 1, "ok")
+			p.send(done(id, 1, "ok"))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := wait(t, call); err != nil || d.Text != "ok" {
+		t.Fatalf("result %+v, %v", d, err)
+	}
+}
+
+// A request with no accepted within AcceptTimeout is sent again on the same connection.
+func TestAcceptTimeoutResends(t *testing.T) {
+	const id = "resend-req-2"
+	s := newServer(t, func(p *peer) {
+		first, again := p.read(), p.read()
+		if first.Type != protocol.TypeRequest || again.Type != protocol.TypeRequest || again.RequestID != id {
+			t.Errorf("frames %+v then %+v, want the request twice", first, again)
+		}
+		p.send(accepted(id))
+		p.send(done(id, 0, ""))
+		p.waitClose()
+	})
+	c := dial(t, s, func(o *Options) { o.AcceptTimeout = 20 * time.Millisecond })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); err != nil {
+		t.Fatal(err)
+	}
+	if st := call.Stats(); st.Resends < 1 {
+		t.Fatalf("stats %+v, want a resend", st)
+	}
+}
+
+// Replayed chunks and a doubled terminal reach the caller once.
+func TestDedupesReplayedChunksAndTerminals(t *testing.T) {
+	const id, next = "dedupe-req-1", "dedupe-req-2"
+	s := newServer(t, func(p *peer) {
+		p.read()
+		p.send(accepted(id))
+		p.chunk(id, 1, "a")
+		p.chunk(id, 1, "a")
+		p.chunk(id, 2, "b")
+		p.send(done(id, 2, "ab"))
+		p.send(done(id, 2, "ab"))
+		p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeInternal, Status: 500})
+		// A second request: its answer, read after the frames above, marks them handled.
+		p.read()
+		p.send(accepted(next))
+		p.send(done(next, 0, ""))
+		p.waitClose()
+	})
+	c := dial(t, s, nil)
+	call, seqs := sendCollecting(t, c, id)
+	d, err := wait(t, call)
+	if err != nil || d.Text != "ab" || d.Chunks != 2 {
+		t.Fatalf("result %+v, %v", d, err)
+	}
+	after, err := c.Send(context.Background(), ask(next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := seqs(); !slices.Equal(got, []int{1, 2}) || call.Text() != "ab" {
+		t.Fatalf("OnChunk seqs %v, text %q", got, call.Text())
+	}
+	if st := call.Stats(); st.Duplicates != 1 || st.ChunksReceived != 3 || st.Terminals != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The later terminals changed nothing.
+	if d2, err := call.Wait(context.Background()); d2 != d || err != nil {
+		t.Fatalf("Wait after the replayed terminals: %+v, %v", d2, err)
+	}
+}
+
+// An error frame is the call's result, as *Error with its fields.
+func TestErrorFrameIsTheResult(t *testing.T) {
+	const id = "error-req-1"
+	s := newServer(t, func(p *peer) {
+		p.read()
+		p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeQuotaExceeded,
+			Status: 429, Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 1500, Window: "hour"})
+		p.waitClose()
+	})
+	c := dial(t, s, nil)
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wait(t, call)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != protocol.CodeQuotaExceeded || e.RetryAfter() != 1500*time.Millisecond || e.Window != "hour" {
+		t.Fatalf("error %v (%+v)", err, e)
+	}
+}
+
+// Without Reconnect a lost connection fails the unfinished calls.
+func TestLostConnectionFailsCallsWithoutReconnect(t *testing.T) {
+	s := newServer(t, func(p *peer) {
+		p.read()
+		p.drop()
+	})
+	c := dial(t, s, nil)
+	call, err := c.Send(context.Background(), ask("lost-req-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("error %v, want ErrDisconnected", err)
+	}
+}
+
+// A request refused with draining is sent again on the connection the
+// client opens away from the draining server.
+func TestDrainingRefusalIsSentAgainElsewhere(t *testing.T) {
+	const id = "drain-req-1"
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(protocol.Draining{Type: protocol.TypeDraining, ReconnectAfterMs: 1})
+			p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeDraining, Status: 503, Retryable: true})
+			p.waitClose()
+		},
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id {
+				t.Errorf("on the new connection %+v, want the request", in)
+			}
+			p.send(accepted(id))
+			p.send(done(id, 0, ""))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	if st := call.Stats(); st.Resends != 1 {
+		t.Fatalf("stats %+v, want one resend", st)
+	}
+}

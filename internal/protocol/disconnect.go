@@ -1,0 +1,63 @@
+package protocol
+
+import (
+	"fmt"
+	"time"
+)
+
+// Disconnect is a WebSocket close: its code and the reason sent with it.
+// Every close the server or the client makes is one of the values below, so
+// a code and its reason are written once.
+type Disconnect struct {
+	Code   int
+	Reason string
+}
+
+func (d Disconnect) String() string { return fmt.Sprintf("%d %s", d.Code, d.Reason) }
+
+// The closes of protocol v1 (see PROTOCOL.md, "Close codes"). 1009, frame too
+// big, is sent by the WebSocket library itself when a frame passes the read
+// limit.
+var (
+	// DisconnectNormal is a client ending its session.
+	DisconnectNormal = Disconnect{Code: 1000}
+	// DisconnectShutdown ends a session once a draining server's requests
+	// have delivered their terminals (or the drain timeout passed).
+	DisconnectShutdown = Disconnect{Code: 1001, Reason: "server shutting down"}
+	// DisconnectInvalidData closes a connection that sent a text frame that
+	// is not UTF-8 (RFC 6455 8.1).
+	DisconnectInvalidData = Disconnect{Code: 1007, Reason: "text frame is not valid UTF-8"}
+	// DisconnectHeartbeat closes a connection that answered no ping within
+	// two heartbeats.
+	DisconnectHeartbeat = Disconnect{Code: 1008, Reason: "heartbeat timeout"}
+	// DisconnectInternal closes a session whose handler failed; the client
+	// reconnects and resumes.
+	DisconnectInternal = Disconnect{Code: 1011, Reason: "internal error"}
+	// DisconnectTokenExpired closes a session whose token ran out without an
+	// auth refresh.
+	DisconnectTokenExpired = Disconnect{Code: 4001, Reason: "token expired"}
+	// DisconnectTokenRejected closes a session whose auth frame carried a
+	// token that is invalid or for another user.
+	DisconnectTokenRejected = Disconnect{Code: 4001, Reason: "token rejected"}
+	// DisconnectSlow closes a client that stopped reading (its send queue
+	// stayed full for the write timeout); its answers can be resumed.
+	DisconnectSlow = Disconnect{Code: 4008, Reason: "slow consumer: resume your requests"}
+)
+
+// Chunk is one piece of an answer. The server writes it with AppendChunk
+// (same bytes as json.Marshal of this struct); clients decode it.
+type Chunk struct {
+	Type      string `json:"type"`
+	RequestID string `json:"request_id"`
+	Seq       int    `json:"seq"`
+	Text      string `json:"text"`
+}
+
+// Error makes an error frame a Go error (the public client returns it from
+// Call.Wait).
+func (e *Error) Error() string {
+	return fmt.Sprintf("jetway: %s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+// RetryAfter is the server's retry hint (retry_after_ms).
+func (e *Error) RetryAfter() time.Duration { return time.Duration(e.RetryAfterMs) * time.Millisecond }

@@ -1,0 +1,459 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// fakeGateway is the session's Gateway as func fields; a nil field answers
+// not_found.
+type fakeGateway struct {
+	submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error)
+	resume func(gateway.Caller, string) (*stream.Log, error)
+}
+
+var errNoSuchRequest = errors.New("no such request")
+
+func (g fakeGateway) Submit(c gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
+	if g.submit == nil {
+		return nil, 0, errNoSuchRequest
+	}
+	return g.submit(c, r)
+}
+
+func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
+	if g.resume == nil {
+		return nil, errNoSuchRequest
+	}
+	return g.resume(c, id)
+}
+
+// Rejoin answers as Resume does.
+func (g fakeGateway) Rejoin(c gateway.Caller, id string) (*stream.Log, error) { return g.Resume(c, id) }
+
+func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
+
+// fakeVerifier accepts for user u1 the token "good" (valid for an hour) and
+// "brief" (valid for 200ms), and for user u2 the token "other".
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(_ context.Context, token string) (auth.Principal, error) {
+	p := auth.Principal{Subject: "u1", Tenant: "t1", App: "a1", ExpiresAt: time.Now().Add(time.Hour)}
+	switch token {
+	case "good":
+	case "brief":
+		p.ExpiresAt = time.Now().Add(200 * time.Millisecond)
+	case "other":
+		p.Subject = "u2"
+	default:
+		return auth.Principal{}, auth.ErrBadSignature
+	}
+	return p, nil
+}
+
+// serve starts a hub behind httptest and returns it with its ws:// URL.
+func serve(t *testing.T, gw Gateway, logger *zap.Logger, o Options) (*Hub, string) {
+	t.Helper()
+	if logger == nil {
+		logger = zaptest.NewLogger(t)
+	}
+	h := NewHub(fakeVerifier{}, gw, nil, logger, o)
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		// Runs after the test's sockets are closed (cleanups run last
+		// first): wait for their sessions, which log until they end.
+		ts.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for h.Sessions() > 0 {
+			if time.Now().After(deadline) {
+				t.Errorf("%d sessions still open 10s after their sockets closed", h.Sessions())
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // poll
+		}
+	})
+	return h, "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+// dial opens a socket as a real client would and reads ready.
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	return dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}, HandshakeTimeout: 5 * time.Second}, "good")
+}
+
+func dialWith(t *testing.T, url string, d *websocket.Dialer, token string) *websocket.Conn {
+	t.Helper()
+	ws, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { _ = ws.Close() })
+	if f := read(t, ws); f["type"] != protocol.TypeReady {
+		t.Fatalf("first frame %v, want ready", f)
+	}
+	return ws
+}
+
+func read(t *testing.T, ws *websocket.Conn) map[string]any {
+	t.Helper()
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var f map[string]any
+	if err := ws.ReadJSON(&f); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return f
+}
+
+// closeCode reads until the socket ends and returns its close code.
+func closeCode(t *testing.T, ws *websocket.Conn) int {
+	t.Helper()
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("socket ended without a close: %v", err)
+			}
+			return ce.Code
+		}
+	}
+}
+
+func request(id string) map[string]any {
+	return map[string]any{"type": "request", "request_id": id,
+		"messages": []map[string]string{{"role": "user", "content": "hi"}}}
+}
+
+// logOf returns a gateway that answers every request with one log, accepted at once.
+func logOf(l *stream.Log) fakeGateway {
+	return fakeGateway{submit: func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
+		l.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: l.RequestID}))
+		return l, 0, nil
+	}}
+}
+
+func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
+	release := make(chan struct{})
+	written := make(chan int, 16)
+	q := newSendQueue(2, 10, func(q *sendQueue) {
+		<-release // a writer stuck on a slow socket
+		for {
+			batch := q.take(nil)
+			if len(batch) == 0 {
+				return
+			}
+			written <- len(batch)
+		}
+	})
+	defer func() { close(release); q.shutAndWait() }()
+	never := make(chan struct{})
+	push := func(n int) error { return q.push(item{frame: make([]byte, n)}, 20*time.Millisecond, never, false) }
+	if err := push(4); err != nil {
+		t.Fatalf("first frame: %v", err)
+	}
+	if err := push(7); !errors.Is(err, errQueueFull) {
+		t.Fatalf("4+7 bytes over a 10-byte bound: %v, want errQueueFull", err)
+	}
+	if err := push(6); err != nil {
+		t.Fatalf("4+6 bytes: %v", err)
+	}
+	if err := push(0); !errors.Is(err, errQueueFull) {
+		t.Fatalf("a third frame over a 2-frame bound: %v, want errQueueFull", err)
+	}
+	if err := q.push(item{close: &protocol.DisconnectSlow}, time.Millisecond, never, false); err != nil {
+		t.Fatalf("a close always fits: %v", err)
+	}
+	done := make(chan struct{})
+	close(done)
+	if err := q.push(item{frame: []byte("x")}, time.Hour, done, false); !errors.Is(err, errQueueClosed) {
+		t.Fatalf("push after its context ended: %v, want errQueueClosed", err)
+	}
+}
+
+func TestSendQueueTakesOversizedFrameWhenEmpty(t *testing.T) {
+	got := make(chan int, 4)
+	q := newSendQueue(2, 10, func(q *sendQueue) {
+		for {
+			batch := q.take(nil)
+			if len(batch) == 0 {
+				return
+			}
+			for _, it := range batch {
+				got <- len(it.frame)
+			}
+		}
+	})
+	if err := q.push(item{frame: make([]byte, 100)}, time.Millisecond, nil, false); err != nil {
+		t.Fatalf("a frame over the byte bound into an empty queue: %v", err)
+	}
+	if n := <-got; n != 100 {
+		t.Fatalf("wrote %d bytes, want 100", n)
+	}
+	q.shutAndWait()
+	if err := q.push(item{frame: []byte("x")}, time.Millisecond, nil, false); !errors.Is(err, errQueueClosed) {
+		t.Fatalf("push after shut: %v", err)
+	}
+}
+
+// A client that stops reading is closed (4008 when the close frame still
+// fits in the stalled socket, else the connection just ends), never waited on.
+func TestSlowConsumerClosed(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	l := stream.NewLog("u1", "slow-request-1", "")
+	text := strings.Repeat("x", 64<<10)
+	_, url := serve(t, logOf(l), zap.New(core), Options{SendQueueFrames: 4, SocketSendBuffer: 4096, WriteTimeout: 200 * time.Millisecond})
+	ws := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol},
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(4096) // a client that stops reading fills this at once
+			}
+			return c, err
+		}}, "good")
+	if err := ws.WriteJSON(request("slow-request-1")); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing while the answer grows far past both sockets' buffers.
+	for range 128 {
+		l.Append(text)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for logs.FilterMessage("slow_consumer").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no slow_consumer within 20s")
+		}
+		time.Sleep(10 * time.Millisecond) // poll
+	}
+	code := closeCode(t, ws)
+	if n := logs.FilterMessage("slow_consumer").Len(); n != 1 {
+		t.Fatalf("%d slow_consumer events for one connection, want 1", n) // the writer and a producer may both see it
+	}
+	if code != protocol.DisconnectSlow.Code && code != websocket.CloseAbnormalClosure {
+		t.Fatalf("closed with %d, want %d (or 1006 when the close frame did not fit)", code, protocol.DisconnectSlow.Code)
+	}
+}
+
+// A client that answers no ping is closed 1008 after two heartbeats; one
+// that does stays open.
+func TestHeartbeat(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{Heartbeat: 50 * time.Millisecond})
+
+	answers := dial(t, url)
+	pings := make(chan struct{}, 100)
+	answers.SetPingHandler(func(data string) error {
+		pings <- struct{}{}
+		return answers.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	go func() {
+		for {
+			if _, _, err := answers.ReadMessage(); err != nil {
+				close(pings)
+				return
+			}
+		}
+	}()
+	for i := range 8 { // 8 heartbeats: far past the 2.5 a silent client gets
+		select {
+		case _, ok := <-pings:
+			if !ok {
+				t.Fatalf("a client answering pings was closed after %d pings", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no ping %d", i+1)
+		}
+	}
+
+	silent := dial(t, url)
+	silent.SetPingHandler(func(string) error { return nil }) // reads, but never answers a ping
+	if code := closeCode(t, silent); code != protocol.DisconnectHeartbeat.Code {
+		t.Fatalf("silent client closed with %d, want %d", code, protocol.DisconnectHeartbeat.Code)
+	}
+}
+
+func TestDrainFrameThenGoingAway(t *testing.T) {
+	l := stream.NewLog("u1", "drain-request-1", "")
+	h, url := serve(t, logOf(l), nil, Options{ReconnectAfter: 1500 * time.Millisecond})
+	ws := dial(t, url)
+	if err := ws.WriteJSON(request("drain-request-1")); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, ws); f["type"] != protocol.TypeAccepted {
+		t.Fatalf("got %v, want accepted", f)
+	}
+	h.Drain()
+	f := read(t, ws)
+	if f["type"] != protocol.TypeDraining || f["reconnect_after_ms"] != 1500.0 {
+		t.Fatalf("got %v, want draining with reconnect_after_ms 1500", f)
+	}
+	// New work is refused on a draining session; the socket stays open.
+	if err := ws.WriteJSON(request("drain-request-2")); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, ws); f["code"] != protocol.CodeDraining || f["request_id"] != "drain-request-2" {
+		t.Fatalf("got %v, want error draining for drain-request-2", f)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- h.Close(context.Background()) }()
+	// The request in flight still finishes before the close.
+	l.Append("hello")
+	l.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
+	if f := read(t, ws); f["type"] != protocol.TypeChunk || f["text"] != "hello" {
+		t.Fatalf("got %v, want the chunk", f)
+	}
+	if f := read(t, ws); f["type"] != protocol.TypeDone {
+		t.Fatalf("got %v, want done", f)
+	}
+	if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectShutdown.Code)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func TestInvalidFramesKeepTheSocketOpen(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{MaxFrameBytes: 1024})
+	ws := dial(t, url)
+	for _, bad := range []struct {
+		kind int
+		data string
+		id   string
+	}{
+		{websocket.TextMessage, "not json", ""},
+		{websocket.TextMessage, `{"type":"bogus","request_id":"bad-type-1"}`, "bad-type-1"},
+		{websocket.TextMessage, `{"type":"request","request_id":"no-messages-1","messages":[]}`, "no-messages-1"},
+		{websocket.BinaryMessage, `{"type":"ping"}`, ""},
+	} {
+		if err := ws.WriteMessage(bad.kind, []byte(bad.data)); err != nil {
+			t.Fatal(err)
+		}
+		f := read(t, ws)
+		if f["type"] != protocol.TypeError || f["code"] != protocol.CodeInvalidRequest || f["status"] != 400.0 {
+			t.Fatalf("%q: got %v, want error invalid_request 400", bad.data, f)
+		}
+		if id, _ := f["request_id"].(string); id != bad.id {
+			t.Fatalf("%q: request_id %q, want %q", bad.data, id, bad.id)
+		}
+	}
+	if err := ws.WriteJSON(map[string]any{"type": "ping", "t": 7}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, ws); f["type"] != protocol.TypePong || f["t"] != 7.0 {
+		t.Fatalf("after the bad frames: %v, want pong", f)
+	}
+	// Only a frame over the size bound ends the socket (1009).
+	big, _ := json.Marshal(map[string]string{"type": "ping", "pad": strings.Repeat("x", 2048)})
+	if err := ws.WriteMessage(websocket.TextMessage, big); err != nil {
+		t.Fatal(err)
+	}
+	if code := closeCode(t, ws); code != websocket.CloseMessageTooBig {
+		t.Fatalf("closed with %d, want 1009", code)
+	}
+}
+
+// Refusals before the upgrade are plain HTTP with a JSON error body.
+func TestUpgradeRefusals(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{MaxConnsPerUser: 1, AllowedOrigins: []string{"https://chat.example"}})
+	dial(t, url) // the user's one connection
+	for _, tc := range []struct {
+		name   string
+		url    string
+		header http.Header
+		status int
+		code   string
+	}{
+		{"no token", url, nil, 401, protocol.CodeUnauthorized},
+		{"bad token", url, http.Header{"Authorization": {"Bearer bad"}}, 401, protocol.CodeUnauthorized},
+		{"token in the query", url + "?access_token=good", http.Header{"Authorization": {"Bearer good"}}, 401, protocol.CodeUnauthorized},
+		{"bad session id", url + "?session_id=x", http.Header{"Authorization": {"Bearer good"}}, 400, protocol.CodeInvalidRequest},
+		{"origin", url, http.Header{"Authorization": {"Bearer good"}, "Origin": {"https://evil.example"}}, 403, protocol.CodeForbidden},
+		{"over the per-user cap", url, http.Header{"Authorization": {"Bearer good"}}, 429, protocol.CodeRateLimited},
+	} {
+		d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
+		ws, resp, err := d.Dial(tc.url, tc.header)
+		if err == nil {
+			_ = ws.Close()
+			t.Fatalf("%s: upgraded", tc.name)
+		}
+		var body struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if resp == nil || json.NewDecoder(resp.Body).Decode(&body) != nil || resp.StatusCode != tc.status ||
+			body.Error.Code != tc.code || body.Error.Message == "" {
+			t.Fatalf("%s: %v %+v, want %d %s", tc.name, resp, body, tc.status, tc.code)
+		}
+		_ = resp.Body.Close()
+	}
+}
+
+// A token that runs out closes the session with 4001 after an error frame;
+// an auth frame with a fresh token for the same user keeps it, another
+// user's token closes it.
+func TestTokenExpiryAndRefresh(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{})
+	d := &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
+
+	expires := dialWith(t, url, d, "brief")
+	if f := read(t, expires); f["type"] != protocol.TypeError || f["code"] != protocol.CodeUnauthorized {
+		t.Fatalf("at expiry: %v, want error unauthorized", f)
+	}
+	if code := closeCode(t, expires); code != protocol.DisconnectTokenExpired.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenExpired.Code)
+	}
+
+	refreshed := dialWith(t, url, d, "brief")
+	if err := refreshed.WriteJSON(map[string]string{"type": "auth", "token": "good"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, refreshed); f["type"] != protocol.TypeAuthOK {
+		t.Fatalf("refresh: %v, want auth_ok", f)
+	}
+	// Past the first token's expiry the session is still open.
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if err := refreshed.WriteJSON(map[string]string{"type": "ping"}); err != nil {
+			t.Fatal(err)
+		}
+		if f := read(t, refreshed); f["type"] != protocol.TypePong {
+			t.Fatalf("after the refresh: %v, want pong", f)
+		}
+	}
+	if err := refreshed.WriteJSON(map[string]string{"type": "auth", "token": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, refreshed); f["code"] != protocol.CodeUnauthorized {
+		t.Fatalf("another user's token: %v, want error unauthorized", f)
+	}
+	if code := closeCode(t, refreshed); code != protocol.DisconnectTokenRejected.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenRejected.Code)
+	}
+}
+
+// A text frame that is not UTF-8 ends the socket with 1007.
+func TestInvalidUTF8Closes(t *testing.T) {
+	_, url := serve(t, fakeGateway{}, nil, Options{})
+	ws := dial(t, url)
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("{\"type\":\"ping\",\"t\":\"\xff\"}")); err != nil {
+		t.Fatal(err)
+	}
+	if code := closeCode(t, ws); code != protocol.DisconnectInvalidData.Code {
+		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectInvalidData.Code)
+	}
+}
