@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +80,7 @@ func TestAbuseRefusalFlood(t *testing.T) {
 	// At most the burst plus the refill over the flood's duration went through.
 	budget := int64(gateway.DefaultMaxRefusalsPerUser) + int64(math.Ceil(took.Seconds()*gateway.DefaultMaxRefusalsPerUser)) + 1
 	t.Logf("%d refused requests in %s: %v; usage files %d bytes; log +%d bytes; /metrics %d -> %d bytes (load: %s)",
-		n, took.Round(time.Millisecond), codes, usage, after.logBytes-before.logBytes, before.metricsBytes, after.metricsBytes, loadavg())
+		n, took.Round(time.Millisecond), codes, usage, after.logBytes-before.logBytes, before.metricsBytes, after.metricsBytes, loadAverage())
 	if codes["model_not_allowed"] > int(budget) || codes["rate_limited"] < n-int(budget) {
 		t.Errorf("answers %v: want at most %d model_not_allowed, the rest rate_limited", codes, budget)
 	}
@@ -91,11 +90,6 @@ func TestAbuseRefusalFlood(t *testing.T) {
 	if d := after.logBytes - before.logBytes; d > budget*2048+8192 {
 		t.Errorf("log grew by %d bytes: more than %d refusals' worth (2 KiB each)", d, budget)
 	}
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.Join(strings.Fields(string(b))[:min(3, len(strings.Fields(string(b))))], " ")
 }
 
 // TestRequestsTableFailureIsVisible: with the requests table set and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/auth/authtest"
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
@@ -105,6 +106,12 @@ func TestPerUserCapsPerTenantAndApp(t *testing.T) {
 	if f, _ := contoso.readUntil("error"); f["code"] != "rate_limited" || f["request_id"] != "cap-contoso-2" {
 		t.Fatalf("contoso's second request: %v, want rate_limited", f)
 	}
+}
+
+// supportOwner is the request-record owner of sub on Contoso's support
+// assistant (the app of w.dial): records belong to tenant, app and user.
+func supportOwner(sub string) string {
+	return auth.Principal{Tenant: "contoso", App: "support-assistant", Subject: sub}.Owner()
 }
 
 func withEnv(env map[string]string, k, v string) map[string]string {

@@ -10,6 +10,7 @@
 //	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
 //	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
 //	durable.go    follow another server's record; interrupt it when its lease passed
+//	refusals.go   the per-user refusal budget; the rejected line of refusals outside a flight
 package gateway
 
 import (
