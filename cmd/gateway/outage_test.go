@@ -152,3 +152,45 @@ func testDynamoOutage(t *testing.T, env map[string]string) {
 		}
 	}
 }
+
+// TestRequestsTableOutageGivesCleanBusy: with the requests table down (the
+// quota in memory), the record's put, made beside the model call, fails:
+// the request ends with exactly one retryable busy, no accepted frame and
+// nothing streamed, within a bounded time, and the model call is stopped.
+func TestRequestsTableOutageGivesCleanBusy(t *testing.T) {
+	w := newWorld(t, fastPace())
+	endpoint := dynalitetest.Start(t)
+	proxy := newSwitchProxy(t, endpoint[len("http://"):])
+	table := dynalitetest.TableName(t)
+	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_REQUESTS_TABLE": table}, "tables", "create")
+	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": proxy.URL(), "JETWAY_REQUESTS_TABLE": table})
+	c := w.dial(g, "olga", nil)
+	if _, err := waitCall(t, mustSend(t, c, ask("before the outage")), 20*time.Second); err != nil {
+		t.Fatalf("before the outage: %v", err)
+	}
+	proxy.down.Store(true)
+	proxy.cut()
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		call := mustSend(t, c, ask("during the outage"))
+		_, err := waitCall(t, call, 20*time.Second)
+		e, ok := err.(*client.Error)
+		if !ok || e.Code != "busy" || !e.Retryable || e.Status != 503 {
+			t.Fatalf("during the outage: %v, want retryable busy", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("busy took %s: a hang, not a clean error", took)
+		}
+		if st := call.Stats(); call.AcceptedFrame() != nil || call.Text() != "" || st.Terminals != 1 {
+			t.Fatalf("a request whose record was not stored was accepted or streamed: accepted %v, text %q, stats %+v",
+				call.AcceptedFrame(), call.Text(), st)
+		}
+	}
+	if n := len(g.logs.Find("rejected", "")); n != 3 {
+		t.Fatalf("%d rejected log lines, want 3 (one per request):\n%s", n, g.logs.String())
+	}
+	proxy.down.Store(false)
+	if _, err := waitCall(t, mustSend(t, c, ask("after the outage")), 20*time.Second); err != nil {
+		t.Fatalf("after the outage: %v", err)
+	}
+}

@@ -279,9 +279,17 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 	if len(bad) > 0 {
 		t.Fatalf("%d streams went wrong, first: %v", len(bad), bad[:min(5, len(bad))])
 	}
-	if n := w.mock.Requests("mock-a"); n != users*perUser {
-		t.Fatalf("model calls %d, want %d (one per request)", n, users*perUser)
+	// A request re-sent to another server before its accepted frame arrived
+	// starts a model call there beside the record's put; the put finds the
+	// record and that call is stopped before it delivers anything.
+	stopped := 0
+	for _, s := range cl.servers {
+		stopped += len(s.logs.Find("follows_other_server", ""))
 	}
+	if n := w.mock.Requests("mock-a"); n < users*perUser || n > int64(users*perUser+stopped) {
+		t.Fatalf("model calls %d, want %d (one per request) plus at most the %d stopped duplicates", n, users*perUser, stopped)
+	}
+	t.Logf("model calls %d: %d requests, %d duplicates stopped", w.mock.Requests("mock-a"), users*perUser, stopped)
 }
 
 func mustSend(t *testing.T, c *client.Client, r client.Request) *client.Call {

@@ -80,6 +80,7 @@ type Metrics struct {
 	retainedBytes   prometheus.Gauge
 	retainedEvicted prometheus.Counter
 	refusalsLimited prometheus.Counter
+	followed        prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -109,6 +110,7 @@ type Metrics struct {
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
 //	refusals_limited_total                counter
+//	requests_followed_total               counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -148,12 +150,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
 		refusalsLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "refusals_limited_total",
 			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
+		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
+			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.refusalsLimited)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited)
 	}
 	return m
 }
@@ -381,4 +385,14 @@ func (m *Metrics) RetainedAnswerEvicted() {
 		return
 	}
 	m.retainedEvicted.Inc()
+}
+
+// RequestFollowed counts a request whose record another server already
+// held when this one tried to store it: the local model call was stopped
+// and this server follows the owner's record.
+func (m *Metrics) RequestFollowed() {
+	if m == nil {
+		return
+	}
+	m.followed.Inc()
 }
