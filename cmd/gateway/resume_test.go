@@ -165,7 +165,7 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 	// No record is left running, and the quota was settled (nothing stays reserved at max_tokens).
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
 	for i, call := range calls {
-		rec, err := store.Get(context.Background(), fmt.Sprintf("kill-user-%d", i), call.ID)
+		rec, err := store.Get(context.Background(), supportOwner(fmt.Sprintf("kill-user-%d", i)), call.ID)
 		if err != nil || !rec.Ended() {
 			t.Fatalf("%s: record %+v (%v) is not ended", call.ID, rec, err)
 		}
