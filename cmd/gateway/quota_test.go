@@ -51,10 +51,10 @@ func TestArticleTest2Kill(t *testing.T) {
 // test2Result is one Test 2 run: the clients' tally, the item's final usage
 // and leases after the surviving servers drained, and the model calls.
 type test2Result struct {
-	boarded, rejected429, other, neverHeard, charged int64
-	used, calls                                      int64
-	leases                                           map[string]quota.Lease
-	killedOwner                                      string
+	boarded, rejected429, rateLimited, other, neverHeard, charged int64
+	used, calls                                                   int64
+	leases                                                        map[string]quota.Lease
+	killedOwner                                                   string
 }
 
 func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
@@ -136,6 +136,13 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 					if e.Status != 429 || e.Message != "Token quota exceeded" || e.RetryAfterMs <= 0 || e.Scope != "app" || e.Window != "hour" {
 						t.Errorf("unclean 429: %+v", e)
 					}
+				case e != nil && e.Code == "rate_limited":
+					// Clients that keep asking after a refusal hit the
+					// per-user refusal budget: also a clean, immediate 429.
+					r.rateLimited++
+					if e.Status != 429 || e.RetryAfterMs <= 0 {
+						t.Errorf("unclean rate_limited: %+v", e)
+					}
 				default:
 					r.other++
 					t.Errorf("unexpected outcome: %v", err)
@@ -176,8 +183,8 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		t.Fatal(err)
 	}
 	r.used, r.leases, r.calls = st.Used.Tokens, st.Leases, w.mock.Requests("mock-a")
-	t.Logf("Test 2 (kill=%v): boarded=%d clean429=%d past_limit=%d never_heard=%d charged=%d settled=%d/%d model_calls=%d leases=%d",
-		kill, r.boarded, r.rejected429, max(0, r.used-limit), r.neverHeard, r.charged, r.used, limit, r.calls, len(r.leases))
+	t.Logf("Test 2 (kill=%v): boarded=%d clean429=%d rate_limited=%d past_limit=%d never_heard=%d charged=%d settled=%d/%d model_calls=%d leases=%d",
+		kill, r.boarded, r.rejected429, r.rateLimited, max(0, r.used-limit), r.neverHeard, r.charged, r.used, limit, r.calls, len(r.leases))
 	if r.boarded == 0 || r.rejected429 == 0 || r.neverHeard != 0 || r.other != 0 {
 		t.Fatalf("Test 2 tally %+v", r)
 	}
