@@ -60,6 +60,28 @@ type Done struct {
 	Blocks []Block `json:"blocks,omitempty"`
 }
 
+// ToolCalls returns the answer's tool_use blocks, in order.
+func (d *Done) ToolCalls() []Block {
+	var calls []Block
+	for _, b := range d.Blocks {
+		if b.Type == BlockToolUse {
+			calls = append(calls, b)
+		}
+	}
+	return calls
+}
+
+// ReasoningText returns the answer's reasoning, its blocks joined.
+func (d *Done) ReasoningText() string {
+	var s string
+	for _, b := range d.Blocks {
+		if b.Type == BlockReasoning {
+			s += b.Text
+		}
+	}
+	return s
+}
+
 // Error is an error frame: the terminal frame of a failed request, or the
 // only answer to a frame that was rejected.
 type Error struct {
