@@ -141,7 +141,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		qs.SetObserver(metrics)
 		qstore = qs
 	}
-	quotas := quota.New(qstore, quota.Options{Logger: logger})
+	lease, err := s.quotaLease()
+	if err != nil {
+		return err
+	}
+	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
+	g.Go(func() error { return quotas.Run(gctx) })
 
 	var records gateway.Records
 	if s.RequestsTable != "" {
@@ -252,7 +257,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
-		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID))
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("quota_lease_owner", lease.Owner))
 
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
@@ -269,6 +274,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ready.Store(false)
 		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
 		defer cancelDrain()
+		// No request is admitted any more: unused lease tokens go back to
+		// the other servers now, not when the leases expire.
+		if err := quotas.Drain(drainCtx); err != nil {
+			logger.Warn("quota_lease_return_failed", zap.Error(err))
+		}
 		if err := gw.Wait(drainCtx); err != nil {
 			logger.Warn("drain_deadline", zap.Error(err))
 		}

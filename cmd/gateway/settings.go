@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
@@ -69,6 +72,13 @@ type settings struct {
 	Pprof                bool
 	DynamoDBMaxAttempts  int
 	QuotaTable           string
+	QuotaLease           bool
+	QuotaLeaseTTL        time.Duration
+	QuotaLeaseAhead      time.Duration
+	QuotaLeaseBlock      time.Duration
+	QuotaLeaseFraction   float64
+	QuotaLeaseMinReqs    int
+	QuotaLeaseMaxItems   int
 	RequestsTable        string
 	CacheTable           string
 	CacheMaxBytes        int
@@ -179,6 +189,18 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 		}
 		fs.IntVar(p, flagName(key), v, usage+" ("+key+")")
 	}
+	fraction := func(p *float64, key string, def float64, usage string) {
+		v := def
+		if raw := getenv(key); raw != "" {
+			f, err := strconv.ParseFloat(raw, 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				errs = append(errs, fmt.Sprintf("%s=%q: want a fraction in (0, 1]", key, raw))
+			} else {
+				v = f
+			}
+		}
+		fs.Float64Var(p, flagName(key), v, usage+" ("+key+")")
+	}
 	boolean := func(p *bool, key string, def bool, usage string) {
 		v := def
 		if raw := getenv(key); raw != "" {
@@ -240,6 +262,13 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")
 	num(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call")
 	str(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)")
+	boolean(&s.QuotaLease, "JETWAY_QUOTA_LEASE", true, "with a quota table: admit from leased blocks of each limit, no DynamoDB call per request")
+	dur(&s.QuotaLeaseTTL, "JETWAY_QUOTA_LEASE_TTL", quota.DefaultLeaseTTL, "a quota lease's life after its last write (a killed server's tokens come back after it)")
+	dur(&s.QuotaLeaseAhead, "JETWAY_QUOTA_LEASE_AHEAD", quota.DefaultLeaseAhead, "what a quota lease write commits ahead, in time at the recent rate")
+	dur(&s.QuotaLeaseBlock, "JETWAY_QUOTA_LEASE_BLOCK", quota.DefaultLeaseBlock, "what a quota lease write takes from the limit ahead, in time at the recent rate")
+	fraction(&s.QuotaLeaseFraction, "JETWAY_QUOTA_LEASE_FRACTION", quota.DefaultLeaseFraction, "the largest share of a limit's headroom one quota lease write takes")
+	num(&s.QuotaLeaseMinReqs, "JETWAY_QUOTA_LEASE_MIN_REQUESTS", quota.DefaultLeaseMinRequests, "the smallest quota lease commitment, in requests")
+	num(&s.QuotaLeaseMaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
@@ -254,6 +283,24 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 // flagName turns JETWAY_MAX_INFLIGHT into max-inflight and AWS_REGION into aws-region.
 func flagName(key string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
+}
+
+// quotaLease returns the quota lease options: off without a quota table
+// (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
+// false. The owner is the server id plus a per-process random suffix, so a
+// restarted task never takes over the lease of its killed predecessor
+// (whose committed usage must stay counted).
+func (s *settings) quotaLease() (quota.LeaseOptions, error) {
+	if s.QuotaTable == "" || !s.QuotaLease {
+		return quota.LeaseOptions{}, nil
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return quota.LeaseOptions{}, fmt.Errorf("quota lease owner: %w", err)
+	}
+	return quota.LeaseOptions{Owner: s.ServerID + "-" + hex.EncodeToString(b[:]), TTL: s.QuotaLeaseTTL,
+		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
+		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}, nil
 }
 
 // selfDrainMisses is the watcher's Misses: 0 turns self-drain off.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/quota"
 )
 
 // TestSettingsDocumented: every setting is in docs/configuration.md with
@@ -57,21 +60,10 @@ func TestSettingsDocumented(t *testing.T) {
 	for key := range rows {
 		switch {
 		case strings.HasPrefix(key, "AWS_ENDPOINT_URL_"): // the SDK's own variables
-		case pendingSettings[key] && seen[key]:
-			t.Errorf("%s is a setting now: delete it from pendingSettings", key)
-		case !seen[key] && !pendingSettings[key]:
+		case !seen[key]:
 			t.Errorf("%s is documented but is no setting", key)
 		}
 	}
-}
-
-// pendingSettings are documented ahead of their wiring: the quota leases
-// (issue 13, part A; internal/quota's DefaultLease* constants) are not read
-// by settings.go yet. Delete each one as it is wired.
-var pendingSettings = map[string]bool{
-	"JETWAY_QUOTA_LEASE": true, "JETWAY_QUOTA_LEASE_TTL": true, "JETWAY_QUOTA_LEASE_AHEAD": true,
-	"JETWAY_QUOTA_LEASE_BLOCK": true, "JETWAY_QUOTA_LEASE_FRACTION": true,
-	"JETWAY_QUOTA_LEASE_MIN_REQUESTS": true, "JETWAY_QUOTA_LEASE_MAX_ITEMS": true,
 }
 
 var (
@@ -123,5 +115,55 @@ func sameDefault(f *flag.Flag, def string) bool {
 		return err == nil && strconv.Itoa(n) == f.DefValue
 	default:
 		return doc == f.DefValue || filepath.Clean(doc) == filepath.Clean(f.DefValue)
+	}
+}
+
+// TestQuotaLeaseSettings: leases are on with a quota table unless turned
+// off, the owner is the server id plus a suffix new in every process, and
+// the defaults are internal/quota's.
+func TestQuotaLeaseSettings(t *testing.T) {
+	parse := func(env map[string]string) *settings {
+		t.Helper()
+		env["AWS_REGION"] = "us-east-1"
+		s, err := parseSettings("gateway", nil, func(k string) string { return env[k] }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	lease := func(s *settings) quota.LeaseOptions {
+		t.Helper()
+		lo, err := s.quotaLease()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lo
+	}
+	if lo := lease(parse(map[string]string{})); lo.Owner != "" {
+		t.Errorf("leases on without a quota table: %+v", lo)
+	}
+	if lo := lease(parse(map[string]string{"JETWAY_QUOTA_TABLE": "q", "JETWAY_QUOTA_LEASE": "false"})); lo.Owner != "" {
+		t.Errorf("leases on with JETWAY_QUOTA_LEASE=false: %+v", lo)
+	}
+	s := parse(map[string]string{"JETWAY_QUOTA_TABLE": "q", "JETWAY_SERVER_ID": "task-7"})
+	a, b := lease(s), lease(s)
+	if !strings.HasPrefix(a.Owner, "task-7-") || a.Owner == b.Owner {
+		t.Errorf("owners %q and %q: want task-7-<random>, new each time", a.Owner, b.Owner)
+	}
+	want := quota.LeaseOptions{Owner: a.Owner, TTL: quota.DefaultLeaseTTL, Ahead: quota.DefaultLeaseAhead,
+		Block: quota.DefaultLeaseBlock, Fraction: quota.DefaultLeaseFraction, MinRequests: quota.DefaultLeaseMinRequests,
+		MaxItems: quota.DefaultLeaseMaxItems}
+	if a != want {
+		t.Errorf("lease options %+v, want the quota package's defaults %+v", a, want)
+	}
+	s = parse(map[string]string{"JETWAY_QUOTA_TABLE": "q", "JETWAY_QUOTA_LEASE_TTL": "2s", "JETWAY_QUOTA_LEASE_FRACTION": "0.25"})
+	if lo := lease(s); lo.TTL != 2*time.Second || lo.Fraction != 0.25 {
+		t.Errorf("lease options %+v, want TTL 2s and fraction 0.25", lo)
+	}
+	for _, bad := range []string{"0", "1.5", "x"} {
+		env := map[string]string{"AWS_REGION": "us-east-1", "JETWAY_QUOTA_LEASE_FRACTION": bad}
+		if _, err := parseSettings("gateway", nil, func(k string) string { return env[k] }, io.Discard); err == nil {
+			t.Errorf("JETWAY_QUOTA_LEASE_FRACTION=%s accepted", bad)
+		}
 	}
 }

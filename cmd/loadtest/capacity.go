@@ -54,7 +54,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		rampStart := time.Now()
-		idle, err := e.openSessions(ctx, s.Sessions, users, l, "idle sessions")
+		idle, err := e.openSessions(ctx, s.URL, s.Sessions, users, l, "idle sessions")
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +89,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		if err := e.prefetch(ctx, users); err != nil {
 			return nil, err
 		}
-		clients, err := e.openSessions(ctx, s.StreamingSessions, users, l, "streaming sessions")
+		clients, err := e.openSessions(ctx, s.URL, s.StreamingSessions, users, l, "streaming sessions")
 		if err != nil {
 			return nil, err
 		}

@@ -336,3 +336,35 @@ func TestOverheadOpenAIDoor(t *testing.T) {
 		t.Fatalf("mock saw %d requests, want 36 (12 per path)", got)
 	}
 }
+
+// TestOverheadCompareURL: --compare-url adds a second gateway as a third
+// path beside the direct call and the first gateway, in the same run (here
+// the same gateway under another URL spelling).
+func TestOverheadCompareURL(t *testing.T) {
+	w := newWorld(t, 20000)
+	second := strings.Replace(w.url, "127.0.0.1", "localhost", 1)
+	if second == w.url {
+		t.Fatalf("cannot respell %s", w.url)
+	}
+	rep, err := w.loadtest(w.url, "overhead", "--compare-url", second, "--streams", "4", "--rounds", "3", "--warmup", "1",
+		"--ramp", "10ms", "--bedrock-url", w.mockURL)
+	if err != nil {
+		t.Fatalf("overhead: %v %v", err, rep.Problems)
+	}
+	o := rep.Overhead
+	if o.Compare == nil || o.AddedTTFTCompare == nil || o.CompareOverWS == nil {
+		t.Fatalf("no compare path: %+v", o)
+	}
+	for name, p := range map[string]PathStats{"direct": o.Direct, "jetway": o.Jetway, "compare": *o.Compare} {
+		if p.Requests != 8 || p.Errors != 0 || p.TTFT.N != 8 || p.Gap.N != 8*(mockTokens-1) {
+			t.Fatalf("%s path: %+v", name, p)
+		}
+	}
+	if got := w.mock.Requests("mock-a"); got != 36 {
+		t.Fatalf("mock saw %d requests, want 36 (12 per path)", got)
+	}
+	noEnv := func(string) string { return "" }
+	if _, err := parseSettings([]string{"overhead", "--door", "openai", "--compare-url", second}, noEnv, io.Discard); err == nil {
+		t.Fatal("--compare-url with --door openai was accepted")
+	}
+}

@@ -55,6 +55,11 @@ type OverheadResult struct {
 	OpenAI          *PathStats `json:"openai,omitempty"`
 	AddedTTFTOpenAI *Added     `json:"added_ttft_openai,omitempty"`
 	OpenAIOverWS    *Added     `json:"openai_over_ws_ttft,omitempty"`
+	// With --compare-url: the second gateway's path, what it adds to the
+	// direct call, and what it adds over the first gateway (--url).
+	Compare          *PathStats `json:"compare,omitempty"`
+	AddedTTFTCompare *Added     `json:"added_ttft_compare,omitempty"`
+	CompareOverWS    *Added     `json:"compare_over_ws_ttft,omitempty"`
 	// With --pid: the gateway's CPU over the whole run (warm-up included)
 	// and, without --door openai (whose tokens are no chunk frames), per
 	// WebSocket chunk frame it delivered; -1 unknown.
@@ -148,11 +153,21 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	l := newLedger(s.MockText)
-	clients, err := e.openSessions(ctx, s.Streams, users, l, "opening sessions")
+	clients, err := e.openSessions(ctx, s.URL, s.Streams, users, l, "opening sessions")
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(clients)
+	var compare []*client.Client
+	if s.CompareURL != "" {
+		if compare, err = e.openSessions(ctx, s.CompareURL, s.Streams, users, l, "opening sessions (compare)"); err != nil {
+			return nil, err
+		}
+		defer closeAll(compare)
+		if len(compare) < len(clients) {
+			return nil, fmt.Errorf("compare gateway: %d of %d sessions opened", len(compare), len(clients))
+		}
+	}
 
 	var probe *gatewayProbe
 	var before procSample
@@ -162,11 +177,14 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
-	var d, j, oa pathSamples
+	var d, j, oa, cmp pathSamples
 	paths := 2
 	var door *openaiDoor
 	if s.Door == "openai" {
 		paths, door = 3, newOpenAIDoor(s, e.tokens, users)
+	}
+	if compare != nil {
+		paths = 3
 	}
 	bar := e.progress.bar(int64(paths*s.Streams*s.Rounds), "overhead")
 	start := time.Now()
@@ -184,10 +202,23 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			for r := 0; r < s.Rounds && ctx.Err() == nil; r++ {
 				n := w*1000 + r
 				for k := 0; k < paths; k++ {
-					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door
+					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door or the compare gateway
 					viaJetway := path == 0
 					t := &timing{gaps: make([]time.Duration, 0, 320)}
 					var err error
+					if path == 2 && compare != nil {
+						t.start = time.Now()
+						o := e.ask(ctx, compare[w], n, l, func(int, string) { t.text() })
+						err = o.err
+						if o.timedOut {
+							err = fmt.Errorf("timeout")
+						}
+						bar.add(1)
+						if r >= s.Warmup {
+							cmp.add(t.ttft(), t.gaps, err)
+						}
+						continue
+					}
 					if path == 2 {
 						err = door.ask(ctx, w, s.prompt(n), maxTokens, t)
 						bar.add(1)
@@ -239,6 +270,11 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
 		res.OpenAI, res.AddedTTFTOpenAI, res.OpenAIOverWS = &st, &a, &w
 	}
+	if compare != nil {
+		st := cmp.stats()
+		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
+		res.Compare, res.AddedTTFTCompare, res.CompareOverWS = &st, &a, &w
+	}
 	a, lat := l.snapshot()
 	res.ChunkFrames = a.ChunkFrames
 	if probe != nil {
@@ -254,11 +290,15 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
-			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door},
+			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door,
+			"compare_url": s.CompareURL},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d direct requests failed", res.Direct.Errors))
+	}
+	if res.Compare != nil && res.Compare.Errors > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d requests to the compare gateway failed", res.Compare.Errors))
 	}
 	return rep, nil
 }
@@ -278,7 +318,7 @@ func added(direct, jetway Dist) Added {
 // openSessions dials n sessions spread over users (session i is user
 // i % users), at most --dial-concurrency at once. Refused sessions are
 // booked and left out.
-func (e *env) openSessions(ctx context.Context, n, users int, l *ledger, what string) ([]*client.Client, error) {
+func (e *env) openSessions(ctx context.Context, url string, n, users int, l *ledger, what string) ([]*client.Client, error) {
 	bar := e.progress.bar(int64(n), what)
 	defer bar.finish()
 	out := make([]*client.Client, n)
@@ -289,7 +329,7 @@ func (e *env) openSessions(ctx context.Context, n, users int, l *ledger, what st
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := e.dial(ctx, i%users, false, l)
+			c, err := e.dialURL(ctx, url, i%users, false, l)
 			if err == nil {
 				out[i] = c
 			}

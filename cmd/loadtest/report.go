@@ -82,6 +82,10 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			distRow(&b, "Time to first token", "OpenAI door (SSE)", o.OpenAI.TTFT)
 			distRow(&b, "Inter-chunk gap", "OpenAI door (SSE)", o.OpenAI.Gap)
 		}
+		if o.Compare != nil {
+			distRow(&b, "Time to first token", "compare gateway", o.Compare.TTFT)
+			distRow(&b, "Inter-chunk gap", "compare gateway", o.Compare.Gap)
+		}
 		b.WriteString("\n| Added by Jetway | Median | p95 | p99 |\n|---|---|---|---|\n")
 		addedRow(&b, "TTFT", o.AddedTTFT)
 		addedRow(&b, "Inter-chunk gap", o.AddedGap)
@@ -89,10 +93,17 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			addedRow(&b, "TTFT, OpenAI door", *o.AddedTTFTOpenAI)
 			addedRow(&b, "TTFT, OpenAI door over the WebSocket", *o.OpenAIOverWS)
 		}
+		if o.Compare != nil {
+			addedRow(&b, "TTFT, compare gateway", *o.AddedTTFTCompare)
+			addedRow(&b, "TTFT, compare gateway over the first", *o.CompareOverWS)
+		}
 		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.",
 			o.Direct.Requests, o.Direct.Errors, o.Jetway.Requests, o.Jetway.Errors)
 		if o.OpenAI != nil {
 			fmt.Fprintf(&b, " OpenAI door requests: %d, errors %d.", o.OpenAI.Requests, o.OpenAI.Errors)
+		}
+		if o.Compare != nil {
+			fmt.Fprintf(&b, " Compare gateway requests: %d, errors %d.", o.Compare.Requests, o.Compare.Errors)
 		}
 		b.WriteString("\n\n")
 		if o.GatewayCPUCores >= 0 {

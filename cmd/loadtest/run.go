@@ -17,10 +17,15 @@ type env struct {
 
 // dial opens a session for user i.
 func (e *env) dial(ctx context.Context, user int, reconnect bool, l *ledger) (*client.Client, error) {
+	return e.dialURL(ctx, e.s.URL, user, reconnect, l)
+}
+
+// dialURL is dial to another gateway (overhead's --compare-url).
+func (e *env) dialURL(ctx context.Context, url string, user int, reconnect bool, l *ledger) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, client.Options{
-		URLs:      []string{e.s.URL},
+		URLs:      []string{url},
 		Token:     e.tokens.forUser(e.s.user(user), user),
 		Reconnect: reconnect,
 	})

@@ -46,6 +46,7 @@ type settings struct {
 	BedrockModel string
 	Door         string
 	Region       string
+	CompareURL   string
 
 	// capacity
 	Sessions          int
@@ -176,6 +177,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.BedrockCA, "bedrock-ca", "", "overhead: PEM file of the CA the mock's --tls certificate is signed with (the gateway's JETWAY_BEDROCK_CA_FILE)")
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
+	fs.StringVar(&s.CompareURL, "compare-url", "", "overhead: a second gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB) measured in the same run as a third path (--door ws only)")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
 	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
@@ -240,6 +242,9 @@ func (s *settings) defaults() error {
 	}
 	if s.Door != "ws" && s.Door != "openai" {
 		return fmt.Errorf("--door %q: want ws or openai", s.Door)
+	}
+	if s.CompareURL != "" && s.Door != "ws" {
+		return fmt.Errorf("--compare-url needs --door ws")
 	}
 	switch s.Progress {
 	case "auto", "on", "off":

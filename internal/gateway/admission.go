@@ -35,7 +35,14 @@ type flight struct {
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
 	cached      *router.CachedAnswer // a cache hit: no model call
+	accepted    []byte               // the accepted frame, sent once the request landed
+	landed      chan struct{}        // closed when land has decided (landErr, following)
+	landErr     error                // the record could not be stored: the request is rejected
 	following   bool                 // the record existed on another server: this log follows it
+	ctx         context.Context      // the request's context: ends with its terminal
+	cancel      context.CancelFunc   // stops the model call
+	stop        func()               // the client's cancel (closes cancelled, then cancel)
+	cancelled   chan struct{}        // closed by the client's cancel or a lost lease
 	lostLease   atomic.Bool          // another server interrupted this request
 	first       time.Time            // the first chunk
 	checkpoints *checkpointer        // nil without a request store
@@ -55,7 +62,8 @@ func (f *flight) userKey() string {
 func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
 
 // admit applies the in-flight caps, the model policy and the quota, and
-// sends `accepted`. Any error rejects the request before acceptance.
+// builds the accepted frame (sent by land). Any error rejects the request
+// before acceptance.
 func (f *flight) admit() error {
 	g, p := f.g, f.caller.Principal
 	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
@@ -82,14 +90,60 @@ func (f *flight) admit() error {
 	if f.cached != nil {
 		acc.Model = f.cached.Model
 	}
-	frame := protocol.Encode(acc)
-	if g.records != nil {
-		if err := f.createRecord(frame, acc.ReservedTokens); err != nil || f.following {
-			return err
-		}
-	}
-	f.log.Accept(frame)
+	f.accepted = protocol.Encode(acc)
 	return nil
+}
+
+// land stores the request record while the model call (already started by
+// fly) waits for its first token, then sends `accepted`: accepted still
+// means the request landed (any server can resume it). Until land returns,
+// fly delivers nothing. When the put fails, or finds the request owned by
+// another server, land stops the local call and ends this flight before
+// Submit returns: one busy rejection (nothing streamed), or this log
+// follows the owner; fly then only returns.
+func (f *flight) land() {
+	defer close(f.landed)
+	if f.g.records != nil {
+		if err := f.createRecord(); err != nil || f.following {
+			f.landErr = err
+			f.cancel()
+			f.standDown()
+			return
+		}
+		f.checkpoints = f.startCheckpoints()
+	}
+	f.log.SetCancel(f.stop)
+	f.log.Accept(f.accepted)
+}
+
+// waitLanded waits for land and reports whether this server runs the
+// request (the record is stored, or there is no request store).
+func (f *flight) waitLanded() bool {
+	<-f.landed
+	return f.landErr == nil && !f.following
+}
+
+// standDown ends a flight that did not land: the put failed (one busy
+// rejection) or another server owns the request (this log follows it;
+// that server's request is the one that runs, ends and is charged, so the
+// local reservation and slots are given back at once).
+func (f *flight) standDown() {
+	if f.ended {
+		return
+	}
+	f.ended = true
+	if f.landErr != nil {
+		f.reject(f.landErr)
+		return
+	}
+	g := f.g
+	g.releaseQuota(f.logger, f.reservation)
+	f.reservation = nil
+	if f.admitted {
+		f.admitted = false
+		g.release(f)
+	}
+	g.metrics.RequestFollowed()
 }
 
 // reserve takes the request's worst case from every quota that applies and
@@ -121,7 +175,8 @@ func (f *flight) reserve() (protocol.Accepted, error) {
 }
 
 // lookupCache finds a cached answer for a deterministic request of an app
-// that caches (temperature 0, unless the app allows any).
+// that caches (temperature 0, unless the app allows any): from memory at
+// once, else from DynamoDB within Options.CacheLookup.
 func (f *flight) lookupCache() {
 	c := f.app.Cache
 	if f.g.cache == nil || c == nil {
@@ -133,7 +188,9 @@ func (f *flight) lookupCache() {
 	p := f.caller.Principal
 	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
 		f.maxTokens, f.req.Temperature)
-	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.StoreTimeout)
+	// The model call waits for this lookup, so its DynamoDB tier gets a small
+	// budget (docs/architecture.md, "The response cache").
+	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)
 	defer cancel()
 	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
 		f.cached = a
@@ -141,10 +198,10 @@ func (f *flight) lookupCache() {
 	}
 }
 
-// createRecord stores the accepted request so any server can resume it.
-// If another server stored it first, this one gives back its slot and
-// reservation and follows that record instead.
-func (f *flight) createRecord(accepted []byte, reserved int64) error {
+// createRecord stores the accepted request so any server can resume it,
+// with one conditional put that returns the record already stored under
+// the id. If another server stored it first, this log follows that record.
+func (f *flight) createRecord() error {
 	g, p := f.g, f.caller.Principal
 	q, err := f.reservation.MarshalBinary()
 	if err != nil {
@@ -152,11 +209,11 @@ func (f *flight) createRecord(accepted []byte, reserved int64) error {
 	}
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
 		App: p.App, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
-		Reserved: reserved})
+		Reserved: f.reservation.Amount().Tokens})
 	now := g.opts.Now()
 	ctx, cancel := g.storeCtx()
 	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Subject, RequestID: f.req.RequestID,
-		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: accepted,
+		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: f.accepted,
 		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {
@@ -167,11 +224,6 @@ func (f *flight) createRecord(accepted []byte, reserved int64) error {
 	case existing.BodyHash != f.log.BodyHash:
 		return errConflict
 	}
-	// The other server's request is the one that runs, ends and is charged.
-	g.releaseQuota(f.logger, f.reservation)
-	f.reservation = nil
-	g.release(f)
-	f.admitted = false
 	f.following = true
 	f.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
 	g.startFollowing(f.log, existing)

@@ -6,7 +6,8 @@
 // A request's life, file by file:
 //
 //	gateway.go    Submit / Resume / Cancel / Drain / Wait
-//	admission.go  admit: in-flight caps, policy, reserve, cache lookup, record, accepted
+//	admission.go  admit: in-flight caps, policy, reserve, cache lookup;
+//	              land: the record (beside the model call), accepted
 //	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
 //	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
 //	durable.go    follow another server's record; interrupt it when its lease passed
@@ -140,8 +141,10 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // 0 for a new one): the log delivers the accepted frame,
 // chunks and exactly one terminal frame (or, for a request rejected before
 // acceptance, only its error frame). A request id the user already sent
-// returns the existing log without calling the model or charging again;
-// the same id with a different body returns an error (conflict).
+// to this server returns the existing log without calling the model or
+// charging again; one another server holds is found by the record's put,
+// which stops the model call started beside it and follows that server's
+// record. The same id with a different body is a conflict.
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
 	hash := bodyHash(req)
 	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
@@ -153,33 +156,25 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
 		return log, req.AfterSeq, nil
 	}
-	if g.records != nil {
-		ctx, cancel := g.storeCtx()
-		rec, err := g.records.Get(ctx, c.Principal.Subject, req.RequestID)
-		cancel()
-		switch {
-		case err == nil && rec.BodyHash != hash:
-			g.logs.Forget(log)
-			return nil, 0, errConflict
-		case err == nil:
-			g.startFollowing(log, rec) // known on another server: follow it, never call the model again
-			return log, req.AfterSeq, nil
-		case !errors.Is(err, stream.ErrNotFound):
-			g.logs.Forget(log)
-			return nil, 0, errors.Join(errBusy, err)
-		}
-	}
 	f := g.newFlight(c, req, log)
 	f.logger.Info("received")
 	if err := f.admit(); err != nil {
 		f.reject(err)
 		return log, 0, nil
 	}
-	if f.following {
-		return log, req.AfterSeq, nil
-	}
+	// The model call starts now; the record is stored beside it (land), and
+	// no chunk reaches the client before it is.
+	f.ctx, f.cancel = context.WithTimeout(g.base, g.opts.RequestTimeout)
+	f.cancelled = make(chan struct{})
+	var once sync.Once
+	f.stop = func() { once.Do(func() { close(f.cancelled) }); f.cancel() }
+	f.landed = make(chan struct{})
 	g.wg.Add(1)
 	go f.fly()
+	f.land()
+	if f.following {
+		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
+	}
 	return log, 0, nil // a new request: everything, whatever after_seq said
 }
 

@@ -434,6 +434,122 @@ func TestErrorTextIsCarriedNotCut(t *testing.T) {
 	}
 }
 
+// gatedCreate is Records whose Create waits for release: a slow put.
+type gatedCreate struct {
+	gateway.Records
+	started chan struct{} // closed when Create was called
+	release chan struct{}
+}
+
+func (g gatedCreate) Create(ctx context.Context, r stream.Record) (*stream.Record, error) {
+	close(g.started)
+	<-g.release
+	return g.Records.Create(ctx, r)
+}
+
+// TestRecordBesideTheModelCall: the model call starts while the record is
+// being stored, and nothing (accepted, chunks) reaches the log before the
+// put has succeeded.
+func TestRecordBesideTheModelCall(t *testing.T) {
+	e := newEnv(t)
+	gate := gatedCreate{Records: stream.NewMemoryStore(nil), started: make(chan struct{}), release: make(chan struct{})}
+	e.records = gate
+	called, delivered := make(chan struct{}), make(chan struct{})
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		close(called)
+		onDelta("first") // waits for the record
+		close(delivered)
+		return reply("cheap", "second")(ctx, chain, c, onDelta)
+	}), gateway.Options{})
+	type submitted struct{ log *stream.Log }
+	got := make(chan submitted, 1)
+	go func() {
+		log, _, err := g.Submit(caller("chat"), request("req-beside", ""))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- submitted{log}
+	}()
+	<-gate.started
+	select {
+	case <-called: // the model was called before the put answered
+	case <-time.After(waitBound):
+		t.Fatal("the model call waited for the record's put")
+	}
+	select {
+	case <-delivered:
+		t.Fatal("a chunk was delivered before the record was stored")
+	default:
+	}
+	close(gate.release)
+	s := <-got
+	if f := terminal(t, s.log); f["type"] != "done" || f["text"] != "firstsecond" {
+		t.Fatalf("terminal %v", f)
+	}
+	if snap := s.log.Read(0); snap.Accepted == nil || len(snap.Chunks) != 2 {
+		t.Fatalf("log %+v", snap)
+	}
+	e.settle(g)
+}
+
+// TestRecordOwnedElsewhereStopsTheLocalCall: the put finds the request
+// stored by another server: the local call is stopped before it delivers
+// anything, its reservation released, and the log follows the owner's
+// record (the owner ends and charges it).
+func TestRecordOwnedElsewhereStopsTheLocalCall(t *testing.T) {
+	e := newEnv(t)
+	store := stream.NewMemoryStore(nil)
+	e.records = store
+	other := e.gateway(reply("cheap", "owner's ", "answer"), gateway.Options{ServerID: "server-0"})
+	first, _, err := other.Submit(caller("chat"), request("req-owned", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := terminal(t, first); f["text"] != "owner's answer" {
+		t.Fatalf("owner's terminal %v", f)
+	}
+	stopped := make(chan error, 1)
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("local") // dropped: the request did not land here
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return router.Outcome{}, ctx.Err()
+	}), gateway.Options{ServerID: "server-1"})
+	log, _, err := g.Submit(caller("chat"), request("req-owned", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("local call ended with %v, want cancelled", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("the local model call was not stopped")
+	}
+	if f := terminal(t, log); f["text"] != "owner's answer" {
+		t.Fatalf("follower's terminal %v", f)
+	}
+	if snap := log.Read(0); len(snap.Chunks) != 2 || snap.Chunks[0] != "owner's " {
+		t.Fatalf("follower's chunks %q", snap.Chunks)
+	}
+	for _, gw := range []*gateway.Gateway{other, g} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		err := gw.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := e.usage.all()
+	e.quotas.mu.Lock()
+	defer e.quotas.mu.Unlock()
+	if len(recs) != 1 || e.quotas.released["req-owned"] != 1 || len(e.quotas.settled["req-owned"]) != 1 {
+		t.Fatalf("usage records %+v, releases %v: want the owner's one record and settlement, the follower's release",
+			recs, e.quotas.released)
+	}
+}
+
 // TestCancelOnAnotherServerEndsOnce: the client reconnected from A (which
 // runs the model call) to B and cancels there. A sees the flag at its next
 // checkpoint and stops its model call; both servers deliver the same one

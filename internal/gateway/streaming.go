@@ -25,35 +25,34 @@ func (f *flight) fly() {
 		// A bug must not leave an accepted request without its terminal.
 		if v := recover(); v != nil {
 			f.logger.Error("request_panic", zap.Any("panic", v), zap.Stack("stack"))
+			if !f.waitLanded() {
+				return // land ended this flight
+			}
 			f.end(router.Outcome{}, fmt.Errorf("panic: %v", v))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(g.base, g.opts.RequestTimeout)
-	defer cancel()
-	cancelled := make(chan struct{})
-	var cancelOnce sync.Once
-	f.log.SetCancel(func() { cancelOnce.Do(func() { close(cancelled) }); cancel() })
-	if g.records != nil {
-		f.checkpoints = f.startCheckpoints()
-	}
+	defer f.cancel()
 	f.logger.Info("model_started", zap.String("model", f.chain[0].ID))
 	var out router.Outcome
 	var err error
 	if f.cached != nil {
 		out = f.fromCache()
 	} else {
-		out, err = g.router.Stream(ctx, f.chain, f.call(), f.onDelta)
+		out, err = g.router.Stream(f.ctx, f.chain, f.call(), f.onDelta)
+	}
+	if !f.waitLanded() {
+		return // land ended this flight: rejected, or following another server
 	}
 	if err != nil {
 		select {
-		case <-cancelled:
+		case <-f.cancelled:
 			if f.lostLease.Load() {
 				err = fmt.Errorf("%w: another server took the request over: %w", errInterrupted, err)
 			} else {
 				err = fmt.Errorf("%w: %w", errCancelled, err)
 			}
 		default:
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(f.ctx.Err(), context.DeadlineExceeded) {
 				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
 			}
 		}
@@ -134,6 +133,9 @@ func (f *flight) call() router.Call {
 }
 
 func (f *flight) onDelta(text string) {
+	if !f.waitLanded() {
+		return // the request did not land here: nothing reaches the client
+	}
 	f.log.Append(text) // before the log line: the client's first token does not wait on logging
 	if f.first.IsZero() {
 		f.first = f.g.opts.Now()

@@ -84,6 +84,8 @@
 // leases. A refusal comes only when the store cannot fit the request after
 // reclaiming expired leases, so the slack is what other live servers hold:
 // at most Fraction of the headroom each, or one request's estimate.
+// A server that refuses returns its lease's unused room to the item, so
+// the last tokens of a limit go to whichever server's request fits them.
 //
 // Writes: a background top-up when the room left falls below half of Ahead
 // (or the lease is past half its TTL), a synchronous one when a request does

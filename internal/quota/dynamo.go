@@ -114,24 +114,11 @@ func (s *DynamoStore) Add(ctx context.Context, it Item, delta Amount) (Amount, e
 	return decodeAmount(out.Attributes), nil
 }
 
-// Get implements Store with one strongly consistent GetItem.
+// Get implements Store with one strongly consistent GetItem: the item's
+// counters, as ReadItem reads them.
 func (s *DynamoStore) Get(ctx context.Context, it Item) (Amount, error) {
-	start := time.Now()
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
-		ConsistentRead: aws.Bool(true),
-	})
-	s.meter.Observe("get", start, err)
-	if err != nil {
-		return Amount{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
-	}
-	// TTL deletion lags (up to days), so an expired item is ignored here,
-	// as MemoryStore forgets it.
-	if exp, ok := intAttr(out.Item, attrExpires); ok && exp <= time.Now().Unix() {
-		return Amount{}, nil
-	}
-	return decodeAmount(out.Item), nil
+	st, err := s.ReadItem(ctx, it)
+	return st.Used, err
 }
 
 // update builds the UpdateItem that adds delta to the item's counters and
@@ -205,6 +192,15 @@ const (
 //	condition: lease_<owner>.seq = :prev (attribute_not_exists for a new lease)
 //	           AND, per positive grant of a limited metric, used <= limit - grant
 func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error) {
+	// A grant larger than a limit can never fit; checked here because the
+	// condition would let it through on an item that does not exist yet.
+	if !w.Force && !grantFits(Amount{}, w.Grant, w.Limit) {
+		st, err := s.ReadItem(ctx, it)
+		if err != nil {
+			return ItemState{}, err
+		}
+		return st, ErrExceeded
+	}
 	in := s.update(it, w.Grant)
 	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #l = :lease")
 	in.ExpressionAttributeNames["#l"] = leasePrefix + w.Lease.Owner
@@ -282,7 +278,9 @@ func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now ti
 	return decodeState(out.Attributes), nil
 }
 
-// ReadItem implements Store with one strongly consistent GetItem.
+// ReadItem implements Store with one strongly consistent GetItem. TTL
+// deletion lags (up to days), so an expired item reads as empty here, as
+// MemoryStore forgets it.
 func (s *DynamoStore) ReadItem(ctx context.Context, it Item) (ItemState, error) {
 	start := time.Now()
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{

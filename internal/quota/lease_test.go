@@ -110,6 +110,51 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		t.Logf("%d requests: %d lease writes", n, store.writes.Load())
 	})
 
+	t.Run("a request larger than the limit is refused on a new item", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		q := leaseServer(t, store, "server-a", newClock(midMonth).Now, quota.LeaseOptions{})
+		limit := quota.Limit{Scope: support, Window: quota.Minute, Tokens: 100}
+		if _, err := q.Reserve(c, "big", []quota.Limit{limit}, tokens(1034)); !errors.Is(err, quota.ErrExceeded) {
+			t.Fatalf("Reserve of 1034 on a 100-token limit: %v, want ErrExceeded", err)
+		}
+		if st := readItem(t, store, itemOf(limit, midMonth)); !st.Used.IsZero() || len(st.Leases) != 0 {
+			t.Errorf("item after the refusal: %+v, want untouched", st)
+		}
+	})
+
+	t.Run("a refused server gives back the room another can use", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		clk := newClock(midMonth)
+		lo := quota.LeaseOptions{Ahead: time.Second, Block: time.Second, MinRequests: 1, Fraction: 1}
+		a := leaseServer(t, store, "server-a", clk.Now, lo)
+		b := leaseServer(t, store, "server-b", clk.Now, lo)
+		limit := quota.Limit{Scope: support, Window: quota.Hour, Tokens: 1000}
+		spend := func(q *quota.Quota, id string, n int64) {
+			t.Helper()
+			r, err := q.Reserve(c, id, []quota.Limit{limit}, tokens(n))
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if err := q.Settle(c, r, tokens(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// a leases 600 and spends 300; b's block does not fit, so b takes
+		// exactly 300 and spends it: 300 free in a's lease, 100 in the item.
+		spend(a, "a-1", 300)
+		spend(b, "b-1", 300)
+		if _, err := a.Reserve(c, "a-2", []quota.Limit{limit}, tokens(450)); !errors.Is(err, quota.ErrExceeded) {
+			t.Fatalf("a-2: %v, want ErrExceeded (a holds 300, the item 100)", err)
+		}
+		// a gave its 300 back on the refusal: b fits 400.
+		spend(b, "b-2", 400)
+		if st := readItem(t, store, itemOf(limit, clk.Now())); st.Used.Tokens != 1000 {
+			t.Errorf("used = %d, want the whole 1000", st.Used.Tokens)
+		}
+	})
+
 	t.Run("near the limit grants are exact", func(t *testing.T) {
 		c := ctx(t)
 		store := newStore(t)

@@ -422,6 +422,15 @@ func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, err
 	if errors.Is(err, ErrExceeded) && l.reclaimExpired(ctx) {
 		err = l.store(ctx, writeExact, need)
 	}
+	if errors.Is(err, ErrExceeded) {
+		// The limit is (nearly) spent: room left in this lease that is
+		// smaller than a request would strand there while another
+		// server's request could use it. Give it back to the item, where
+		// any server's exact grant can take it.
+		if rerr := l.returnUnused(ctx); rerr != nil {
+			l.ls.q.log.Warn("quota_lease_return_failed", zap.String("item", l.item.Key()), zap.Error(rerr))
+		}
+	}
 	if err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -79,6 +79,7 @@ type Metrics struct {
 	connRejected    *prometheus.CounterVec   // reason
 	retainedBytes   prometheus.Gauge
 	retainedEvicted prometheus.Counter
+	followed        prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -107,6 +108,7 @@ type Metrics struct {
 //	connections_rejected_total            counter   reason
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
+//	requests_followed_total               counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -144,12 +146,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
 		retainedEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retained_answers_evicted_total",
 			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
+		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
+			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed)
 	}
 	return m
 }
@@ -368,4 +372,14 @@ func (m *Metrics) RetainedAnswerEvicted() {
 		return
 	}
 	m.retainedEvicted.Inc()
+}
+
+// RequestFollowed counts a request whose record another server already
+// held when this one tried to store it: the local model call was stopped
+// and this server follows the owner's record.
+func (m *Metrics) RequestFollowed() {
+	if m == nil {
+		return
+	}
+	m.followed.Inc()
 }
