@@ -31,6 +31,7 @@ type flight struct {
 	chain       []router.Target
 	maxTokens   int
 	estimate    int64
+	messages    []router.Message // the model call's messages, attachments decoded
 	reservation *quota.Reservation
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
@@ -150,7 +151,7 @@ func (f *flight) standDown() {
 // returns the accepted frame that reports it.
 func (f *flight) reserve() (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
-	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages))
+	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages)) + f.attachmentEstimate()
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
 	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
 	defer cancel()
@@ -184,6 +185,9 @@ func (f *flight) lookupCache() {
 	}
 	if t := f.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) || f.req.TopP != nil || len(f.req.Stop) > 0 {
 		return
+	}
+	if f.req.Features().UsesBlocks() {
+		return // the cache key does not cover blocks yet
 	}
 	p := f.caller.Principal
 	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
@@ -266,7 +270,7 @@ func (f *flight) policy() error {
 		}
 		f.maxTokens = f.req.MaxTokens
 	}
-	return nil
+	return f.checkBlocks()
 }
 
 // maxCostMicroUSD bounds the cost at the most expensive model of the chain.

@@ -124,8 +124,11 @@ func (f *flight) outcome(err error) outcome {
 }
 
 func (f *flight) call() router.Call {
-	c := router.Call{System: f.req.System, Messages: routerMessages(f.req.Messages), MaxTokens: f.maxTokens,
+	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
 		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
+	if c.Messages == nil {
+		c.Messages = routerMessages(f.req.Messages)
+	}
 	if gr := f.app.Guardrail; gr != nil {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}

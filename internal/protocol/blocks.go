@@ -42,11 +42,6 @@ const (
 	maxDocumentNameBytes = 200
 )
 
-// DefaultMaxAttachmentFrame is the default bound of an inbound frame that
-// carries attachments (base64 grows data by a third: 20 images at Bedrock's
-// limit do not fit, a few do).
-const DefaultMaxAttachmentFrame = 16 << 20
-
 var (
 	imageFormats    = map[string]bool{"png": true, "jpeg": true, "gif": true, "webp": true}
 	documentFormats = map[string]bool{"pdf": true, "csv": true, "doc": true, "docx": true, "xls": true,
@@ -196,8 +191,10 @@ type Features struct {
 	Reasoning bool
 	Images    int
 	Documents int
-	// AttachmentBytes is the decoded size of every image and document.
+	// AttachmentBytes is the decoded size of every image and document;
+	// DocumentBytes of the documents alone.
 	AttachmentBytes int64
+	DocumentBytes   int64
 }
 
 // Features reports what in uses beyond text.
@@ -213,6 +210,7 @@ func (in *Inbound) Features() Features {
 			case BlockDocument:
 				f.Documents++
 				f.AttachmentBytes += int64(base64Size(b.Data))
+				f.DocumentBytes += int64(base64Size(b.Data))
 			case BlockToolUse:
 				f.Tools = true
 			case BlockToolResult:
@@ -225,6 +223,31 @@ func (in *Inbound) Features() Features {
 		walk(m.Blocks)
 	}
 	return f
+}
+
+// Text returns the message's text: Content, or its text blocks (and the
+// text of its tool results) joined with "\n".
+func (m Message) Text() string {
+	if m.Blocks == nil {
+		return m.Content
+	}
+	var b []byte
+	var walk func([]Block)
+	walk = func(bs []Block) {
+		for _, bl := range bs {
+			switch bl.Type {
+			case BlockText:
+				if len(b) > 0 {
+					b = append(b, '\n')
+				}
+				b = append(b, bl.Text...)
+			case BlockToolResult:
+				walk(bl.Content)
+			}
+		}
+	}
+	walk(m.Blocks)
+	return string(b)
 }
 
 // UsesBlocks reports whether in uses anything beyond text messages.
