@@ -186,12 +186,12 @@ func (f *flight) lookupCache() {
 	if t := f.req.Temperature; !c.Nondeterministic && (t == nil || *t != 0) || f.req.TopP != nil || len(f.req.Stop) > 0 {
 		return
 	}
-	if f.req.Features().UsesBlocks() {
-		return // the cache key does not cover blocks yet
-	}
 	p := f.caller.Principal
-	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
-		f.maxTokens, f.req.Temperature)
+	messages := f.messages // decoded blocks, for a request with blocks
+	if messages == nil {
+		messages = routerMessages(f.req.Messages)
+	}
+	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, messages, f.maxTokens, f.req.Temperature)
 	// The model call waits for this lookup, so its DynamoDB tier gets a small
 	// budget (docs/architecture.md, "The response cache").
 	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)

@@ -68,3 +68,26 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 		t.Fatalf("usage records %+v", recs)
 	}
 }
+
+// The cache key covers blocks: the same image is a hit, another is not.
+func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		calls.Add(1)
+		return reply("cheap", "a cat")(ctx, chain, c, onDelta)
+	}), gateway.Options{})
+	other := imageRequest("req-cache-img-3")
+	other.Messages[0].Blocks[1].Data = base64.StdEncoding.EncodeToString([]byte("another image"))
+	for i, r := range []gateway.Request{imageRequest("req-cache-img-1"), imageRequest("req-cache-img-2"), other} {
+		log, _, _ := g.Submit(caller("cached"), r)
+		f := terminal(t, log)
+		if want := i == 1; f["type"] != "done" || f["cached"] != want {
+			t.Fatalf("request %d: terminal %v, want cached=%v", i, f, want)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d model calls, want 2 (the second request was a hit)", calls.Load())
+	}
+	e.settle(g)
+}
