@@ -64,8 +64,12 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 		t.Fatalf("blocks the model got: %+v", bs)
 	}
 	recs := e.settle(g)
-	if len(recs) != 3 {
-		t.Fatalf("usage records %+v", recs)
+	images := map[string]int{}
+	for _, r := range recs {
+		images[r.RequestID] = r.Images
+	}
+	if len(recs) != 3 || images["req-img-chain"] != 1 || images["req-tools-1"] != 0 || images["req-img-solo"] != 1 {
+		t.Fatalf("usage records %+v: images must be counted, refused requests too", recs)
 	}
 }
 

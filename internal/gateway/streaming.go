@@ -117,6 +117,10 @@ func (f *flight) outcome(err error) outcome {
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
 		who: who{owner: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
 			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
+	if f.req.Messages != nil {
+		feats := f.req.Features()
+		o.who.images, o.who.documents = feats.Images, feats.Documents
+	}
 	if f.reservation != nil {
 		o.reserved = f.reservation.Amount().Tokens
 	}
