@@ -107,29 +107,39 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON accepts content as a string or as a list of blocks.
 func (m *Message) UnmarshalJSON(data []byte) error {
 	var raw struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role    string         `json:"role"`
+		Content messageContent `json:"content"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
 	}
-	*m = Message{Role: raw.Role}
-	c := bytes.TrimLeft(raw.Content, " \t\r\n")
+	*m = Message{Role: raw.Role, Content: raw.Content.text, Blocks: raw.Content.blocks}
+	return nil
+}
+
+// messageContent decodes content in one pass over its own bytes (a large
+// attachment is not copied through a json.RawMessage first).
+type messageContent struct {
+	text   string
+	blocks []Block
+}
+
+func (c *messageContent) UnmarshalJSON(data []byte) error {
 	switch {
-	case len(c) == 0 || string(c) == "null":
+	case len(data) == 0 || string(data) == "null":
 		return nil
-	case c[0] == '"':
-		return json.Unmarshal(c, &m.Content)
-	case c[0] == '[':
-		if err := json.Unmarshal(c, &m.Blocks); err != nil {
+	case data[0] == '"':
+		return json.Unmarshal(data, &c.text)
+	case data[0] == '[':
+		if err := json.Unmarshal(data, &c.blocks); err != nil {
 			return err
 		}
-		if m.Blocks == nil {
-			m.Blocks = []Block{}
+		if c.blocks == nil {
+			c.blocks = []Block{}
 		}
 		return nil
 	default:
-		return &json.UnmarshalTypeError{Value: "content", Field: "content", Type: nil}
+		return &json.UnmarshalTypeError{Value: "content", Field: "content"}
 	}
 }
 
