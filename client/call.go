@@ -32,6 +32,7 @@ type Call struct {
 	finished    bool
 	stats       Stats
 	acceptTimer *time.Timer
+	refusedAt   time.Time // first refusal of a resume since the last progress (zero: none)
 }
 
 // Stats count what arrived for one call, before deduplication.
@@ -42,6 +43,7 @@ type Stats struct {
 	Resends        int  // times the request was sent again (no accepted in time, or not_found on resume)
 	Resumes        int  // resume frames sent after reconnects
 	Terminals      int  // terminal frames received (replays included)
+	Refusals       int  // retryable refusals of a resume of the accepted call (resumed again after retry_after_ms)
 	Mismatch       bool // done.text differed from the chunks joined
 }
 
@@ -188,6 +190,7 @@ func (c *Call) onChunk(f protocol.Chunk) {
 	if c.firstChunk.IsZero() {
 		c.firstChunk = time.Now()
 	}
+	c.refusedAt = time.Time{}
 	if seq < c.next || c.finished {
 		c.stats.Duplicates++
 		c.mu.Unlock()
@@ -240,9 +243,29 @@ func (c *Call) onDone(d *Done) {
 
 func (c *Call) onError(e *Error, from *conn) {
 	c.mu.Lock()
-	c.stats.Terminals++
 	resumeOnly := c.resumeOnly
 	accepted := c.acc != nil
+	// An accepted request's terminal error always carries `chunks`; an error
+	// without it for a call already accepted refused this attempt (a resume
+	// the server could not serve now), while the request runs on to its own
+	// terminal. Retryable: resume again after retry_after_ms, for a while.
+	if (accepted || resumeOnly) && e.Chunks == nil && e.Retryable && c.client.opts.Reconnect && !c.finished {
+		now := time.Now()
+		if c.refusedAt.IsZero() {
+			c.refusedAt = now
+		}
+		if now.Sub(c.refusedAt) < c.client.opts.RetryRefusedFor {
+			c.stats.Refusals++
+			c.mu.Unlock()
+			wait := time.Duration(e.RetryAfterMs) * time.Millisecond
+			if wait <= 0 {
+				wait = c.client.opts.MinBackoff
+			}
+			time.AfterFunc(wait, c.resume)
+			return
+		}
+	}
+	c.stats.Terminals++
 	c.mu.Unlock()
 	// draining refuses new work on a server that is shutting down (before
 	// acceptance, so nothing ran): send it again on the next connection.

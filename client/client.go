@@ -51,6 +51,10 @@ type Options struct {
 	// AcceptTimeout: a request with no `accepted` by then is sent again
 	// (safe: requests are idempotent). Default 10s; negative turns it off.
 	AcceptTimeout time.Duration
+	// RetryRefusedFor bounds how long an accepted call keeps resuming after
+	// retryable refusals of its resumes (an error frame without `chunks`,
+	// for example `busy`): past it the call ends with that error. Default 30s.
+	RetryRefusedFor time.Duration
 	// RefreshBefore: send an `auth` frame with a fresh token this long before
 	// the token expires. Default 1m; negative turns refresh off.
 	RefreshBefore time.Duration
@@ -109,6 +113,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	if o.AcceptTimeout == 0 {
 		o.AcceptTimeout = 10 * time.Second
+	}
+	if o.RetryRefusedFor <= 0 {
+		o.RetryRefusedFor = 30 * time.Second
 	}
 	if o.RefreshBefore == 0 {
 		o.RefreshBefore = time.Minute

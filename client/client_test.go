@@ -392,3 +392,119 @@ func TestDrainingRefusalIsSentAgainElsewhere(t *testing.T) {
 		t.Fatalf("stats %+v, want one resend", st)
 	}
 }
+
+func busy(id string) protocol.Error {
+	return protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeBusy, Status: 503,
+		Retryable: true, RetryAfterMs: 1}
+}
+
+// A retryable error without `chunks` answering the resume of an accepted
+// request refused that attempt, not the request: the client resumes again
+// and the request ends in its own terminal.
+func TestRefusedResumeIsResumedAgain(t *testing.T) {
+	const id = "refused-resume-1"
+	resumes := make(chan int, 4)
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(accepted(id))
+			p.chunk(id, 1, "a")
+			p.drop()
+		},
+		func(p *peer) {
+			in := p.read()
+			resumes <- in.AfterSeq
+			p.send(busy(id)) // the server could not read the request's record in time
+			in = p.read()
+			resumes <- in.AfterSeq
+			if in.Type != protocol.TypeResume {
+				t.Errorf("after the refusal the client sent %+v, want a resume", in)
+			}
+			p.chunk(id, 2, "b")
+			p.send(done(id, 2, "ab"))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := wait(t, call)
+	if err != nil || d.Text != "ab" || call.Text() != "ab" {
+		t.Fatalf("result %+v %v, want done ab", d, err)
+	}
+	if a, b := <-resumes, <-resumes; a != 1 || b != 1 {
+		t.Fatalf("resumed after seq %d then %d, want 1 both times", a, b)
+	}
+	if st := call.Stats(); st.Refusals != 1 || st.Terminals != 1 {
+		t.Fatalf("stats %+v, want one refusal and one terminal", st)
+	}
+}
+
+// Refusals of resumes are retried for RetryRefusedFor, then the call ends
+// with the refusal.
+func TestRefusedResumesGiveUpAfterTheirBound(t *testing.T) {
+	const id = "refused-resume-2"
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(accepted(id))
+			p.drop()
+		},
+		func(p *peer) {
+			for in := p.read(); in.Type == protocol.TypeResume; in = p.read() {
+				p.send(busy(id))
+			}
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true; o.RetryRefusedFor = 50 * time.Millisecond })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wait(t, call)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != protocol.CodeBusy {
+		t.Fatalf("result %v, want busy once the bound passed", err)
+	}
+	if st := call.Stats(); st.Refusals < 1 || st.Terminals != 1 {
+		t.Fatalf("stats %+v, want refusals, then one terminal", st)
+	}
+}
+
+// An accepted request's terminal error carries `chunks`: it is final even
+// when retryable, and so is a refusal that is not retryable.
+func TestTerminalErrorsOfAcceptedCallsAreFinal(t *testing.T) {
+	zero, empty := 0, ""
+	for _, tc := range []struct {
+		name  string
+		frame protocol.Error
+	}{
+		{"terminal with chunks", protocol.Error{Code: protocol.CodeInterrupted, Status: 503, Retryable: true, Chunks: &zero, Text: &empty}},
+		{"refusal not retryable", protocol.Error{Code: protocol.CodeForbidden, Status: 403}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "final-" + tc.frame.Code
+			f := tc.frame
+			f.Type, f.RequestID = protocol.TypeError, id
+			s := newServer(t, func(p *peer) {
+				p.read()
+				p.send(accepted(id))
+				p.send(f)
+				p.waitClose()
+			})
+			c := dial(t, s, func(o *Options) { o.Reconnect = true })
+			call, err := c.Send(context.Background(), ask(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = wait(t, call)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != f.Code {
+				t.Fatalf("result %v, want %s", err, f.Code)
+			}
+			if st := call.Stats(); st.Refusals != 0 || st.Resumes != 0 {
+				t.Fatalf("stats %+v, want no resume", st)
+			}
+		})
+	}
+}

@@ -120,7 +120,7 @@ func TestCancelReachesTheOwner(t *testing.T) {
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
 	var charged int64
 	for id, user := range owners {
-		rec, err := store.Get(context.Background(), user, id)
+		rec, err := store.Get(context.Background(), supportOwner(user), id)
 		if err != nil || rec.State != stream.StateError || !rec.Cancelled || terminalCode(rec.Terminal) != "cancelled" {
 			t.Fatalf("%s: record %+v (%v), want ended cancelled", id, rec, err)
 		}

@@ -165,7 +165,7 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 	// No record is left running, and the quota was settled (nothing stays reserved at max_tokens).
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
 	for i, call := range calls {
-		rec, err := store.Get(context.Background(), fmt.Sprintf("kill-user-%d", i), call.ID)
+		rec, err := store.Get(context.Background(), supportOwner(fmt.Sprintf("kill-user-%d", i)), call.ID)
 		if err != nil || !rec.Ended() {
 			t.Fatalf("%s: record %+v (%v) is not ended", call.ID, rec, err)
 		}
@@ -223,7 +223,7 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 	const users, perUser = 50, 20 // 1,000 streams
 	var mu sync.Mutex
 	var bad []string
-	resets := 0
+	resets, refusals := 0, 0 // refusals: busy before acceptance, sent again
 	var wg sync.WaitGroup
 	for u := 0; u < users; u++ {
 		wg.Add(1)
@@ -250,18 +250,18 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 						go c.Drop()
 					}
 				}
-				call, err := c.Send(context.Background(), req)
-				if err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				call, done, refused, err := sendRetryingRefusals(ctx, c, req)
+				timedOut := ctx.Err() != nil
+				cancel()
+				if call == nil {
 					t.Error(err)
 					return
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				done, err := call.Wait(ctx)
-				timedOut := ctx.Err() != nil
-				cancel()
 				st := call.Stats()
 				mu.Lock()
 				resets += cuts - len(at)
+				refusals += refused
 				switch {
 				case timedOut:
 					bad = append(bad, call.ID+": never finished")
@@ -275,7 +275,7 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 		}(u)
 	}
 	wg.Wait()
-	t.Logf("1,000 streams, %d connection resets injected, %d bad", resets, len(bad))
+	t.Logf("1,000 streams, %d connection resets injected, %d refusals sent again, %d bad", resets, refusals, len(bad))
 	if len(bad) > 0 {
 		t.Fatalf("%d streams went wrong, first: %v", len(bad), bad[:min(5, len(bad))])
 	}

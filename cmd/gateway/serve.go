@@ -176,7 +176,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
 		Quotas: quotas, Records: records, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
-		MaxInflightPerSession: s.MaxInflightPerSession, RequestTimeout: s.RequestTimeout,
+		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, CheckpointInterval: s.CheckpointInterval,
 		CheckpointChunks: s.CheckpointChunks, Lease: s.Lease, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
 	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{

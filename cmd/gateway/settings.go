@@ -46,6 +46,7 @@ type settings struct {
 	SocketSendBuffer      int
 	MaxConnsPerUser       int
 	MaxInflightPerSession int
+	MaxRefusalsPerUser    int
 	MaxInflightPerUser    int
 	MaxInflightPerTenant  int
 	MaxInflight           int
@@ -238,6 +239,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", session.DefaultMaxConnsPerUser, "open WebSockets per user")
 	num(&s.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session")
 	num(&s.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", gateway.DefaultMaxInflightPerUser, "requests in flight per user")
+	num(&s.MaxRefusalsPerUser, "JETWAY_MAX_REFUSALS_PER_USER", gateway.DefaultMaxRefusalsPerUser, "refused requests a second per user (and the burst); past it: rate_limited at once, with no usage record")
 	num(&s.MaxInflightPerTenant, "JETWAY_MAX_INFLIGHT_PER_TENANT", gateway.DefaultMaxInflightPerTenant, "model calls in flight per tenant (0: no cap)")
 	num(&s.MaxInflight, "JETWAY_MAX_INFLIGHT", gateway.DefaultMaxInflight, "model calls in flight on this server")
 	dur(&s.ResumeWindow, "JETWAY_RESUME_WINDOW", gateway.DefaultResumeWindow, "how long finished answers stay resumable")

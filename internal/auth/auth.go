@@ -33,6 +33,14 @@ type Principal struct {
 	ExpiresAt time.Time
 }
 
+// Owner is the key of what the principal owns on the gateway: its request
+// ids (live logs and request records) and its per-user caps. It is the
+// tenant, the app and the user, so the same person (one sub) in two tenant
+// groups or two apps owns separate requests, answers and caps. Tenant and
+// app ids never hold '/' (the tenants file's id rule), so the key is
+// unambiguous whatever the sub holds.
+func (p Principal) Owner() string { return p.Tenant + "/" + p.App + "/" + p.Subject }
+
 // Directory maps a Cognito app client id to the tenant and app that own it.
 // *config.Config satisfies it.
 type Directory interface {

@@ -51,15 +51,11 @@ type flight struct {
 }
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	return &flight{g: g, caller: c, req: req, log: log, logger: g.logger.With(
-		zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
-		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
-		zap.String("user", c.Principal.Subject), zap.String("door", req.door()))}
+	return &flight{g: g, caller: c, req: req, log: log,
+		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
 }
 
-func (f *flight) userKey() string {
-	return f.caller.Principal.Tenant + "/" + f.caller.Principal.Subject
-}
+func (f *flight) userKey() string    { return f.caller.Principal.Owner() }
 func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
 
 // admit applies the in-flight caps, the model policy and the quota, and
@@ -212,11 +208,11 @@ func (f *flight) createRecord() error {
 		return fmt.Errorf("encode reservation: %w", err)
 	}
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
-		App: p.App, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
+		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
 		Reserved: f.reservation.Amount().Tokens})
 	now := g.opts.Now()
 	ctx, cancel := g.storeCtx()
-	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Subject, RequestID: f.req.RequestID,
+	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
 		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: f.accepted,
 		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()

@@ -13,6 +13,7 @@ const (
 	DefaultMaxInflightPerTenant  = 0    // no cap
 	DefaultMaxInflightPerUser    = 8
 	DefaultMaxInflightPerSession = 4
+	DefaultMaxRefusalsPerUser    = 10 // a second, and the burst
 	DefaultRequestTimeout        = 5 * time.Minute
 	DefaultFirstTokenTimeout     = 30 * time.Second // a model's own setting wins
 	DefaultReserveTimeout        = 3 * time.Second
@@ -43,6 +44,7 @@ type Options struct {
 	MaxInflightPerTenant  int // 0: no cap
 	MaxInflightPerUser    int
 	MaxInflightPerSession int
+	MaxRefusalsPerUser    int // client-caused refusals a second per user, then rate_limited at once (see refusals.go)
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration // a model's own setting wins
 	ReserveTimeout        time.Duration // the quota reservation's budget
@@ -62,6 +64,7 @@ func (o *Options) defaults() {
 	orInt(&o.MaxInflight, DefaultMaxInflight)
 	orInt(&o.MaxInflightPerUser, DefaultMaxInflightPerUser)
 	orInt(&o.MaxInflightPerSession, DefaultMaxInflightPerSession)
+	orInt(&o.MaxRefusalsPerUser, DefaultMaxRefusalsPerUser)
 	orInt(&o.CheckpointChunks, DefaultCheckpointChunks)
 	orDur(&o.RequestTimeout, DefaultRequestTimeout)
 	orDur(&o.FirstTokenTimeout, DefaultFirstTokenTimeout)

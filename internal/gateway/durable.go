@@ -35,6 +35,7 @@ type envelope struct {
 	Model         string `json:"model"`
 	Tenant        string `json:"tenant"`
 	App           string `json:"app"`
+	User          string `json:"user"` // the sub (the record's owner key is tenant/app/sub)
 	ClientID      string `json:"client_id"`
 	SessionID     string `json:"session_id"`
 	ReceivedAt    int64  `json:"received_at_ms"`
@@ -51,15 +52,15 @@ func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
 // until its terminal frame. Returns errNotFound if the store has no record.
 func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
 	ctx, cancel := g.storeCtx()
-	rec, err := g.records.Get(ctx, c.Principal.Subject, requestID)
+	rec, err := g.records.Get(ctx, c.Principal.Owner(), requestID)
 	cancel()
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
 		return nil, errNotFound
 	case err != nil:
-		return nil, errors.Join(errBusy, err)
+		return nil, errors.Join(errBusy, fmt.Errorf("read the request record: %w", err))
 	}
-	log, created := g.logs.Create(c.Principal.Subject, requestID, rec.BodyHash)
+	log, created := g.logs.Create(c.Principal.Owner(), requestID, rec.BodyHash)
 	if !created {
 		return log, nil // someone on this server adopted it first
 	}
@@ -69,7 +70,7 @@ func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
 
 // startFollowing feeds log from rec and its later versions.
 func (g *Gateway) startFollowing(log *stream.Log, rec *stream.Record) {
-	g.logger.Info("adopted", zap.String("request_id", log.RequestID), zap.String("user", log.Owner),
+	g.logger.Info("adopted", zap.String("request_id", log.RequestID), zap.String("owner", log.Owner),
 		zap.String("owner_server", rec.Server), zap.String("state", rec.State), zap.Int("seq", rec.Seq()))
 	g.wg.Add(1)
 	go g.followRecord(log, rec)
@@ -80,7 +81,7 @@ func (g *Gateway) startFollowing(log *stream.Log, rec *stream.Record) {
 func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	defer g.wg.Done()
 	owner, id := log.Owner, log.RequestID
-	logger := g.logger.With(zap.String("request_id", id), zap.String("user", owner))
+	logger := g.logger.With(zap.String("request_id", id), zap.String("owner", owner))
 	backoff := g.opts.PollInterval
 	accepted := false
 	for {
@@ -152,7 +153,7 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 	o := outcome{how: endInterrupted, err: err, text: text, chunks: len(rec.Chunks), model: env.Model,
 		usage: protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(text)},
 		end:   now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
-		who: who{owner: rec.Owner, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
+		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
 			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received}}
 	if env.Quota != nil {
 		res, err := g.quotas.Restore(env.Quota)

@@ -32,7 +32,8 @@ const (
 
 // who identifies a request in its usage record.
 type who struct {
-	owner, requestID                 string
+	owner                            string // auth.Principal.Owner: the key of logs and records
+	user, requestID                  string // user: the sub
 	tenant, app, clientID, sessionID string
 	receivedAt                       time.Time
 	door                             string // "" when unknown (another server's record)
@@ -155,7 +156,7 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 	}
 	return telemetry.UsageRecord{
 		RequestID: o.who.requestID, SessionID: o.who.sessionID, TS: o.who.receivedAt,
-		Tenant: o.who.tenant, App: o.who.app, User: o.who.owner, ClientID: o.who.clientID, Model: o.model,
+		Tenant: o.who.tenant, App: o.who.app, User: o.who.user, ClientID: o.who.clientID, Model: o.model,
 		FallbackFrom: o.fallbackFrom, Outcome: code, Status: status,
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,

@@ -11,6 +11,7 @@
 //	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
 //	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
 //	durable.go    follow another server's record; interrupt it when its lease passed
+//	refusals.go   the per-user refusal budget; the rejected line of refusals outside a flight
 package gateway
 
 import (
@@ -78,6 +79,7 @@ type Gateway struct {
 	settleBase context.Context // parent of settlements; ends at the drain deadline
 	stopSettle context.CancelFunc
 	wg         sync.WaitGroup // requests running
+	refusals   *refusals      // per-user refusal budgets
 
 	mu        sync.Mutex
 	draining  bool
@@ -109,6 +111,7 @@ func New(d Deps, o Options) *Gateway {
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
+		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
 }
 
@@ -146,11 +149,14 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // which stops the model call started beside it and follows that server's
 // record. The same id with a different body is a conflict.
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
+	if err := g.refusalGate(c, req.RequestID); err != nil {
+		return nil, 0, err
+	}
 	hash := bodyHash(req)
-	log, created := g.logs.Create(c.Principal.Subject, req.RequestID, hash)
+	log, created := g.logs.Create(c.Principal.Owner(), req.RequestID, hash)
 	if !created {
 		if log.BodyHash != hash {
-			return nil, 0, errConflict
+			return nil, 0, g.refused(c, req.RequestID, errConflict)
 		}
 		g.logger.Info("resent", zap.String("request_id", req.RequestID), zap.String("session_id", c.SessionID),
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
@@ -179,8 +185,25 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 }
 
 // Resume returns the user's log for requestID so the caller can replay it.
+// Request ids belong to the principal's tenant, app and user
+// (auth.Principal.Owner): another's id, even the same sub's in another
+// tenant or app, is errNotFound.
 func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
-	log, ok := g.logs.Get(c.Principal.Subject, requestID)
+	if err := g.refusalGate(c, requestID); err != nil {
+		return nil, err
+	}
+	log, err := g.Rejoin(c, requestID)
+	if err != nil {
+		return nil, g.refused(c, requestID, err)
+	}
+	return log, nil
+}
+
+// Rejoin is Resume without the refusal budget and its log line: for a
+// re-sent request on a draining session, whose answer when the id is
+// unknown is `draining`, not a refusal.
+func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
+	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
 	}
@@ -197,14 +220,14 @@ func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 // follows the record here delivers that one terminal. Cancelling a request
 // that already ended changes nothing.
 func (g *Gateway) Cancel(c Caller, requestID string) error {
-	owner := c.Principal.Subject
+	owner := c.Principal.Owner()
 	log, ok := g.logs.Get(owner, requestID)
 	if ok && (log.Cancel() || !log.Ended().IsZero()) {
 		return nil // stopped here, or already over
 	}
 	if g.records == nil {
 		if !ok {
-			return errNotFound
+			return g.refused(c, requestID, errNotFound)
 		}
 		return nil
 	}
@@ -213,7 +236,7 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 	cancel()
 	switch {
 	case err == nil:
-		g.logger.Info("cancel_sent_to_owner", zap.String("request_id", requestID), zap.String("user", owner),
+		g.logger.Info("cancel_sent_to_owner", zap.String("request_id", requestID), zap.String("owner", owner),
 			zap.String("session_id", c.SessionID))
 		return nil
 	case errors.Is(err, stream.ErrConflict):
@@ -221,9 +244,9 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 	case errors.Is(err, stream.ErrNotFound) && ok:
 		return nil // still being admitted here, before its record: too early to stop (as on one server)
 	case errors.Is(err, stream.ErrNotFound):
-		return errNotFound
+		return g.refused(c, requestID, errNotFound)
 	default:
-		return errors.Join(errBusy, err)
+		return g.refused(c, requestID, errors.Join(errBusy, fmt.Errorf("cancel through the request record: %w", err)))
 	}
 }
 

@@ -375,7 +375,7 @@ func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
 			if len(recs) != 1 || recs[0].Outcome != c.code || recs[0].OutputTokens == 0 || recs[0].CostUSD == 0 {
 				t.Errorf("usage records %+v", recs)
 			}
-			rec, err := e.records.Get(context.Background(), "user-1", "req-fails")
+			rec, err := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-fails")
 			if err != nil || rec.State != stream.StateError || string(rec.Terminal) != string(log.Read(0).Terminal) {
 				t.Errorf("stored record %+v, %v: want the same terminal", rec, err)
 			}
@@ -402,7 +402,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-lease", ""))
 	deadline := time.Now().Add(waitBound)
-	for rec, _ := e.records.Get(context.Background(), "user-1", "req-lease"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), "user-1", "req-lease") {
+	for rec, _ := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-lease"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-lease") {
 		if time.Now().After(deadline) {
 			t.Fatal("A never checkpointed")
 		}
@@ -425,7 +425,8 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 	if len(recs) != 1 || recs[0].Server != "b" {
 		t.Fatalf("usage records %+v, want only B's", recs)
 	}
-	if recs[0].Outcome != protocol.CodeInterrupted || recs[0].Model != "cheap" || recs[0].CostUSD == 0 {
+	if recs[0].Outcome != protocol.CodeInterrupted || recs[0].Model != "cheap" || recs[0].CostUSD == 0 ||
+		recs[0].User != "user-1" || recs[0].Tenant != "t" || recs[0].App != "chat" {
 		t.Errorf("usage record %+v", recs[0])
 	}
 }
@@ -625,7 +626,7 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-dead", ""))
 	deadline := time.Now().Add(waitBound)
-	for rec, _ := e.records.Get(context.Background(), "user-1", "req-cancel-dead"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), "user-1", "req-cancel-dead") {
+	for rec, _ := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead") {
 		if time.Now().After(deadline) {
 			t.Fatal("A never checkpointed")
 		}

@@ -109,13 +109,14 @@ func (f *flight) reject(err error) {
 	o := f.outcome(err)
 	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
 	f.g.finish(o)
+	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
 }
 
 // outcome is the part of an ending every path of this flight shares.
 func (f *flight) outcome(err error) outcome {
 	p := f.caller.Principal
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
-		who: who{owner: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
+		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
 			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
 	if f.req.Messages != nil {
 		feats := f.req.Features()
@@ -214,7 +215,7 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 		}
 		if len(snap.Chunks) >= g.opts.CheckpointChunks || time.Since(lastWrite) >= g.opts.CheckpointInterval {
 			ctx, cancel := g.storeCtx()
-			err := g.records.Checkpoint(ctx, f.caller.Principal.Subject, f.req.RequestID, g.opts.ServerID, stored,
+			err := g.records.Checkpoint(ctx, f.caller.Principal.Owner(), f.req.RequestID, g.opts.ServerID, stored,
 				snap.Chunks, g.opts.Now().Add(g.opts.Lease))
 			cancel()
 			switch {

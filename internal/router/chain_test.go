@@ -372,8 +372,10 @@ func TestRetrySameModel(t *testing.T) {
 		primary.FirstTokenTimeout = 30 * time.Millisecond
 		primary.Retries = 2
 		_, out, err := w.stream(t.Context(), []router.Target{primary, target("second", "mock-b")}, call("", "", "hi"))
-		if err != nil || out.Model != "second" || w.srv.Requests("mock-stall") != 1 {
-			t.Fatalf("%+v %v after %d stalled calls, want one", out, err, w.srv.Requests("mock-stall"))
+		// At most one: under load the 30 ms deadline can pass before the
+		// mock even counts the call; what matters is that it is not retried.
+		if err != nil || out.Model != "second" || w.srv.Requests("mock-stall") > 1 {
+			t.Fatalf("%+v %v after %d stalled calls, want at most one", out, err, w.srv.Requests("mock-stall"))
 		}
 	})
 }

@@ -187,7 +187,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
 		if s.isDraining() {
-			if log, err := s.hub.gw.Resume(s.caller(), in.RequestID); err == nil {
+			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
 				return

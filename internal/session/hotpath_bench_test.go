@@ -160,4 +160,8 @@ func (g *benchGateway) Resume(gateway.Caller, string) (*stream.Log, error) {
 	return nil, errors.New("bench: no resume")
 }
 
+func (g *benchGateway) Rejoin(gateway.Caller, string) (*stream.Log, error) {
+	return nil, errors.New("bench: no rejoin")
+}
+
 func (g *benchGateway) Cancel(gateway.Caller, string) error { return errors.New("bench: no cancel") }

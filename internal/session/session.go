@@ -38,6 +38,7 @@ type Verifier interface {
 type Gateway interface {
 	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
 	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
+	Rejoin(c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(c gateway.Caller, requestID string) error
 }
 
@@ -287,16 +288,14 @@ func (h *Hub) originAllowed(origin string) bool {
 	return false
 }
 
-func userKey(p auth.Principal) string { return p.Tenant + "/" + p.Subject }
-
 // register counts a connection for its user, refusing one over the cap.
 func (h *Hub) register(p auth.Principal) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.perUser[userKey(p)] >= h.opts.MaxConnsPerUser {
+	if h.perUser[p.Owner()] >= h.opts.MaxConnsPerUser {
 		return false
 	}
-	h.perUser[userKey(p)]++
+	h.perUser[p.Owner()]++
 	return true
 }
 
@@ -316,7 +315,7 @@ func (h *Hub) track(s *Session) {
 func (h *Hub) unregister(p auth.Principal, s *Session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	k := userKey(p)
+	k := p.Owner()
 	if h.perUser[k] <= 1 {
 		delete(h.perUser, k)
 	} else {

@@ -45,6 +45,9 @@ func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
 	return g.resume(c, id)
 }
 
+// Rejoin answers as Resume does.
+func (g fakeGateway) Rejoin(c gateway.Caller, id string) (*stream.Log, error) { return g.Resume(c, id) }
+
 func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
 
 // fakeVerifier accepts for user u1 the token "good" (valid for an hour) and

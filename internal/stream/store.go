@@ -52,7 +52,8 @@ package stream
 //
 // One item per request, partition key only:
 //
-//	pk           S  "req#" + owner (the user's sub) + "#" + request id. Request ids
+//	pk           S  "req#" + owner + "#" + request id. The gateway's owner is
+//	                "tenant/app/sub" (auth.Principal.Owner). Request ids
 //	                never contain '#' (the protocol allows [A-Za-z0-9_-]), so keys are
 //	                unambiguous whatever the sub holds.
 //	server       S  the owning task's id
@@ -147,8 +148,8 @@ var (
 	ErrInvalid = errors.New("invalid request record")
 )
 
-// Record is one request's durable state, keyed by Owner (the user's sub)
-// and RequestID.
+// Record is one request's durable state, keyed by Owner (the gateway
+// uses auth.Principal.Owner: tenant, app and sub) and RequestID.
 type Record struct {
 	Owner, RequestID, BodyHash string
 	// Server is the id of the task that owns the record.

@@ -79,6 +79,7 @@ type Metrics struct {
 	connRejected    *prometheus.CounterVec   // reason
 	retainedBytes   prometheus.Gauge
 	retainedEvicted prometheus.Counter
+	refusalsLimited prometheus.Counter
 	followed        prometheus.Counter
 }
 
@@ -108,6 +109,7 @@ type Metrics struct {
 //	connections_rejected_total            counter   reason
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
+//	refusals_limited_total                counter
 //	requests_followed_total               counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
@@ -146,6 +148,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
 		retainedEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "retained_answers_evicted_total",
 			Help: "Finished answers forgotten before the resume window ended because the retained bytes passed their budget."}),
+		refusalsLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "refusals_limited_total",
+			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
 		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
 			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
 	}
@@ -153,7 +157,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited)
 	}
 	return m
 }
@@ -363,6 +367,15 @@ func (m *Metrics) RetainedAnswerBytes(n int64) {
 		return
 	}
 	m.retainedBytes.Set(float64(n))
+}
+
+// RefusalLimited counts a request refused at once because its user's
+// refusal budget was spent.
+func (m *Metrics) RefusalLimited() {
+	if m == nil {
+		return
+	}
+	m.refusalsLimited.Inc()
 }
 
 // RetainedAnswerEvicted counts a finished answer forgotten early to keep

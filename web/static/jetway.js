@@ -242,6 +242,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} [minBackoffMs] first reconnect delay bound (default 100); the first retry after a drop is immediate
  * @property {number} [maxBackoffMs] largest reconnect delay (default 5000)
  * @property {number} [acceptTimeoutMs] re-send a request with no `accepted` after this long (default 10000; negative: never)
+ * @property {number} [retryRefusedForMs] an accepted call whose resumes are refused (a retryable `error` without `chunks`, e.g. `busy`) resumes again after `retry_after_ms` for at most this long, then ends with the refusal (default 30000)
  * @property {number} [refreshBeforeMs] send `auth` with a fresh token this long before expiry (default 60000; negative: never)
  * @property {number} [connectTimeoutMs] give up on a connection with no `ready` after this long (default 10000)
  * @property {number} [pingIntervalMs] application ping interval; default the server's heartbeat_s. A connection silent for 2.5 intervals is dropped and reopened
@@ -311,6 +312,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} resends times the request was sent again (no accepted in time, not_found, draining)
  * @property {number} resumes resume frames sent after reconnects
  * @property {number} terminals terminal frames received (replays included)
+ * @property {number} refusals retryable refusals of an accepted call's resume (resumed again after retry_after_ms)
  * @property {boolean} mismatch done.text differed from the chunks joined
  */
 
@@ -387,6 +389,7 @@ const kIn = Symbol('internal');
  * @property {boolean} resumeOnly made by resume(): never sent as a request
  * @property {number} transmits request/resume frames sent so far
  * @property {boolean} cancel a cancel to send with the next transmit
+ * @property {number|null} refusedAt first refusal of a resume since the last chunk
  */
 
 /**
@@ -396,7 +399,7 @@ const kIn = Symbol('internal');
 export class Call {
   /** @type {CallInternals} */
   [kIn] = { client: /** @type {any} */ (null), conn: null, pending: new Map(), chunks: [], settle: () => {},
-    timer: undefined, waiters: [], resumeOnly: false, transmits: 0, cancel: false };
+    timer: undefined, waiters: [], resumeOnly: false, transmits: 0, cancel: false, refusedAt: null };
 
   /**
    * @param {Client} client
@@ -422,7 +425,7 @@ export class Call {
     /** @type {boolean} */
     this.finished = false;
     /** @type {CallStats} */
-    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, mismatch: false };
+    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, refusals: 0, mismatch: false };
     /** @type {number} when send() was called (performance.now() ms) */
     this.sentAt = now();
     /** @type {number|null} */
@@ -583,6 +586,7 @@ export class Client {
       minBackoffMs: o.minBackoffMs ?? 100,
       maxBackoffMs: o.maxBackoffMs ?? 5000,
       acceptTimeoutMs: o.acceptTimeoutMs ?? 10000,
+      retryRefusedForMs: o.retryRefusedForMs ?? 30000,
       refreshBeforeMs: o.refreshBeforeMs ?? 60000,
       connectTimeoutMs: o.connectTimeoutMs ?? 10000,
       pingIntervalMs: o.pingIntervalMs,
@@ -1231,6 +1235,7 @@ export class Client {
       return;
     }
     if (call.firstChunkAt === null) call.firstChunkAt = now();
+    call[kIn].refusedAt = null;
     /** @type {Chunk[]} */
     const fresh = [{ seq, text }];
     call.lastSeq = seq;
@@ -1255,6 +1260,7 @@ export class Client {
   _callError(conn, f) {
     const call = this._calls.get(/** @type {string} */ (f.request_id));
     if (!call) return;
+    if ((call.accepted || call[kIn].resumeOnly) && f.chunks == null && f.retryable && this._refused(call, f)) return;
     call.stats.terminals++;
     if (f.code === 'not_found' && !call[kIn].resumeOnly) {
       // The server has no record of it: the request never arrived there
@@ -1275,6 +1281,31 @@ export class Client {
       return;
     }
     this._finish(call, null, new JetwayError(f));
+  }
+
+  /**
+   * An accepted request's terminal `error` always carries `chunks`; one
+   * without it refused this attempt (a resume the server could not serve
+   * now) while the request runs on to its own terminal. Resumes again after
+   * retry_after_ms; false once retryRefusedForMs has passed (the refusal is final).
+   * @private
+   * @param {Call} call
+   * @param {ErrorFrame} f
+   * @returns {boolean}
+   */
+  _refused(call, f) {
+    const t = now();
+    if (call[kIn].refusedAt === null) call[kIn].refusedAt = t;
+    if (t - call[kIn].refusedAt >= this._o.retryRefusedForMs) return false;
+    call.stats.refusals++;
+    clearTimeout(call[kIn].timer);
+    call[kIn].timer = setTimeout(() => {
+      if (call.finished || this._closed) return;
+      const c = this._sendable();
+      if (c) this._transmit(call, c);
+      else call[kIn].conn = null; // resumed with the next connection
+    }, f.retry_after_ms || this._o.minBackoffMs);
+    return true;
   }
 
   /**

@@ -137,6 +137,58 @@ test('not_found on resume (a server that never saw the request) sends it again',
   }
 });
 
+test('a busy refusal of a resume (no chunks) is about the attempt: resume again, one identical answer', async () => {
+  const messages = prompt('Is the Porto gate open yet?');
+  const want = await reference(A, messages);
+  const proxy = await startProxy(A.ws);
+  proxy.cutAt = { chunks: 10 };
+  // The first resume is refused as a server that could not read the request's record in time refuses it.
+  let refused = 0;
+  proxy.toServer = (f, pair) => {
+    if (f.type !== 'resume' || refused++ > 0) return undefined;
+    pair.client.send(JSON.stringify({ type: 'error', request_id: f.request_id, code: 'busy', status: 503,
+      message: 'server busy', retryable: true, retry_after_ms: 20 }));
+    return null;
+  };
+  const c = open({ url: proxy.url, getToken: tokenSource(A.http, { sub: user('refused') }) });
+  try {
+    let streamed = '';
+    const call = c.send({ messages }, { onChunk: (ch) => (streamed += ch.text) });
+    const done = await call.result;
+    assert.equal(done.text, want);
+    assert.equal(streamed, want);
+    assert.equal(call.stats.refusals, 1);
+    assert.equal(call.stats.terminals, 1);
+    const resumes = proxy.fromClient.filter((f) => f.type === 'resume');
+    assert.equal(resumes.length, 2, 'resumed again after the refusal');
+    assert.deepEqual(resumes.map((f) => f.after_seq), [10, 10]);
+  } finally {
+    c.close();
+    proxy.close();
+  }
+});
+
+test('resumes refused past retryRefusedForMs end the call with the refusal', async () => {
+  const proxy = await startProxy(A.ws);
+  proxy.cutAt = { chunks: 5 };
+  proxy.toServer = (f, pair) => {
+    if (f.type !== 'resume') return undefined;
+    pair.client.send(JSON.stringify({ type: 'error', request_id: f.request_id, code: 'busy', status: 503,
+      message: 'server busy', retryable: true, retry_after_ms: 20 }));
+    return null;
+  };
+  const c = open({ url: proxy.url, retryRefusedForMs: 200, getToken: tokenSource(A.http, { sub: user('refused-long') }) });
+  try {
+    const call = c.send({ messages: prompt('Will the Riga flight board soon?') });
+    await assert.rejects(call.result, (/** @type {any} */ e) => e.code === 'busy');
+    assert.ok(call.stats.refusals >= 1, `refusals ${call.stats.refusals}`);
+    assert.equal(call.stats.terminals, 1);
+  } finally {
+    c.close();
+    proxy.close();
+  }
+});
+
 test('close 4008 (slow consumer): reconnect at once and resume', async () => {
   const messages = prompt('Is there wifi on the plane?');
   const want = await reference(A, messages);
