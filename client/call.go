@@ -25,7 +25,7 @@ type Call struct {
 	acc         *Accepted
 	next        int // the next seq expected (last contiguous + 1)
 	text        strings.Builder
-	pending     map[int]string // chunks that arrived ahead of a gap
+	pending     map[int]protocol.Chunk // chunks that arrived ahead of a gap
 	firstChunk  time.Time
 	result      *Done
 	err         error
@@ -180,7 +180,8 @@ func (c *Call) onAccepted(a Accepted) {
 	}
 }
 
-func (c *Call) onChunk(seq int, text string) {
+func (c *Call) onChunk(f protocol.Chunk) {
+	seq := f.Seq
 	c.mu.Lock()
 	c.stats.ChunksReceived++
 	if c.next == 0 {
@@ -200,14 +201,13 @@ func (c *Call) onChunk(seq int, text string) {
 			c.stats.Duplicates++
 		} else {
 			c.stats.OutOfOrder++
-			c.pending[seq] = text
+			c.pending[seq] = f
 		}
 		c.mu.Unlock()
 		return
 	}
-	var deliver []string
-	deliver = append(deliver, text)
-	c.text.WriteString(text)
+	deliver := []protocol.Chunk{f}
+	c.text.WriteString(f.Text)
 	c.next++
 	for {
 		t, ok := c.pending[c.next]
@@ -216,14 +216,17 @@ func (c *Call) onChunk(seq int, text string) {
 		}
 		delete(c.pending, c.next)
 		deliver = append(deliver, t)
-		c.text.WriteString(t)
+		c.text.WriteString(t.Text)
 		c.next++
 	}
 	first := c.next - len(deliver)
 	c.mu.Unlock()
-	if c.req.OnChunk != nil {
-		for i, t := range deliver {
-			c.req.OnChunk(first+i, t)
+	for i, t := range deliver {
+		if c.req.OnChunk != nil {
+			c.req.OnChunk(first+i, t.Text)
+		}
+		if c.req.OnChunkFrame != nil {
+			c.req.OnChunkFrame(t)
 		}
 	}
 }

@@ -252,7 +252,7 @@ func (c *Client) Send(ctx context.Context, r Request) (*Call, error) {
 		r.RequestID = NewRequestID()
 	}
 	call := &Call{ID: r.RequestID, req: r, client: c, accepted: make(chan struct{}), done: make(chan struct{}),
-		pending: map[int]string{}, sentAt: time.Now()}
+		pending: map[int]protocol.Chunk{}, sentAt: time.Now()}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -276,7 +276,7 @@ func (c *Client) Send(ctx context.Context, r Request) (*Call, error) {
 // before a restart) from after_seq.
 func (c *Client) Resume(ctx context.Context, requestID string, afterSeq int) (*Call, error) {
 	call := &Call{ID: requestID, client: c, accepted: make(chan struct{}), done: make(chan struct{}),
-		pending: map[int]string{}, next: afterSeq + 1, resumeOnly: true, sentAt: time.Now()}
+		pending: map[int]protocol.Chunk{}, next: afterSeq + 1, resumeOnly: true, sentAt: time.Now()}
 	close(call.accepted)
 	c.mu.Lock()
 	c.calls[requestID] = call

@@ -68,7 +68,7 @@ func (cn *conn) readLoop() {
 			}
 		case protocol.TypeChunk:
 			if call := c.call(f.RequestID); call != nil {
-				call.onChunk(f.Seq, f.Text)
+				call.onChunk(f)
 			}
 		case protocol.TypeDone:
 			if call := c.call(f.RequestID); call != nil {

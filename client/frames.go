@@ -26,6 +26,19 @@ type (
 	// Error is an error frame from the server; Call.Wait returns it as an
 	// error (*Error), with RetryAfter the server's retry hint.
 	Error = protocol.Error
+	// Chunk is a chunk frame: text, or a piece of a reasoning or tool_use
+	// block (Kind, Block, Reasoning, ID, Name, Input).
+	Chunk = protocol.Chunk
+	// Block is a content block: of a message (Message.Blocks: text, image,
+	// document, tool_use, tool_result, reasoning) or of an answer
+	// (Done.Blocks; Done.ToolCalls and Done.ReasoningText read them).
+	Block = protocol.Block
+	// Tool is a function the model may call.
+	Tool = protocol.Tool
+	// ToolChoice is auto, any, or one named tool.
+	ToolChoice = protocol.ToolChoice
+	// Reasoning asks a reasoning model to think within a token budget.
+	Reasoning = protocol.Reasoning
 )
 
 // Subprotocol is the protocol version this client speaks.
@@ -40,16 +53,24 @@ type Request struct {
 	Model       string
 	MaxTokens   int
 	Temperature *float64
+	Tools       []Tool
+	ToolChoice  *ToolChoice
+	Reasoning   *Reasoning
 
 	// OnChunk, if set, is called for every new chunk in seq order, exactly
 	// once per seq, from the client's reader goroutine: keep it quick.
 	OnChunk func(seq int, text string)
+	// OnChunkFrame, if set, is called likewise (after OnChunk) with the
+	// whole chunk frame: its block index and kind, reasoning text, tool
+	// call start (ID, Name) or input JSON fragment.
+	OnChunkFrame func(Chunk)
 }
 
 // frame is the request frame for r, resuming after afterSeq.
 func (r *Request) frame(afterSeq int) protocol.Inbound {
 	return protocol.Inbound{Type: protocol.TypeRequest, RequestID: r.RequestID, Messages: r.Messages,
-		System: r.System, Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, AfterSeq: afterSeq}
+		System: r.System, Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
+		Tools: r.Tools, ToolChoice: r.ToolChoice, Reasoning: r.Reasoning, AfterSeq: afterSeq}
 }
 
 // HTTPError is a refusal before the WebSocket upgrade.

@@ -92,7 +92,27 @@ type Model struct {
 	// FirstTokenTimeout bounds the wait for the first token before a
 	// fallback is tried; 0 means the router's default.
 	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	// Capabilities are what the model takes beyond text (CapabilityTools,
+	// CapabilityImages, CapabilityDocuments, CapabilityReasoning); none by
+	// default. A request using one the model lacks is refused before any
+	// model call.
+	Capabilities []string `yaml:"capabilities"`
 }
+
+// Model capabilities (Model.Capabilities).
+const (
+	CapabilityTools     = "tools"
+	CapabilityImages    = "images"
+	CapabilityDocuments = "documents"
+	CapabilityReasoning = "reasoning"
+)
+
+// Capabilities lists every capability a model may have, in the order
+// errors name them.
+var Capabilities = []string{CapabilityTools, CapabilityImages, CapabilityDocuments, CapabilityReasoning}
+
+// Supports reports whether the model is configured with capability c.
+func (m Model) Supports(c string) bool { return slices.Contains(m.Capabilities, c) }
 
 // Price is a model's price in USD per 1,000 tokens.
 type Price struct {

@@ -237,6 +237,10 @@ func TestValidationErrors(t *testing.T) {
 			`jetway.yaml: tenants[1].apps[0].models.default: required`},
 		{"default as fallback", "fallbacks: [mock-b]", "fallbacks: [mock-a]",
 			`jetway.yaml: tenants[0].apps[0].models.fallbacks[0]: "mock-a" is already the default model`},
+		{"unknown capability", "  - id: mock-b\n", "  - id: mock-b\n    capabilities: [tools, video]\n",
+			`jetway.yaml: models[1].capabilities[1]: unknown capability "video" (one of tools, images, documents, reasoning)`},
+		{"duplicate capability", "  - id: mock-b\n", "  - id: mock-b\n    capabilities: [images, images]\n",
+			`jetway.yaml: models[1].capabilities[1]: duplicate capability "images"`},
 		{"duplicate model id", "  - id: mock-b\n", "  - id: mock-a\n",
 			`jetway.yaml: models[1].id: duplicate model id "mock-a" (also models[0])`},
 		{"duplicate tenant id", "  - id: fabrikam", "  - id: contoso",
@@ -359,5 +363,17 @@ func TestFileLevelErrors(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("Load(missing) = %v, want a not-exist error naming the file", err)
+	}
+}
+
+func TestModelCapabilities(t *testing.T) {
+	cfg, err := Parse("jetway.yaml", []byte(strings.Replace(base, "  - id: mock-b\n", "  - id: mock-b\n    capabilities: [tools, reasoning]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.Model("mock-a")
+	b, _ := cfg.Model("mock-b")
+	if a.Supports(CapabilityTools) || !b.Supports(CapabilityTools) || !b.Supports(CapabilityReasoning) || b.Supports(CapabilityImages) {
+		t.Fatalf("capabilities: mock-a %v, mock-b %v", a.Capabilities, b.Capabilities)
 	}
 }

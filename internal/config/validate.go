@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 var (
@@ -53,6 +54,15 @@ func (c *Config) Validate(name string) error {
 		v.nonNegative(p+".price.output_per_1k", m.Price.OutputPer1K)
 		if m.FirstTokenTimeout < 0 {
 			v.add(p+".first_token_timeout", "must not be negative")
+		}
+		for j, c := range m.Capabilities {
+			cp := fmt.Sprintf("%s.capabilities[%d]", p, j)
+			switch {
+			case !slices.Contains(Capabilities, c):
+				v.add(cp, "unknown capability %q (one of %s)", c, strings.Join(Capabilities, ", "))
+			case slices.Index(m.Capabilities, c) < j:
+				v.add(cp, "duplicate capability %q", c)
+			}
 		}
 	}
 

@@ -31,6 +31,7 @@ type flight struct {
 	chain       []router.Target
 	maxTokens   int
 	estimate    int64
+	messages    []router.Message // the model call's messages, attachments decoded
 	reservation *quota.Reservation
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
@@ -146,7 +147,7 @@ func (f *flight) standDown() {
 // returns the accepted frame that reports it.
 func (f *flight) reserve() (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
-	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages))
+	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages)) + f.attachmentEstimate()
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
 	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
 	defer cancel()
@@ -182,8 +183,11 @@ func (f *flight) lookupCache() {
 		return
 	}
 	p := f.caller.Principal
-	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, routerMessages(f.req.Messages),
-		f.maxTokens, f.req.Temperature)
+	messages := f.messages // decoded blocks, for a request with blocks
+	if messages == nil {
+		messages = routerMessages(f.req.Messages)
+	}
+	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, messages, f.maxTokens, f.req.Temperature)
 	// The model call waits for this lookup, so its DynamoDB tier gets a small
 	// budget (docs/architecture.md, "The response cache").
 	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)
@@ -262,7 +266,7 @@ func (f *flight) policy() error {
 		}
 		f.maxTokens = f.req.MaxTokens
 	}
-	return nil
+	return f.checkBlocks()
 }
 
 // maxCostMicroUSD bounds the cost at the most expensive model of the chain.

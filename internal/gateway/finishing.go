@@ -37,6 +37,7 @@ type who struct {
 	tenant, app, clientID, sessionID string
 	receivedAt                       time.Time
 	door                             string // "" when unknown (another server's record)
+	images, documents                int    // attachments (0 when unknown)
 }
 
 // outcome is how a request ended: everything its one ending needs.
@@ -160,6 +161,7 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
+		Images: o.who.images, Documents: o.who.documents,
 	}
 }
 

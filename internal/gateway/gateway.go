@@ -297,7 +297,7 @@ func routerMessages(ms []protocol.Message) []router.Message {
 func contents(ms []protocol.Message) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
-		out[i] = m.Content
+		out[i] = m.Text()
 	}
 	return out
 }
@@ -306,14 +306,17 @@ func contents(ms []protocol.Message) []string {
 // re-send with the same id and body is recognised and a different body is a conflict.
 func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
-		Messages    []protocol.Message `json:"m"`
-		System      string             `json:"s"`
-		Model       string             `json:"mo"`
-		MaxTokens   int                `json:"mt"`
-		Temperature *float64           `json:"t"`
-		TopP        *float64           `json:"tp,omitempty"`
-		Stop        []string           `json:"st,omitempty"`
-	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop})
+		Messages    []protocol.Message   `json:"m"`
+		System      string               `json:"s"`
+		Model       string               `json:"mo"`
+		MaxTokens   int                  `json:"mt"`
+		Temperature *float64             `json:"t"`
+		TopP        *float64             `json:"tp,omitempty"`
+		Stop        []string             `json:"st,omitempty"`
+		Tools       []protocol.Tool      `json:"to,omitempty"`
+		ToolChoice  *protocol.ToolChoice `json:"tc,omitempty"`
+		Reasoning   *protocol.Reasoning  `json:"r,omitempty"`
+	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

@@ -23,7 +23,7 @@ import (
 // Two models with different prices, so a fallback's charge is visible.
 const testConfig = `
 models:
-  - {id: cheap, bedrock_id: cheap, price: {input_per_1k: 0.001, output_per_1k: 0.002}}
+  - {id: cheap, bedrock_id: cheap, price: {input_per_1k: 0.001, output_per_1k: 0.002}, capabilities: [images, tools]}
   - {id: dear, bedrock_id: dear, price: {input_per_1k: 0.01, output_per_1k: 0.03}}
 tenants:
   - id: t
@@ -36,6 +36,9 @@ tenants:
         client_ids: [cached-client]
         models: {default: cheap}
         cache: {ttl: 1h}
+      - id: solo
+        client_ids: [solo-client]
+        models: {default: cheap}
 `
 
 // waitBound bounds every wait in these tests; nothing sleeps.

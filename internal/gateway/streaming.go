@@ -118,6 +118,10 @@ func (f *flight) outcome(err error) outcome {
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
 		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
 			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
+	if f.req.Messages != nil {
+		feats := f.req.Features()
+		o.who.images, o.who.documents = feats.Images, feats.Documents
+	}
 	if f.reservation != nil {
 		o.reserved = f.reservation.Amount().Tokens
 	}
@@ -125,8 +129,11 @@ func (f *flight) outcome(err error) outcome {
 }
 
 func (f *flight) call() router.Call {
-	c := router.Call{System: f.req.System, Messages: routerMessages(f.req.Messages), MaxTokens: f.maxTokens,
+	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
 		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
+	if c.Messages == nil {
+		c.Messages = routerMessages(f.req.Messages)
+	}
 	if gr := f.app.Guardrail; gr != nil {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}

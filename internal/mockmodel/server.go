@@ -10,7 +10,18 @@
 //	mock-fail-after-N   N tokens, then a modelStreamErrorException event
 //	mock-stall          HTTP 200 and headers, then nothing until the client goes away
 //	mock-guardrail      a few tokens, then stopReason "guardrail_intervened"
+//	mock-reasoning      reasoning deltas (block 0, with a signature), then the text
+//	mock-tools          with a toolConfig: a few words of text, then a call of the
+//	                    first tool (input {"query": the last message's first three
+//	                    words}, see Tool), stopReason "tool_use"; any model does
+//	                    the same for toolChoice any (first tool) or tool (that
+//	                    tool). A conversation whose last message holds a
+//	                    toolResult is answered in text.
 //	anything else       a normal answer
+//
+// Images, documents, tool blocks and toolConfig are checked as Bedrock
+// checks them (formats, Bedrock's sizes and counts), with a
+// ValidationException otherwise.
 //
 // It is shared by the gateway's dev mode, tests and load tests.
 package mockmodel
@@ -42,8 +53,9 @@ const NoDelay time.Duration = -1
 
 // Bounds of the mock.
 const (
-	// MaxRequestBytes is the largest request body accepted.
-	MaxRequestBytes = 8 << 20
+	// MaxRequestBytes is the largest request body accepted (attachments
+	// are base64 in it).
+	MaxRequestBytes = 32 << 20
 	// guardrailTokens is how many tokens mock-guardrail sends before it intervenes.
 	guardrailTokens = 5
 )
@@ -204,16 +216,22 @@ type request struct {
 	messages    []string
 	maxTokens   int // 0: not given
 	inputTokens int
+	// tool is the tool the answer calls ("" for none); thinkingBudget is
+	// additionalModelRequestFields.thinking.budget_tokens (0: not given).
+	tool           string
+	thinkingBudget int
 }
 
 // converseRequest is the subset of the ConverseStream JSON body the mock reads.
 type converseRequest struct {
 	System   []textBlock `json:"system"`
 	Messages []struct {
-		Role    string      `json:"role"`
-		Content []textBlock `json:"content"`
+		Role    string         `json:"role"`
+		Content []contentBlock `json:"content"`
 	} `json:"messages"`
-	InferenceConfig *struct {
+	ToolConfig                   *toolConfig     `json:"toolConfig"`
+	AdditionalModelRequestFields json.RawMessage `json:"additionalModelRequestFields"`
+	InferenceConfig              *struct {
 		MaxTokens   *int     `json:"maxTokens"`
 		Temperature *float64 `json:"temperature"`
 	} `json:"inferenceConfig"`
@@ -229,23 +247,36 @@ type textBlock struct {
 	Text *string `json:"text"`
 }
 
-func joinText(blocks []textBlock) string {
+// joinText joins the text blocks of a system prompt or message with "\n",
+// skipping blocks of other kinds.
+func joinText[B textBlock | contentBlock](blocks []B) string {
+	text := func(b B) *string {
+		switch b := any(b).(type) {
+		case textBlock:
+			return b.Text
+		case contentBlock:
+			return b.Text
+		}
+		return nil
+	}
 	switch len(blocks) {
 	case 0:
 		return ""
 	case 1:
-		if blocks[0].Text == nil {
-			return ""
+		if t := text(blocks[0]); t != nil {
+			return *t
 		}
-		return *blocks[0].Text
+		return ""
 	}
 	var b strings.Builder
-	for i, bl := range blocks {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		if bl.Text != nil {
-			b.WriteString(*bl.Text)
+	n := 0
+	for _, bl := range blocks {
+		if t := text(bl); t != nil {
+			if n > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(*t)
+			n++
 		}
 	}
 	return b.String()
@@ -253,7 +284,7 @@ func joinText(blocks []textBlock) string {
 
 // decodeRequest reads and validates the body; its errors become a
 // ValidationException, as Bedrock's would.
-func decodeRequest(w http.ResponseWriter, r *http.Request) (request, error) {
+func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (request, error) {
 	var body converseRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err := dec.Decode(&body); err != nil {
@@ -263,6 +294,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (request, error) {
 		return request{}, fmt.Errorf("messages: at least one message is required")
 	}
 	req := request{system: joinText(body.System), messages: make([]string, len(body.Messages))}
+	var counts blockCounts
 	for i, m := range body.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return request{}, fmt.Errorf("messages[%d].role: must be user or assistant, got %q", i, m.Role)
@@ -270,7 +302,20 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (request, error) {
 		if len(m.Content) == 0 {
 			return request{}, fmt.Errorf("messages[%d].content: at least one content block is required", i)
 		}
+		if err := checkBlocks(fmt.Sprintf("messages[%d].content", i), m.Content, &counts, false); err != nil {
+			return request{}, err
+		}
 		req.messages[i] = joinText(m.Content)
+	}
+	if counts.images > maxImages || counts.documents > maxDocuments {
+		return request{}, fmt.Errorf("messages: at most %d images and %d documents per request", maxImages, maxDocuments)
+	}
+	for _, b := range body.Messages[len(body.Messages)-1].Content {
+		counts.lastHasToolResult = counts.lastHasToolResult || b.ToolResult != nil
+	}
+	var err error
+	if req.tool, err = checkTools(body.ToolConfig, modelID, counts); err != nil {
+		return request{}, err
 	}
 	if ic := body.InferenceConfig; ic != nil {
 		if ic.MaxTokens != nil {
@@ -286,7 +331,10 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (request, error) {
 	if g := body.GuardrailConfig; g != nil && (g.GuardrailIdentifier == "" || g.GuardrailVersion == "") {
 		return request{}, fmt.Errorf("guardrailConfig: guardrailIdentifier and guardrailVersion are required")
 	}
-	req.inputTokens = InputTokens(req.system, req.messages)
+	if req.thinkingBudget, err = checkThinking(body.AdditionalModelRequestFields, req.maxTokens); err != nil {
+		return request{}, err
+	}
+	req.inputTokens = InputTokens(req.system, req.messages) + attachmentTokens(counts)
 	return req, nil
 }
 
@@ -314,7 +362,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "The service is temporarily unable to handle the request.")
 		return
 	}
-	req, err := decodeRequest(w, r)
+	req, err := decodeRequest(w, r, modelID)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 		return
@@ -355,6 +403,21 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	p := pacer{start: start, ttft: s.ttft, perToken: s.perToken, flush: rc.Flush}
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
+		return
+	}
+	if f == faultNone && (modelID == modelReasoning || req.tool != "") {
+		sent, stop, ok := s.streamBlocks(ctx, w, &p, modelID, req, planBlocks(modelID, req, limit), stop)
+		if !ok {
+			return
+		}
+		if _, err := w.Write(s.frames.stop[stop]); err != nil {
+			return
+		}
+		var buf [160]byte
+		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], req.inputTokens, sent, time.Since(start))) == nil {
+			ended = true
+			_ = rc.Flush()
+		}
 		return
 	}
 	words := newWordSource(modelID, req.system, req.messages)

@@ -26,6 +26,7 @@ const (
 	stopEndTurn   = "end_turn"
 	stopMaxTokens = "max_tokens"
 	stopGuardrail = "guardrail_intervened"
+	stopToolUse   = "tool_use"
 )
 
 // frames holds every event message that does not depend on the request,
@@ -45,7 +46,7 @@ func newFrames() *frames {
 		blockStop:    eventMessage(enc, "contentBlockStop", []byte(`{"contentBlockIndex":0}`)),
 		stop:         make(map[string][]byte),
 	}
-	for _, reason := range []string{stopEndTurn, stopMaxTokens, stopGuardrail} {
+	for _, reason := range []string{stopEndTurn, stopMaxTokens, stopGuardrail, stopToolUse} {
 		f.stop[reason] = eventMessage(enc, "messageStop", mustJSON(map[string]string{"stopReason": reason}))
 	}
 	for w := range vocabulary {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 )
@@ -84,4 +85,30 @@ func BenchmarkChunkJSONMarshalEscaped(b *testing.B) {
 		buf, _ = json.Marshal(chunkFrame{Type: TypeChunk, RequestID: "req_0123456789abcdef", Seq: i, Text: text})
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkDecodeImageRequest is the admission-path cost of a request with
+// a 1 MiB image: JSON decoding and the base64 check (no decoding).
+func BenchmarkDecodeImageRequest(b *testing.B) {
+	frame := []byte(`{"type":"request","request_id":"req_0123456789abcdef","messages":[{"role":"user","content":[` +
+		`{"type":"text","text":"what is this?"},{"type":"image","format":"png","data":"` +
+		base64.StdEncoding.EncodeToString(make([]byte, 1<<20)) + `"}]}]}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		if _, err := Decode(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeTextRequest is the same frame with the text alone.
+func BenchmarkDecodeTextRequest(b *testing.B) {
+	frame := []byte(`{"type":"request","request_id":"req_0123456789abcdef","messages":[{"role":"user","content":"what is this?"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -45,12 +45,25 @@ var (
 )
 
 // Chunk is one piece of an answer. The server writes it with AppendChunk
-// (same bytes as json.Marshal of this struct); clients decode it.
+// or AppendBlockChunk (same bytes as json.Marshal of this struct); clients
+// decode it.
+//
+// A text chunk sets Text, and Block when the answer's text is not its
+// first content block. Other kinds leave Text empty, so the concatenated
+// text of every chunk is always done.text: a reasoning chunk sets
+// Reasoning; a tool_use chunk sets ID and Name when its block starts, then
+// Input with fragments of the call's input JSON.
 type Chunk struct {
 	Type      string `json:"type"`
 	RequestID string `json:"request_id"`
 	Seq       int    `json:"seq"`
 	Text      string `json:"text"`
+	Block     int    `json:"block,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Input     string `json:"input,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // Error makes an error frame a Go error (the public client returns it from

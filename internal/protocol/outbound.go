@@ -54,6 +54,32 @@ type Done struct {
 	StopReason string `json:"stop_reason"`
 	TTFTMs     int64  `json:"ttft_ms"`
 	LatencyMs  int64  `json:"latency_ms"`
+	// Blocks is the complete answer block by block (text, reasoning with
+	// its signature, tool_use with its parsed input), set when the request
+	// used tools or reasoning or the answer has a block that is not text.
+	Blocks []Block `json:"blocks,omitempty"`
+}
+
+// ToolCalls returns the answer's tool_use blocks, in order.
+func (d *Done) ToolCalls() []Block {
+	var calls []Block
+	for _, b := range d.Blocks {
+		if b.Type == BlockToolUse {
+			calls = append(calls, b)
+		}
+	}
+	return calls
+}
+
+// ReasoningText returns the answer's reasoning, its blocks joined.
+func (d *Done) ReasoningText() string {
+	var s string
+	for _, b := range d.Blocks {
+		if b.Type == BlockReasoning {
+			s += b.Text
+		}
+	}
+	return s
 }
 
 // Error is an error frame: the terminal frame of a failed request, or the
@@ -124,6 +150,26 @@ func AppendChunk(dst []byte, requestID string, seq int, text string) []byte {
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, `,"text":`...)
 	dst = appendJSONString(dst, text)
+	return append(dst, '}')
+}
+
+// AppendBlockChunk appends a chunk frame with block fields (see Chunk)
+// to dst; the output is identical to json.Marshal of c with its Type set.
+// Text-only answers use AppendChunk.
+func AppendBlockChunk(dst []byte, requestID string, seq int, c Chunk) []byte {
+	dst = AppendChunk(dst, requestID, seq, c.Text)
+	dst = dst[:len(dst)-1]
+	if c.Block != 0 {
+		dst = append(dst, `,"block":`...)
+		dst = strconv.AppendInt(dst, int64(c.Block), 10)
+	}
+	for _, f := range [...]struct{ name, value string }{{`,"kind":`, c.Kind}, {`,"id":`, c.ID},
+		{`,"name":`, c.Name}, {`,"input":`, c.Input}, {`,"reasoning":`, c.Reasoning}} {
+		if f.value != "" {
+			dst = append(dst, f.name...)
+			dst = appendJSONString(dst, f.value)
+		}
+	}
 	return append(dst, '}')
 }
 

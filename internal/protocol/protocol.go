@@ -84,12 +84,6 @@ func ValidID(s string) bool {
 	return len(s) >= minIDLength && len(s) <= maxIDLength && idPattern.MatchString(s)
 }
 
-// Message is one turn of the conversation.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // Inbound is a decoded client frame. Only the fields of its Type are set.
 type Inbound struct {
 	Type        string          `json:"type"`
@@ -99,6 +93,9 @@ type Inbound struct {
 	Model       string          `json:"model,omitempty"`
 	MaxTokens   int             `json:"max_tokens,omitempty"`
 	Temperature *float64        `json:"temperature,omitempty"`
+	Tools       []Tool          `json:"tools,omitempty"`
+	ToolChoice  *ToolChoice     `json:"tool_choice,omitempty"`
+	Reasoning   *Reasoning      `json:"reasoning,omitempty"`
 	AfterSeq    int             `json:"after_seq,omitempty"`
 	Token       string          `json:"token,omitempty"`
 	T           json.RawMessage `json:"t,omitempty"`
@@ -224,7 +221,7 @@ func validateRequest(in *Inbound) error {
 		if m.Role != "user" && m.Role != "assistant" {
 			return invalid("messages[%d].role must be \"user\" or \"assistant\"", i)
 		}
-		if m.Content == "" {
+		if m.Content == "" && m.Blocks == nil {
 			return invalid("messages[%d].content must not be empty", i)
 		}
 	}
@@ -242,7 +239,7 @@ func validateRequest(in *Inbound) error {
 	if in.AfterSeq < 0 {
 		return invalid("after_seq must be >= 0")
 	}
-	return nil
+	return validateBlocks(in)
 }
 
 func jsonProblem(err error) string {

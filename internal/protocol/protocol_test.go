@@ -13,7 +13,7 @@ func TestAppendChunkMatchesEncodingJSON(t *testing.T) {
 		"héllo wörld", "emoji 🚀", "bad \xff utf8", "line\u2028sep\u2029", strings.Repeat("x", 1000)}
 	for _, text := range texts {
 		got := AppendChunk(nil, "req_12345678", 42, text)
-		want, err := json.Marshal(Chunk{TypeChunk, "req_12345678", 42, text})
+		want, err := json.Marshal(Chunk{Type: TypeChunk, RequestID: "req_12345678", Seq: 42, Text: text})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,3 +43,20 @@ func estimateText(s string) int64 {
 func EstimateOutputTokens(text string) int64 {
 	return (int64(len(text)) + EstimateBytesPerToken - 1) / EstimateBytesPerToken
 }
+
+// Attachments are estimated without decoding them. An image counts
+// EstimateImageTokens whatever its size: the models Bedrock serves scale
+// large images down before counting (Anthropic's Claude documents about
+// 1,600 tokens at most per image), so a fixed bound above that holds for
+// any image up to Bedrock's 3.75 MB. A document counts like text, one token
+// per EstimateBytesPerToken bytes of the file plus the message overhead: a
+// document's extracted text is not larger than its file in the formats
+// Bedrock takes, and a PDF's page images stay below it at Bedrock's 4.5 MB.
+const EstimateImageTokens = 4000
+
+// EstimateAttachmentTokens returns a conservative upper bound of the input
+// tokens of images and of documents of documentBytes bytes in all.
+func EstimateAttachmentTokens(images, documents int, documentBytes int64) int64 {
+	return int64(images)*EstimateImageTokens + (documentBytes+EstimateBytesPerToken-1)/EstimateBytesPerToken +
+		int64(documents)*EstimateMessageOverhead
+}

@@ -37,3 +37,13 @@ func TestEstimateIsConservativeForEnglish(t *testing.T) {
 		t.Errorf("estimate %d < %d for %d bytes", got, lower, len(text))
 	}
 }
+
+func TestEstimateAttachments(t *testing.T) {
+	if got := quota.EstimateAttachmentTokens(0, 0, 0); got != 0 {
+		t.Fatalf("nothing attached: %d", got)
+	}
+	// Two images and one document of 3,000 bytes.
+	if got, want := quota.EstimateAttachmentTokens(2, 1, 3000), int64(2*quota.EstimateImageTokens+1000+quota.EstimateMessageOverhead); got != want {
+		t.Fatalf("got %d, want %d", got, want)
+	}
+}

@@ -23,10 +23,11 @@ import (
 	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
 )
 
-// Message is one turn of the conversation.
+// Message is one turn of the conversation: Content, or Blocks when set.
 type Message struct {
 	Role    string // "user" or "assistant"
 	Content string
+	Blocks  []Block
 }
 
 // Guardrail names a Bedrock guardrail to apply to a call.
@@ -48,6 +49,17 @@ type Call struct {
 	TopP        *float64 // nil: the model's default
 	Stop        []string // stop sequences; none by default
 	Guardrail   *Guardrail
+
+	Tools      []Tool      // none: no toolConfig (unless the messages hold tool blocks)
+	ToolChoice *ToolChoice // nil: Bedrock's default (auto)
+	// ReasoningBudget, when > 0, asks for reasoning with that many tokens
+	// (additionalModelRequestFields.thinking, Anthropic's form).
+	ReasoningBudget int
+	// OnBlock, when set, puts the call in block mode: every delta (text
+	// too, with its block index), tool-use start and reasoning signature
+	// is delivered to it in order, and onDelta is not called. Unset, only
+	// text deltas are streamed (through onDelta), as for any text-only call.
+	OnBlock func(BlockDelta)
 }
 
 // Usage is what the model reports it consumed.
@@ -102,8 +114,12 @@ var errNoStop = errors.New("bedrock stream ended without messageStop")
 // event is a failure (ErrMidStream, or ErrUnavailable before any delta).
 // The Result holds what was known when an error happened.
 func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string)) (Result, error) {
+	in, err := converseInput(c)
+	if err != nil {
+		return Result{}, &ModelError{Kind: KindValidation, Model: c.ModelID, Err: fmt.Errorf("%w: %w", ErrValidation, err)}
+	}
 	tap := &bodyTap{}
-	out, err := b.client.ConverseStream(ctx, converseInput(c), sdkWorkarounds, tap.install)
+	out, err := b.client.ConverseStream(ctx, in, sdkWorkarounds, tap.install)
 	if err != nil {
 		return Result{}, classify(ctx, c.ModelID, false, err)
 	}
@@ -114,7 +130,7 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
 	}
 	defer tap.body.Close()
-	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta)
+	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta, c.OnBlock)
 }
 
 // eventReadBuffer is the read buffer under the event-stream decoder, which
@@ -149,7 +165,10 @@ var errNoBody = errors.New("bedrock event stream body not captured")
 // (*types.ThrottlingException, ...) exactly as before. Like the SDK, a body
 // that ends (even inside a message) ends the stream; without messageStop
 // that is errNoStop.
-func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string)) (Result, error) {
+//
+// With onBlock set (block mode), contentBlockStart and every kind of
+// delta go to it instead (see Call.OnBlock).
+func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
 	dec := eventstream.NewDecoder()
 	payload := make([]byte, 0, eventPayloadBuffer)
 	var res Result
@@ -174,6 +193,17 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 		}
 		switch header(msg.Headers, eventstream.EventTypeHeader) {
 		case "contentBlockDelta":
+			if onBlock != nil {
+				d, ok, err := decodeBlockDelta(msg.Payload)
+				if err != nil {
+					return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
+				}
+				if ok {
+					streamed = true
+					onBlock(d)
+				}
+				continue
+			}
 			delta.Delta.Text = ""
 			if err := json.Unmarshal(msg.Payload, &delta); err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
@@ -181,6 +211,18 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 			if delta.Delta.Text != "" {
 				streamed = true
 				onDelta(delta.Delta.Text)
+			}
+		case "contentBlockStart":
+			if onBlock == nil {
+				continue
+			}
+			d, ok, err := decodeBlockStart(msg.Payload)
+			if err != nil {
+				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockStart: %w", err))
+			}
+			if ok {
+				streamed = true
+				onBlock(d)
 			}
 		case "messageStop":
 			var stop struct {
@@ -267,7 +309,7 @@ func (t *bodyTap) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
+func converseInput(c Call) (*bedrockruntime.ConverseStreamInput, error) {
 	in := &bedrockruntime.ConverseStreamInput{
 		ModelId:  aws.String(c.ModelID),
 		Messages: make([]types.Message, len(c.Messages)),
@@ -276,10 +318,24 @@ func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
 		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: c.System}}
 	}
 	for i, m := range c.Messages {
-		in.Messages[i] = types.Message{
-			Role:    types.ConversationRole(m.Role),
-			Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: m.Content}},
+		content := []types.ContentBlock{&types.ContentBlockMemberText{Value: m.Content}}
+		if m.Blocks != nil {
+			var err error
+			if content, err = contentBlocks(m.Blocks); err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
 		}
+		in.Messages[i] = types.Message{Role: types.ConversationRole(m.Role), Content: content}
+	}
+	if len(c.Tools) > 0 {
+		tc, err := toolConfig(c.Tools, c.ToolChoice)
+		if err != nil {
+			return nil, err
+		}
+		in.ToolConfig = tc
+	}
+	if c.ReasoningBudget > 0 {
+		in.AdditionalModelRequestFields = reasoningFields(c.ReasoningBudget)
 	}
 	if c.MaxTokens > 0 || c.Temperature != nil || c.TopP != nil || len(c.Stop) > 0 {
 		ic := &types.InferenceConfiguration{StopSequences: c.Stop}
@@ -301,7 +357,7 @@ func converseInput(c Call) *bedrockruntime.ConverseStreamInput {
 			StreamProcessingMode: types.GuardrailStreamProcessingMode(g.StreamMode),
 		}
 	}
-	return in
+	return in, nil
 }
 
 // sdkWorkarounds is a per-call option for two defects of smithy-go v1.28.9

@@ -31,7 +31,8 @@ type CachedAnswer struct {
 const cacheKeyVersion = "jetway/cache/v1"
 
 // CacheKey is the exact-match key of a request: the hex SHA-256 of tenant,
-// app, model, system prompt, every message (role and content, in order),
+// app, model, system prompt, every message (role and content, or every
+// field of every block with attachments' bytes, in order),
 // max_tokens and temperature (nil and a value differ). Every field is
 // length-prefixed, so no two different requests share an encoding, and the
 // tenant and app are part of it, so a key is never shared across tenants or
@@ -55,6 +56,14 @@ func CacheKey(tenant, app, model, system string, messages []Message, maxTokens i
 	b = field(system)
 	b = binary.AppendUvarint(b, uint64(len(messages)))
 	for _, m := range messages {
+		if m.Blocks != nil {
+			// No text message has this role (roles are "user" or
+			// "assistant"), so no list of blocks shares a text message's
+			// encoding, and text-only keys are what they always were.
+			b = field(m.Role + blocksRoleSuffix)
+			b = appendBlocks(b, m.Blocks)
+			continue
+		}
 		b = field(m.Role)
 		b = field(m.Content)
 	}
@@ -71,6 +80,25 @@ func CacheKey(tenant, app, model, system string, messages []Message, maxTokens i
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// blocksRoleSuffix marks a message given as blocks in a cache key.
+const blocksRoleSuffix = "\x00blocks"
+
+// appendBlocks appends every field of every block, length-prefixed,
+// attachments' bytes included.
+func appendBlocks(b []byte, bs []Block) []byte {
+	b = binary.AppendUvarint(b, uint64(len(bs)))
+	for _, bl := range bs {
+		for _, s := range [...]string{bl.Kind, bl.Text, bl.Format, bl.Name, bl.ID, string(bl.Input), bl.Status, bl.Signature} {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
+		b = binary.AppendUvarint(b, uint64(len(bl.Data)))
+		b = append(b, bl.Data...)
+		b = appendBlocks(b, bl.Content)
+	}
+	return b
 }
 
 // Defaults of the zero values of CacheOptions.

@@ -56,6 +56,11 @@ func sameAnswer(t *testing.T, got *router.CachedAnswer, want router.CachedAnswer
 	}
 }
 
+// withBlocks is msgs("hi", "hello") and a last user message of blocks.
+func withBlocks(bs ...router.Block) []router.Message {
+	return append(msgs("hi", "hello"), router.Message{Role: "user", Blocks: bs})
+}
+
 func TestCacheKey(t *testing.T) {
 	temp := func(v float64) *float64 { return &v }
 	base := func() (string, string, string, string, []router.Message, int, *float64) {
@@ -87,6 +92,13 @@ func TestCacheKey(t *testing.T) {
 		// Field boundaries are encoded: moving text between fields changes the key.
 		"tenant/app boundary": router.CacheKey("contosos", "upport", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)),
 		"message boundary":    router.CacheKey("contoso", "support", "claude", "be terse", msgs("hih", "ello", "why?"), 1024, temp(0)),
+		// Blocks: a text block is not the text message, and every field counts.
+		"text block":   router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockText, Text: "why?"}), 1024, temp(0)),
+		"image":        router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}}), 1024, temp(0)),
+		"image bytes":  router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}}), 1024, temp(0)),
+		"image format": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}}), 1024, temp(0)),
+		"tool result": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockToolResult, ID: "t1",
+			Content: []router.Block{{Kind: router.BlockText, Text: "why?"}}}), 1024, temp(0)),
 	}
 	seen := map[string]string{key: "base"}
 	for name, k := range variants {

@@ -222,14 +222,27 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 	}()
 
 	streamed := false
+	firstToken := func() {
+		streamed = true
+		if timer != nil {
+			timer.Stop()
+		}
+		reportHealth(nil)
+	}
+	if onBlock := c.OnBlock; onBlock != nil {
+		// In block mode the first block (reasoning, a tool call) is the
+		// first token: no fallback after it.
+		c.OnBlock = func(d BlockDelta) {
+			if !streamed {
+				firstToken()
+			}
+			onBlock(d)
+		}
+	}
 	start := time.Now()
 	res, err := r.model.Stream(callCtx, c, func(text string) {
 		if !streamed {
-			streamed = true
-			if timer != nil {
-				timer.Stop()
-			}
-			reportHealth(nil)
+			firstToken()
 		}
 		onDelta(text)
 	})

@@ -63,6 +63,10 @@ type UsageRecord struct {
 	// Door is how the request came in: "ws" (the WebSocket protocol) or
 	// "openai" (the OpenAI-compatible /v1/chat/completions).
 	Door string `json:"door"`
+	// Images and Documents count the request's attachments (content
+	// blocks, tool results' included).
+	Images    int `json:"images"`
+	Documents int `json:"documents"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

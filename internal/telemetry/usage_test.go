@@ -20,7 +20,7 @@ import (
 var wantFields = []string{
 	"request_id", "session_id", "ts", "tenant", "app", "user", "client_id", "model", "fallback_from",
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
-	"ttft_ms", "latency_ms", "chunks", "server", "door",
+	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents",
 }
 
 func sampleRecord() UsageRecord {
@@ -30,7 +30,7 @@ func sampleRecord() UsageRecord {
 		Tenant: "contoso", App: "support-assistant", User: "user-sub", ClientID: "client-1",
 		Model: "claude-haiku", FallbackFrom: "claude-sonnet", Cached: true, Outcome: "done", Status: 200,
 		InputTokens: 120, OutputTokens: 300, ReservedTokens: 1144, CostUSD: 0.0123,
-		TTFTMs: 250, LatencyMs: 2650, Chunks: 40, Server: "task-1", Door: "ws",
+		TTFTMs: 250, LatencyMs: 2650, Chunks: 40, Server: "task-1", Door: "ws", Images: 1,
 	}
 }
 
@@ -113,7 +113,7 @@ func TestUsageColumnsMatchRecord(t *testing.T) {
 		t.Fatalf("columns %v\nwant    %v", names, wantFields)
 	}
 	wantTypes := map[string]string{
-		"ts": "string", "cached": "boolean", "status": "int", "chunks": "int",
+		"ts": "string", "cached": "boolean", "status": "int", "chunks": "int", "images": "int", "documents": "int",
 		"input_tokens": "bigint", "output_tokens": "bigint", "reserved_tokens": "bigint",
 		"ttft_ms": "bigint", "latency_ms": "bigint", "cost_usd": "double",
 	}

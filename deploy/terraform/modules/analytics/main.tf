@@ -36,6 +36,8 @@ locals {
     { name = "chunks", type = "int" },
     { name = "server", type = "string" },
     { name = "door", type = "string" },
+    { name = "images", type = "int" },
+    { name = "documents", type = "int" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/client"
+	"github.com/jetway-gateway/jetway/internal/mockmodel"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// TestAttachmentsReachTheModel: an image and a document go through the
+// gateway to the mock (which checks them as Bedrock does) and the text
+// answer comes back as for any request; refusals (a model without the
+// capability, an unknown block type, bad base64, an oversized image, tools
+// this server does not stream yet) are invalid_request naming the field,
+// and none reaches the model.
+func TestAttachmentsReachTheModel(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(map[string]string{"JETWAY_MAX_FRAME_BYTES": "8388608"})
+	dialApp := func(sub, clientID string) *client.Client {
+		tok := w.token(sub, "contoso", clientID, time.Hour)
+		return w.dial(g, sub, func(o *client.Options) { o.Token = func(context.Context) (string, error) { return tok, nil } })
+	}
+	kb := dialApp("blocks-kb", "contoso-kb") // mock-cheap: images, documents
+	nofb := dialApp("blocks-nofb", "contoso-nofallback")
+
+	image := func(n int) client.Block {
+		return client.Block{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString(make([]byte, n))}
+	}
+	withBlocks := func(bs ...client.Block) client.Request {
+		return client.Request{Messages: []client.Message{{Role: "user", Blocks: bs}}}
+	}
+	const question = "what is in the picture?"
+	req := withBlocks(client.Block{Type: protocol.BlockText, Text: question}, image(2500),
+		client.Block{Type: protocol.BlockDocument, Format: "txt", Name: "notes", Data: base64.StdEncoding.EncodeToString([]byte("some notes"))})
+	call, err := kb.Send(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := waitCall(t, call, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(mockmodel.Tokens("mock-cheap", "", []string{question}, mockmodel.DefaultTokens), "")
+	if done.Text != want || call.Text() != want || done.Model != "mock-cheap" {
+		t.Fatalf("done %q from %s, want the mock's answer to the text", done.Text, done.Model)
+	}
+	// The mock counts one token per started 1,000 attachment bytes (2,510).
+	if in := int64(mockmodel.InputTokens("", []string{question}) + 3); done.Usage.InputTokens != in {
+		t.Fatalf("input tokens %d, want %d", done.Usage.InputTokens, in)
+	}
+	if acc := call.AcceptedFrame(); acc == nil || acc.ReservedTokens < 4000 {
+		t.Fatalf("accepted %+v: the reservation must count the image", acc)
+	}
+
+	before := w.mock.Requests("mock-a") + w.mock.Requests("mock-cheap")
+	tools := withBlocks(client.Block{Type: protocol.BlockText, Text: "hi"})
+	tools.Tools = []client.Tool{{Name: "clock", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	cases := []struct {
+		name string
+		c    *client.Client
+		req  client.Request
+		want string
+	}{
+		{"model without images", nofb, withBlocks(image(10)), `messages[].content: image blocks: model mock-a is not configured with the "images" capability`},
+		{"unknown block type", kb, withBlocks(client.Block{Type: "video", Data: "AAAA"}), `messages[0].content[0].type "video" is unknown`},
+		{"bad base64", kb, withBlocks(client.Block{Type: protocol.BlockImage, Format: "png", Data: "not base64"}), "messages[0].content[0].data is not valid base64"},
+		{"oversized image", kb, withBlocks(image(protocol.MaxImageBytes + 1)), "over the 3932160 bytes an image may have"},
+		{"tools without the capability", kb, tools, `tools: model mock-cheap is not configured with the "tools" capability`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			call, err := c.c.Send(context.Background(), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = waitCall(t, call, 20*time.Second)
+			if e, ok := err.(*client.Error); !ok || e.Code != protocol.CodeInvalidRequest || !strings.Contains(e.Message, c.want) {
+				t.Fatalf("error %v, want invalid_request containing %q", err, c.want)
+			}
+		})
+	}
+	if after := w.mock.Requests("mock-a") + w.mock.Requests("mock-cheap"); after != before {
+		t.Fatalf("%d refused requests reached the model", after-before)
+	}
+}

@@ -1,0 +1,506 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strconv"
+)
+
+// Content block types. A message's content is a string (one text block) or
+// a list of these; a done frame's blocks use text, reasoning and tool_use.
+const (
+	BlockText       = "text"
+	BlockImage      = "image"
+	BlockDocument   = "document"
+	BlockToolUse    = "tool_use"
+	BlockToolResult = "tool_result"
+	BlockReasoning  = "reasoning"
+)
+
+// Chunk kinds: a chunk without a kind is text.
+const (
+	KindReasoning = "reasoning"
+	KindToolUse   = "tool_use"
+)
+
+// StopToolUse is the stop_reason of an answer that asks for tool results.
+const StopToolUse = "tool_use"
+
+// Attachment and tool bounds. The byte limits are Bedrock's own (Converse
+// API: 3.75 MB per image, 4.5 MB per document, 20 images and 5 documents per
+// request), checked on the decoded size before any model call.
+const (
+	MaxImageBytes        = 3932160 // 3.75 MiB decoded
+	MaxDocumentBytes     = 4718592 // 4.5 MiB decoded
+	MaxImagesPerRequest  = 20
+	MaxDocsPerRequest    = 5
+	MaxBlocksPerMessage  = 100
+	MaxTools             = 64
+	MaxToolDescription   = 4096
+	MinReasoningBudget   = 1024
+	maxDocumentNameBytes = 200
+)
+
+var (
+	imageFormats    = map[string]bool{"png": true, "jpeg": true, "gif": true, "webp": true}
+	documentFormats = map[string]bool{"pdf": true, "csv": true, "doc": true, "docx": true, "xls": true,
+		"xlsx": true, "html": true, "txt": true, "md": true}
+	// toolNamePattern is Bedrock's ToolSpecification name rule.
+	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// documentNamePattern is Bedrock's DocumentBlock name rule (letters,
+	// digits, single spaces, hyphens, parentheses, square brackets).
+	documentNamePattern = regexp.MustCompile(`^[A-Za-z0-9\-()\[\]]+( [A-Za-z0-9\-()\[\]]+)*$`)
+)
+
+// Block is one content block. Which fields are set depends on Type:
+//   - text: Text
+//   - image: Format (png|jpeg|gif|webp), Data (base64)
+//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64)
+//   - tool_use (assistant turns, done): ID, Name, Input (a JSON object)
+//   - tool_result (user turns): ToolUseID, Content (text, image or document
+//     blocks), Status ("success", "error" or absent)
+//   - reasoning (assistant turns, done): Text, Signature (pass it back
+//     unchanged in the next turn of a tool loop)
+type Block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Format    string          `json:"format,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   []Block         `json:"content,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+}
+
+// Message is one turn of the conversation. Its content is either Content (a
+// string, as in every text-only request) or Blocks (the list form); exactly
+// one is set. A message with Blocks encodes its content as a list, one
+// without as the string, so text-only messages keep their encoding.
+type Message struct {
+	Role    string  `json:"role"`
+	Content string  `json:"-"`
+	Blocks  []Block `json:"-"`
+}
+
+type textMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type blockMessage struct {
+	Role    string  `json:"role"`
+	Content []Block `json:"content"`
+}
+
+// MarshalJSON writes content as a string, or as a list when Blocks is set.
+func (m Message) MarshalJSON() ([]byte, error) {
+	if m.Blocks != nil {
+		return json.Marshal(blockMessage{m.Role, m.Blocks})
+	}
+	return json.Marshal(textMessage{m.Role, m.Content})
+}
+
+// UnmarshalJSON accepts content as a string or as a list of blocks.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Role    string         `json:"role"`
+		Content messageContent `json:"content"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*m = Message{Role: raw.Role, Content: raw.Content.text, Blocks: raw.Content.blocks}
+	return nil
+}
+
+// messageContent decodes content in one pass over its own bytes (a large
+// attachment is not copied through a json.RawMessage first).
+type messageContent struct {
+	text   string
+	blocks []Block
+}
+
+func (c *messageContent) UnmarshalJSON(data []byte) error {
+	switch {
+	case len(data) == 0 || string(data) == "null":
+		return nil
+	case data[0] == '"':
+		return json.Unmarshal(data, &c.text)
+	case data[0] == '[':
+		if err := json.Unmarshal(data, &c.blocks); err != nil {
+			return err
+		}
+		if c.blocks == nil {
+			c.blocks = []Block{}
+		}
+		return nil
+	default:
+		return &json.UnmarshalTypeError{Value: "content", Field: "content"}
+	}
+}
+
+// Tool is a function the model may call: Bedrock's toolSpec.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto = "auto"
+	ToolChoiceAny  = "any"
+	ToolChoiceTool = "tool"
+)
+
+// ToolChoice is "auto", "any" or {"name": "..."} on the wire. Mode is
+// ToolChoiceAuto, ToolChoiceAny or ToolChoiceTool (with Name).
+type ToolChoice struct {
+	Mode string
+	Name string
+}
+
+// MarshalJSON writes the wire form.
+func (c ToolChoice) MarshalJSON() ([]byte, error) {
+	if c.Mode == ToolChoiceTool {
+		return json.Marshal(struct {
+			Name string `json:"name"`
+		}{c.Name})
+	}
+	return json.Marshal(c.Mode)
+}
+
+// UnmarshalJSON reads "auto", "any" or {"name": "..."}; validation checks the values.
+func (c *ToolChoice) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		return json.Unmarshal(data, &c.Mode)
+	}
+	var named struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(data, &named); err != nil {
+		return err
+	}
+	*c = ToolChoice{Mode: ToolChoiceTool, Name: named.Name}
+	return nil
+}
+
+// Reasoning asks a reasoning model to think, with a budget of output tokens.
+type Reasoning struct {
+	BudgetTokens int `json:"budget_tokens"`
+}
+
+// Features is what a request uses beyond text, for capability checks and
+// the quota estimate.
+type Features struct {
+	Tools     bool // tools, tool_choice or tool_use/tool_result blocks
+	Reasoning bool
+	Images    int
+	Documents int
+	// AttachmentBytes is the decoded size of every image and document;
+	// DocumentBytes of the documents alone.
+	AttachmentBytes int64
+	DocumentBytes   int64
+}
+
+// Features reports what in uses beyond text.
+func (in *Inbound) Features() Features {
+	f := Features{Tools: len(in.Tools) > 0 || in.ToolChoice != nil, Reasoning: in.Reasoning != nil}
+	var walk func([]Block)
+	walk = func(bs []Block) {
+		for _, b := range bs {
+			switch b.Type {
+			case BlockImage:
+				f.Images++
+				f.AttachmentBytes += int64(base64Size(b.Data))
+			case BlockDocument:
+				f.Documents++
+				f.AttachmentBytes += int64(base64Size(b.Data))
+				f.DocumentBytes += int64(base64Size(b.Data))
+			case BlockToolUse:
+				f.Tools = true
+			case BlockToolResult:
+				f.Tools = true
+				walk(b.Content)
+			}
+		}
+	}
+	for _, m := range in.Messages {
+		walk(m.Blocks)
+	}
+	return f
+}
+
+// Text returns the message's text: Content, or its text blocks (and the
+// text of its tool results) joined with "\n".
+func (m Message) Text() string {
+	if m.Blocks == nil {
+		return m.Content
+	}
+	var b []byte
+	var walk func([]Block)
+	walk = func(bs []Block) {
+		for _, bl := range bs {
+			switch bl.Type {
+			case BlockText:
+				if len(b) > 0 {
+					b = append(b, '\n')
+				}
+				b = append(b, bl.Text...)
+			case BlockToolResult:
+				walk(bl.Content)
+			}
+		}
+	}
+	walk(m.Blocks)
+	return string(b)
+}
+
+// UsesBlocks reports whether in uses anything beyond text messages.
+func (f Features) UsesBlocks() bool {
+	return f.Tools || f.Reasoning || f.Images > 0 || f.Documents > 0
+}
+
+// validateBlocks checks every message's block list and the request's tools,
+// tool choice and reasoning options; errors name the field.
+func validateBlocks(in *Inbound) error {
+	var images, docs int
+	toolBlocks := false
+	for i, m := range in.Messages {
+		if m.Blocks == nil {
+			continue
+		}
+		path := "messages[" + strconv.Itoa(i) + "].content"
+		if len(m.Blocks) == 0 {
+			return invalid("%s must not be empty", path)
+		}
+		if len(m.Blocks) > MaxBlocksPerMessage {
+			return invalid("%s has more than %d blocks", path, MaxBlocksPerMessage)
+		}
+		for j := range m.Blocks {
+			b := &m.Blocks[j]
+			bp := path + "[" + strconv.Itoa(j) + "]"
+			if err := validateBlock(b, bp, m.Role, &images, &docs, false); err != nil {
+				return err
+			}
+			if b.Type == BlockToolUse || b.Type == BlockToolResult {
+				toolBlocks = true
+			}
+		}
+	}
+	if images > MaxImagesPerRequest {
+		return invalid("at most %d images per request", MaxImagesPerRequest)
+	}
+	if docs > MaxDocsPerRequest {
+		return invalid("at most %d documents per request", MaxDocsPerRequest)
+	}
+	if err := validateTools(in); err != nil {
+		return err
+	}
+	if toolBlocks && len(in.Tools) == 0 {
+		return invalid("tools are required when messages contain tool_use or tool_result blocks")
+	}
+	if r := in.Reasoning; r != nil {
+		if r.BudgetTokens < MinReasoningBudget {
+			return invalid("reasoning.budget_tokens must be at least %d", MinReasoningBudget)
+		}
+		if in.MaxTokens > 0 && r.BudgetTokens >= in.MaxTokens {
+			return invalid("reasoning.budget_tokens must be less than max_tokens")
+		}
+	}
+	return nil
+}
+
+func validateBlock(b *Block, path, role string, images, docs *int, inResult bool) error {
+	switch b.Type {
+	case BlockText:
+		if b.Text == "" {
+			return invalid("%s.text must not be empty", path)
+		}
+	case BlockImage:
+		if !imageFormats[b.Format] {
+			return invalid("%s.format must be one of png, jpeg, gif, webp", path)
+		}
+		n, ok := base64Len(b.Data)
+		if !ok {
+			return invalid("%s.data is not valid base64", path)
+		}
+		if n > MaxImageBytes {
+			return invalid("%s.data is %d bytes, over the %d bytes an image may have", path, n, MaxImageBytes)
+		}
+		*images++
+	case BlockDocument:
+		if !documentFormats[b.Format] {
+			return invalid("%s.format must be one of pdf, csv, doc, docx, xls, xlsx, html, txt, md", path)
+		}
+		if len(b.Name) > maxDocumentNameBytes || !documentNamePattern.MatchString(b.Name) {
+			return invalid("%s.name must be 1-%d characters of letters, digits, single spaces, hyphens, parentheses and square brackets", path, maxDocumentNameBytes)
+		}
+		n, ok := base64Len(b.Data)
+		if !ok {
+			return invalid("%s.data is not valid base64", path)
+		}
+		if n > MaxDocumentBytes {
+			return invalid("%s.data is %d bytes, over the %d bytes a document may have", path, n, MaxDocumentBytes)
+		}
+		*docs++
+	case BlockToolUse:
+		if inResult || role != "assistant" {
+			return invalid("%s: tool_use blocks belong in assistant messages", path)
+		}
+		if !ValidToolUseID(b.ID) {
+			return invalid("%s.id must be 1-64 characters of [A-Za-z0-9_-]", path)
+		}
+		if !toolNamePattern.MatchString(b.Name) {
+			return invalid("%s.name must be 1-64 characters of [A-Za-z0-9_-]", path)
+		}
+		if !isJSONObject(b.Input) {
+			return invalid("%s.input must be a JSON object", path)
+		}
+	case BlockToolResult:
+		if inResult || role != "user" {
+			return invalid("%s: tool_result blocks belong in user messages", path)
+		}
+		if !ValidToolUseID(b.ToolUseID) {
+			return invalid("%s.tool_use_id must be 1-64 characters of [A-Za-z0-9_-]", path)
+		}
+		if b.Status != "" && b.Status != "success" && b.Status != "error" {
+			return invalid("%s.status must be \"success\" or \"error\"", path)
+		}
+		if len(b.Content) == 0 {
+			return invalid("%s.content must not be empty", path)
+		}
+		if len(b.Content) > MaxBlocksPerMessage {
+			return invalid("%s.content has more than %d blocks", path, MaxBlocksPerMessage)
+		}
+		for k := range b.Content {
+			c := &b.Content[k]
+			cp := path + ".content[" + strconv.Itoa(k) + "]"
+			if c.Type != BlockText && c.Type != BlockImage && c.Type != BlockDocument {
+				return invalid("%s.type must be text, image or document", cp)
+			}
+			if err := validateBlock(c, cp, role, images, docs, true); err != nil {
+				return err
+			}
+		}
+	case BlockReasoning:
+		if inResult || role != "assistant" {
+			return invalid("%s: reasoning blocks belong in assistant messages", path)
+		}
+		if b.Text == "" {
+			return invalid("%s.text must not be empty", path)
+		}
+	case "":
+		return invalid("%s.type is required", path)
+	default:
+		return invalid("%s.type %q is unknown (text, image, document, tool_use, tool_result, reasoning)", path, Clip(b.Type))
+	}
+	return nil
+}
+
+func validateTools(in *Inbound) error {
+	if len(in.Tools) > MaxTools {
+		return invalid("at most %d tools", MaxTools)
+	}
+	for i, t := range in.Tools {
+		p := "tools[" + strconv.Itoa(i) + "]"
+		if !toolNamePattern.MatchString(t.Name) {
+			return invalid("%s.name must be 1-64 characters of [A-Za-z0-9_-]", p)
+		}
+		for _, u := range in.Tools[:i] {
+			if u.Name == t.Name {
+				return invalid("%s.name %q is not unique", p, t.Name)
+			}
+		}
+		if len(t.Description) > MaxToolDescription {
+			return invalid("%s.description is longer than %d bytes", p, MaxToolDescription)
+		}
+		if !isJSONObject(t.InputSchema) {
+			return invalid("%s.input_schema must be a JSON object (a JSON Schema)", p)
+		}
+	}
+	c := in.ToolChoice
+	if c == nil {
+		return nil
+	}
+	if len(in.Tools) == 0 {
+		return invalid("tool_choice needs tools")
+	}
+	switch c.Mode {
+	case ToolChoiceAuto, ToolChoiceAny:
+	case ToolChoiceTool:
+		for _, t := range in.Tools {
+			if t.Name == c.Name {
+				return nil
+			}
+		}
+		return invalid("tool_choice.name must name one of the tools")
+	default:
+		return invalid("tool_choice must be \"auto\", \"any\" or {\"name\": \"<tool>\"}")
+	}
+	return nil
+}
+
+var toolUseIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidToolUseID reports whether s is a valid tool_use id (Bedrock's rule).
+func ValidToolUseID(s string) bool { return toolUseIDPattern.MatchString(s) }
+
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// base64Len validates s as standard padded base64 without decoding it and
+// returns the decoded size.
+func base64Len(s string) (int, bool) {
+	if len(s) == 0 || len(s)%4 != 0 {
+		return 0, false
+	}
+	pad := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/':
+			if pad > 0 {
+				return 0, false
+			}
+		case c == '=' && i >= len(s)-2:
+			pad++
+		default:
+			return 0, false
+		}
+	}
+	// The bits a padded final group leaves unused must be zero (strict base64).
+	if pad > 0 {
+		last := base64Value(s[len(s)-1-pad])
+		if pad == 1 && last&0x3 != 0 || pad == 2 && last&0xF != 0 {
+			return 0, false
+		}
+	}
+	return len(s)/4*3 - pad, true
+}
+
+func base64Value(c byte) byte {
+	switch {
+	case c >= 'A' && c <= 'Z':
+		return c - 'A'
+	case c >= 'a' && c <= 'z':
+		return c - 'a' + 26
+	case c >= '0' && c <= '9':
+		return c - '0' + 52
+	case c == '+':
+		return 62
+	}
+	return 63
+}
+
+// base64Size is the decoded size of valid base64 (validation ran first).
+func base64Size(s string) int {
+	n, _ := base64Len(s)
+	return n
+}

@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func b64(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+
+func request(extra, content string) string {
+	return `{"type":"request","request_id":"abcdefgh",` + extra + `"messages":[{"role":"user","content":` + content + `}]}`
+}
+
+const toolsJSON = `"tools":[{"name":"clock","description":"the time","input_schema":{"type":"object"}}],`
+
+func TestDecodeBlocks(t *testing.T) {
+	img := `{"type":"image","format":"png","data":"` + b64(10) + `"}`
+	doc := `{"type":"document","format":"pdf","name":"Q3 report (final)","data":"` + b64(10) + `"}`
+	toolLoop := `{"type":"request","request_id":"abcdefgh",` + toolsJSON + `"messages":[` +
+		`{"role":"user","content":"what time is it?"},` +
+		`{"role":"assistant","content":[{"type":"reasoning","text":"use the clock","signature":"sig"},{"type":"tool_use","id":"tu_1","name":"clock","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"12:00"}]}]}]}`
+	cases := []struct {
+		name, frame, wantErr string
+	}{
+		{"text block", request("", `[{"type":"text","text":"hi"}]`), ""},
+		{"image and document", request("", `[{"type":"text","text":"see"},`+img+`,`+doc+`]`), ""},
+		{"tool loop", toolLoop, ""},
+		{"tool choice auto", request(toolsJSON+`"tool_choice":"auto",`, `"hi"`), ""},
+		{"tool choice any", request(toolsJSON+`"tool_choice":"any",`, `"hi"`), ""},
+		{"tool choice named", request(toolsJSON+`"tool_choice":{"name":"clock"},`, `"hi"`), ""},
+		{"reasoning", request(`"reasoning":{"budget_tokens":2048},`, `"hi"`), ""},
+		{"image at the limit", request("", `[{"type":"image","format":"jpeg","data":"`+b64(MaxImageBytes)+`"}]`), ""},
+
+		{"unknown block type", request("", `[{"type":"video","data":"AAAA"}]`), `messages[0].content[0].type "video" is unknown`},
+		{"no block type", request("", `[{"text":"hi"}]`), "messages[0].content[0].type is required"},
+		{"empty block list", request("", `[]`), "messages[0].content must not be empty"},
+		{"content number", request("", `42`), "wrong type"},
+		{"empty text block", request("", `[{"type":"text","text":""}]`), "messages[0].content[0].text must not be empty"},
+		{"bad base64", request("", `[{"type":"image","format":"png","data":"not base64!"}]`), "messages[0].content[0].data is not valid base64"},
+		{"base64 unpadded", request("", `[{"type":"image","format":"png","data":"AAA"}]`), "not valid base64"},
+		{"base64 url alphabet", request("", `[{"type":"image","format":"png","data":"ab-_"}]`), "not valid base64"},
+		{"bad image format", request("", `[{"type":"image","format":"bmp","data":"AAAA"}]`), "messages[0].content[0].format must be one of png"},
+		{"oversized image", request("", `[{"type":"image","format":"png","data":"`+b64(MaxImageBytes+1)+`"}]`), "over the 3932160 bytes an image may have"},
+		{"oversized document", request("", `[{"type":"document","format":"txt","name":"a","data":"`+b64(MaxDocumentBytes+1)+`"}]`), "over the 4718592 bytes a document may have"},
+		{"bad document format", request("", `[{"type":"document","format":"exe","name":"a","data":"AAAA"}]`), "format must be one of pdf"},
+		{"bad document name", request("", `[{"type":"document","format":"txt","name":"a/b.txt","data":"AAAA"}]`), "content[0].name must be"},
+		{"document double space", request("", `[{"type":"document","format":"txt","name":"a  b","data":"AAAA"}]`), "content[0].name must be"},
+		{"too many images", request("", `[`+strings.TrimSuffix(strings.Repeat(img+",", MaxImagesPerRequest+1), ",")+`]`), "at most 20 images"},
+		{"too many documents", request("", `[`+strings.TrimSuffix(strings.Repeat(doc+",", MaxDocsPerRequest+1), ",")+`]`), "at most 5 documents"},
+		{"tool_use from user", request(toolsJSON, `[{"type":"tool_use","id":"tu_1","name":"clock","input":{}}]`), "tool_use blocks belong in assistant messages"},
+		{"tool_result without tools", request("", `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"x"}]}]`), "tools are required"},
+		{"tool_result empty", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[]}]`), "content[0].content must not be empty"},
+		{"tool_result nested tool_use", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"tool_use","id":"x","name":"clock","input":{}}]}]`), "content[0].content[0].type must be text, image or document"},
+		{"tool_result bad image", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"image","format":"png","data":"@@@@"}]}]`), "content[0].content[0].data is not valid base64"},
+		{"tool_result status", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","status":"ok","content":[{"type":"text","text":"x"}]}]`), "status must be"},
+		{"tool choice without tools", request(`"tool_choice":"auto",`, `"hi"`), "tool_choice needs tools"},
+		{"tool choice unknown tool", request(toolsJSON+`"tool_choice":{"name":"weather"},`, `"hi"`), "tool_choice.name must name one of the tools"},
+		{"tool choice bad mode", request(toolsJSON+`"tool_choice":"sometimes",`, `"hi"`), "tool_choice must be"},
+		{"tool bad name", request(`"tools":[{"name":"get time","input_schema":{}}],`, `"hi"`), "tools[0].name must be"},
+		{"tool schema not object", request(`"tools":[{"name":"clock","input_schema":"x"}],`, `"hi"`), "tools[0].input_schema must be a JSON object"},
+		{"tool duplicate", request(`"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}],`, `"hi"`), "tools[1].name \"a\" is not unique"},
+		{"reasoning budget small", request(`"reasoning":{"budget_tokens":10},`, `"hi"`), "reasoning.budget_tokens must be at least 1024"},
+		{"reasoning over max", request(`"max_tokens":2000,"reasoning":{"budget_tokens":2000},`, `"hi"`), "less than max_tokens"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode([]byte(c.frame))
+			if c.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			var ce *ClientError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ce) || !strings.Contains(ce.Msg, c.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestBlockRequestRoundTrips(t *testing.T) {
+	frame := request(toolsJSON+`"tool_choice":{"name":"clock"},"reasoning":{"budget_tokens":1024},`,
+		`[{"type":"text","text":"hi"},{"type":"image","format":"png","data":"`+b64(7)+`"}]`)
+	in, err := Decode([]byte(frame))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Decode(Encode(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := string(Encode(in)), string(Encode(again)); a != b {
+		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	if in.ToolChoice.Mode != ToolChoiceTool || in.ToolChoice.Name != "clock" || in.Reasoning.BudgetTokens != 1024 {
+		t.Fatalf("decoded %+v %+v", in.ToolChoice, in.Reasoning)
+	}
+	f := in.Features()
+	if want := (Features{Tools: true, Reasoning: true, Images: 1, AttachmentBytes: 7}); f != want || !f.UsesBlocks() {
+		t.Fatalf("features %+v, want %+v", f, want)
+	}
+}
+
+// Text-only frames keep the encodings they had before blocks existed.
+func TestTextOnlyEncodingsUnchanged(t *testing.T) {
+	m, _ := json.Marshal(Message{Role: "user", Content: "hi <b>"})
+	if string(m) != `{"role":"user","content":"hi \u003cb\u003e"}` {
+		t.Fatalf("message %s", m)
+	}
+	in, err := Decode([]byte(request("", `"hi"`)))
+	if err != nil || in.Features().UsesBlocks() || in.Messages[0].Blocks != nil {
+		t.Fatalf("%+v %v", in, err)
+	}
+	d := Encode(Done{Type: TypeDone, RequestID: "abcdefgh", Chunks: 1, Text: "x", Model: "m", StopReason: "end_turn"})
+	want := `{"type":"done","request_id":"abcdefgh","chunks":1,"text":"x","model":"m","cached":false,"usage":{"input_tokens":0,"output_tokens":0},"stop_reason":"end_turn","ttft_ms":0,"latency_ms":0}`
+	if string(d) != want {
+		t.Fatalf("done\n got %s\nwant %s", d, want)
+	}
+	c, _ := json.Marshal(Chunk{Type: TypeChunk, RequestID: "abcdefgh", Seq: 1, Text: "x"})
+	if string(c) != `{"type":"chunk","request_id":"abcdefgh","seq":1,"text":"x"}` {
+		t.Fatalf("chunk %s", c)
+	}
+}
+
+func TestAppendBlockChunkMatchesEncodingJSON(t *testing.T) {
+	chunks := []Chunk{
+		{Text: "plain"},
+		{Text: "second block", Block: 1},
+		{Block: 0, Kind: KindReasoning, Reasoning: "let me <think>\n"},
+		{Block: 2, Kind: KindToolUse, ID: "tooluse_1", Name: "clock"},
+		{Block: 2, Kind: KindToolUse, Input: `{"tz":"UTC"`},
+		{Block: 3, Kind: KindToolUse, Input: "\u2028\xff"},
+	}
+	for _, c := range chunks {
+		got := AppendBlockChunk(nil, "req_12345678", 9, c)
+		c.Type, c.RequestID, c.Seq = TypeChunk, "req_12345678", 9
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("AppendBlockChunk(%+v)\n got %s\nwant %s", c, got, want)
+		}
+	}
+}
+
+func TestBase64LenAgreesWithStrictDecoding(t *testing.T) {
+	for _, s := range []string{"", "A", "AA==", "AB==", "AAA=", "AAE=", "AAAA", "AA=A", "A===", "====", "AAAA====",
+		"ab+/", "ab-_", "AAAA\n", " AAA", b64(1), b64(2), b64(3), b64(100)} {
+		n, ok := base64Len(s)
+		dec, err := base64.StdEncoding.Strict().DecodeString(s)
+		// Go's decoder skips line breaks; the wire takes base64 without them.
+		wantOK := err == nil && s != "" && !strings.ContainsAny(s, "\r\n")
+		if ok != wantOK || ok && n != len(dec) {
+			t.Errorf("base64Len(%q) = %d, %v; strict decoding: %d bytes, %v", s, n, ok, len(dec), err)
+		}
+	}
+}
