@@ -106,7 +106,7 @@ func TestCancelReachesTheOwner(t *testing.T) {
 		if n := w.mock.Requests("mock-a"); n != int64(i+1) {
 			t.Fatalf("model calls %d after %d requests: a resume or cancel called the model again", n, i+1)
 		}
-		if len(b.logs.Find("cancel_sent_to_owner", call.ID)) != 1 || len(a.logs.Find("cancelled_elsewhere", call.ID)) != 1 ||
+		if len(b.logs.Await("cancel_sent_to_owner", call.ID, 1, 10*time.Second)) != 1 || len(a.logs.Await("cancelled_elsewhere", call.ID, 1, 10*time.Second)) != 1 ||
 			len(b.logs.Find("interrupted", call.ID)) != 0 {
 			t.Fatalf("%s: the cancel did not go B -> record -> A:\nA:\n%s\nB:\n%s", call.ID, a.logs.String(), b.logs.String())
 		}

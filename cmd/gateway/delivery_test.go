@@ -148,7 +148,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	// is still served there (in-flight work finishes), so most, not
 	// necessarily all, of it lands on b. Requests refused with `draining`
 	// were sent again there by the client.
-	if n := len(b.logs.Find("completed", "")); n < clients/2 {
+	if n := len(b.logs.Await("completed", "", clients/2, 10*time.Second)); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
 }

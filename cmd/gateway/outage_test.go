@@ -186,7 +186,7 @@ func TestRequestsTableOutageGivesCleanBusy(t *testing.T) {
 				call.AcceptedFrame(), call.Text(), st)
 		}
 	}
-	if n := len(g.logs.Find("rejected", "")); n != 3 {
+	if n := len(g.logs.Await("rejected", "", 3, 10*time.Second)); n != 3 {
 		t.Fatalf("%d rejected log lines, want 3 (one per request):\n%s", n, g.logs.String())
 	}
 	proxy.down.Store(false)

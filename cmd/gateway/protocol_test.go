@@ -131,9 +131,7 @@ func TestReadyAndOrderedStream(t *testing.T) {
 		t.Fatalf("done = %v", done)
 	}
 	// The tracking number: one log line per step, each with the request id.
-	// The log is read from the process's output as it comes: wait for the last step.
-	waitFor(t, 10*time.Second, func() bool { return len(g.logs.Find("completed", "req-order-1")) > 0 },
-		func() string { return "no completed log line for the request" })
+	g.logs.Await("completed", "req-order-1", 1, 10*time.Second) // the log is read as it comes
 	for _, msg := range []string{"received", "admitted", "quota_reserved", "model_started", "first_token", "completed"} {
 		if len(g.logs.Find(msg, "req-order-1")) != 1 {
 			t.Errorf("log line %q for the request: %d, want 1", msg, len(g.logs.Find(msg, "req-order-1")))

@@ -126,7 +126,7 @@ func TestRequestsTableFailureIsVisible(t *testing.T) {
 			if !errors.As(err, &e) || e.Code != "busy" || !e.Retryable {
 				t.Fatalf("with the requests table failing: %v, want retryable busy", err)
 			}
-			lines := g.logs.Find("rejected", "busy-req-0001")
+			lines := g.logs.Await("rejected", "busy-req-0001", 1, 10*time.Second)
 			if len(lines) != 1 || lines[0]["code"] != "busy" || !strings.Contains(fmt.Sprint(lines[0]["error"]), "request store unavailable") ||
 				lines[0]["user"] != "olga" || lines[0]["level"] != "warn" {
 				t.Fatalf("rejected log lines %v, want one warn line with code busy and the cause", lines)

@@ -87,7 +87,7 @@ func TestResumeOnAnotherServer(t *testing.T) {
 	if done.Text != expected("mock-a", "cross-server resume", 300) || call.Text() != done.Text || st.OutOfOrder != 0 {
 		t.Fatalf("answer after a cross-server resume is wrong: stats %+v", st)
 	}
-	if len(cl.servers[1].logs.Find("adopted", call.ID)) != 1 {
+	if len(cl.servers[1].logs.Await("adopted", call.ID, 1, 10*time.Second)) != 1 {
 		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.String())
 	}
 	if n := w.mock.Requests("mock-a"); n != 1 {

@@ -135,13 +135,13 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	if len(d) != 1 || d[0]["reason"] != "health_checks_stopped" {
 		t.Fatalf("server a's drain: %v, want one drain with reason health_checks_stopped", d)
 	}
-	if n := len(a.logs.Find("completed", "")); n < clients {
+	if n := len(a.logs.Await("completed", "", clients, 10*time.Second)); n < clients {
 		t.Fatalf("server a completed %d requests, want its %d in flight", n, clients)
 	}
 	// New work went to b, except a request that raced a's drain notice
 	// (served on a, as in-flight work is; see TestDrainOnSIGTERM).
 	t.Logf("completed on server a: %d, on server b: %d (%d clients)", len(a.logs.Find("completed", "")), len(b.logs.Find("completed", "")), clients)
-	if n := len(b.logs.Find("completed", "")); n < clients/2 {
+	if n := len(b.logs.Await("completed", "", clients/2, 10*time.Second)); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
 	// Drained, a keeps running (ECS sends SIGTERM after the deregistration

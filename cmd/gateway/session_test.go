@@ -192,7 +192,7 @@ func TestFallbackBeforeFirstToken(t *testing.T) {
 		if err != nil || done.Model != "mock-b" || done.Text != expected("mock-b", "fallback from "+primary, 300) {
 			t.Fatalf("%s: %+v %v, want mock-b's answer", primary, done, err)
 		}
-		if l := g.logs.Find("completed", call.ID); len(l) != 1 || l[0]["fallback_from"] != primary {
+		if l := g.logs.Await("completed", call.ID, 1, 10*time.Second); len(l) != 1 || l[0]["fallback_from"] != primary {
 			t.Fatalf("%s: completed log %v lacks fallback_from", primary, l)
 		}
 	}

@@ -123,6 +123,21 @@ func (l *Log) Find(msg, requestID string) []map[string]any {
 	return out
 }
 
+// Await is Find once at least n lines match, or whatever matched when
+// within has passed: the log is read from the process's output as it
+// comes, so a line written just before a frame the test saw may not be
+// read yet.
+func (l *Log) Await(msg, requestID string, n int, within time.Duration) []map[string]any {
+	deadline := time.Now().Add(within)
+	for {
+		found := l.Find(msg, requestID)
+		if len(found) >= n || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Excerpt is what to show of the log when a test fails: all of it with
 // $JETWAY_TEST_LOGS set, else from a panic on, or the end.
 func (l *Log) Excerpt() string {
