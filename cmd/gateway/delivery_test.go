@@ -84,56 +84,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	a := w.startProcess(map[string]string{"JETWAY_SERVER_ID": "task-a"})
 	b := w.startProcess(map[string]string{"JETWAY_SERVER_ID": "task-b"})
 	const clients = 20
-	var wg sync.WaitGroup
-	started := make(chan struct{}, clients)
-	var mu sync.Mutex
-	var failed []string
-	var movedAndServed int
-	for i := 0; i < clients; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			user := fmt.Sprintf("drain-user-%d", i)
-			c := w.dial(a.gw, user, func(o *client.Options) {
-				o.URLs = []string{a.URL(), b.URL()}
-				o.Reconnect = true
-			})
-			prompt := fmt.Sprintf("in flight %d", i)
-			call, err := c.Send(context.Background(), ask(prompt))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			<-call.Accepted()
-			started <- struct{}{}
-			done, err := waitCall(t, call, 60*time.Second)
-			mu.Lock()
-			if err != nil || done.Text != expected("mock-a", prompt, 300) {
-				failed = append(failed, fmt.Sprintf("%s: %v", call.ID, err))
-			}
-			mu.Unlock()
-			// New work after the drain goes to the other server.
-			next, err := c.Send(context.Background(), ask(prompt+" next"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if _, err := waitCall(t, next, 60*time.Second); err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("after drain %s: %v", next.ID, err))
-				mu.Unlock()
-				return
-			}
-			mu.Lock()
-			movedAndServed++
-			mu.Unlock()
-		}(i)
-	}
-	for i := 0; i < clients; i++ {
-		<-started
-	}
-	a.signal(syscall.SIGTERM)
-	wg.Wait()
+	failed, movedAndServed := streamsAcrossDrain(t, w, a, b, clients, "drain-user", func() { a.signal(syscall.SIGTERM) })
 	if len(failed) > 0 {
 		t.Fatalf("%d requests failed across the drain: %v", len(failed), failed)
 	}
@@ -151,4 +102,62 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if n := len(b.logs.Await("completed", "", clients/2, 10*time.Second)); n < clients/2 {
 		t.Fatalf("server b completed %d requests, want most of %d", n, clients)
 	}
+}
+
+// streamsAcrossDrain starts one stream per client on a (with b as the
+// client's other URL), calls drain once every stream is accepted, and
+// after each stream ends sends that client's next request. It returns the
+// requests that failed and how many clients got their next request served.
+func streamsAcrossDrain(t *testing.T, w *world, a, b *proc, clients int, userPrefix string, drain func()) (failed []string, served int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	started := make(chan struct{}, clients)
+	var mu sync.Mutex
+	fail := func(s string) {
+		mu.Lock()
+		failed = append(failed, s)
+		mu.Unlock()
+	}
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := w.dial(a.gw, fmt.Sprintf("%s-%d", userPrefix, i), func(o *client.Options) {
+				o.URLs = []string{a.URL(), b.URL()}
+				o.Reconnect = true
+			})
+			prompt := fmt.Sprintf("in flight %d", i)
+			call, err := c.Send(context.Background(), ask(prompt))
+			if err != nil {
+				t.Error(err)
+				started <- struct{}{}
+				return
+			}
+			<-call.Accepted()
+			started <- struct{}{}
+			if done, err := waitCall(t, call, 60*time.Second); err != nil || done.Text != expected("mock-a", prompt, 300) {
+				fail(fmt.Sprintf("%s: %v", call.ID, err))
+				return
+			}
+			// New work after the drain goes to the other server.
+			next, err := c.Send(context.Background(), ask(prompt+" next"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := waitCall(t, next, 60*time.Second); err != nil {
+				fail(fmt.Sprintf("after drain %s: %v", next.ID, err))
+				return
+			}
+			mu.Lock()
+			served++
+			mu.Unlock()
+		}(i)
+	}
+	for i := 0; i < clients; i++ {
+		<-started
+	}
+	drain()
+	wg.Wait()
+	return failed, served
 }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 )
 
@@ -75,55 +73,7 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	}
 
 	const clients = 50
-	var wg sync.WaitGroup
-	started := make(chan struct{}, clients)
-	var mu sync.Mutex
-	var failed []string
-	var served int
-	for i := 0; i < clients; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c := w.dial(a.gw, fmt.Sprintf("dereg-user-%d", i), func(o *client.Options) {
-				o.URLs = []string{a.URL(), b.URL()}
-				o.Reconnect = true
-			})
-			prompt := fmt.Sprintf("in flight %d", i)
-			call, err := c.Send(context.Background(), ask(prompt))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			<-call.Accepted()
-			started <- struct{}{}
-			done, err := waitCall(t, call, 60*time.Second)
-			if err != nil || done.Text != expected("mock-a", prompt, 300) {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s: %v", call.ID, err))
-				mu.Unlock()
-				return
-			}
-			next, err := c.Send(context.Background(), ask(prompt+" next"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if _, err := waitCall(t, next, 60*time.Second); err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("after drain %s: %v", next.ID, err))
-				mu.Unlock()
-				return
-			}
-			mu.Lock()
-			served++
-			mu.Unlock()
-		}(i)
-	}
-	for i := 0; i < clients; i++ {
-		<-started
-	}
-	alb.deregister()
-	wg.Wait()
+	failed, served := streamsAcrossDrain(t, w, a, b, clients, "dereg-user", alb.deregister)
 	t.Logf("streams failed during the simulated deregistration: %d of %d", len(failed), clients)
 	if len(failed) > 0 {
 		t.Fatalf("%d requests failed across the self-drain: %v", len(failed), failed)
