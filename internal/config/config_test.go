@@ -11,13 +11,26 @@ import (
 )
 
 // The Core issue's example, verbatim: it must load as is.
+// issueExample is the Core issue's example configuration, extended by issue
+// 17: the mock's tool and reasoning models, model capabilities, and the
+// support app's allow list naming them (so the dev page can show them).
 const issueExample = `models:
   - id: mock-a
     bedrock_id: mock-a
     price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    capabilities: [tools, images, documents]
   - id: mock-b
     bedrock_id: mock-b
     price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    capabilities: [tools, images, documents]
+  - id: mock-tools
+    bedrock_id: mock-tools
+    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    capabilities: [tools, images, documents]
+  - id: mock-reasoning
+    bedrock_id: mock-reasoning
+    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    capabilities: [tools, images, documents, reasoning]
   - id: mock-cheap
     bedrock_id: mock-cheap
     price: {input_per_1k: 0.00025, output_per_1k: 0.00125}
@@ -30,7 +43,7 @@ tenants:
     apps:
       - id: support-assistant
         client_ids: [contoso-support]
-        models: {default: mock-a, fallbacks: [mock-b]}
+        models: {default: mock-a, fallbacks: [mock-b], allow: [mock-a, mock-b, mock-tools, mock-reasoning]}
         limits: [{window: hour, tokens: 2000000}]
       - id: developer-assistant
         client_ids: [contoso-dev]
@@ -56,8 +69,8 @@ func TestIssueExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if got := len(c.Models); got != 3 {
-		t.Errorf("models = %d, want 3", got)
+	if got := len(c.Models); got != 5 {
+		t.Errorf("models = %d, want 5", got)
 	}
 	m, ok := c.Model("mock-cheap")
 	if !ok || m.BedrockID != "mock-cheap" || m.Price.InputPer1K != 0.00025 || m.Price.OutputPer1K != 0.00125 {
@@ -114,8 +127,12 @@ func TestDefaultIsTheIssueExample(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := Default()
 	_, sa, _ := c.App("contoso", "support-assistant")
-	if want := []string{"mock-a", "mock-b"}; !reflect.DeepEqual(sa.Models.Allow, want) {
-		t.Errorf("support-assistant allow = %v, want %v (default + fallbacks)", sa.Models.Allow, want)
+	if want := []string{"mock-a", "mock-b", "mock-tools", "mock-reasoning"}; !reflect.DeepEqual(sa.Models.Allow, want) {
+		t.Errorf("support-assistant allow = %v, want %v", sa.Models.Allow, want)
+	}
+	_, da, _ := c.App("contoso", "developer-assistant")
+	if want := []string{"mock-a", "mock-b"}; !reflect.DeepEqual(da.Models.Allow, want) {
+		t.Errorf("developer-assistant allow = %v, want %v (default + fallbacks)", da.Models.Allow, want)
 	}
 	if sa.MaxTokens != 1024 || sa.MaxTokensLimit != 8192 {
 		t.Errorf("max tokens = %d/%d, want 1024/8192", sa.MaxTokens, sa.MaxTokensLimit)
