@@ -30,10 +30,84 @@ export const SUBPROTOCOL = 'jetway.v1';
 /** @typedef {'user'|'assistant'} Role */
 
 /**
- * One turn of the conversation.
+ * One turn of the conversation: its content is a string (text only) or a
+ * list of content blocks.
  * @typedef {Object} Message
  * @property {Role} role
- * @property {string} content
+ * @property {string|ContentBlock[]} content
+ */
+
+/**
+ * @typedef {Object} TextBlock
+ * @property {'text'} type
+ * @property {string} text not empty
+ */
+
+/** @typedef {'png'|'jpeg'|'gif'|'webp'} ImageFormat */
+
+/**
+ * An image (at most 3.75 MiB decoded, 20 per request); make one with {@link imageBlock}.
+ * @typedef {Object} ImageBlock
+ * @property {'image'} type
+ * @property {ImageFormat} format
+ * @property {string} data standard padded base64
+ */
+
+/** @typedef {'pdf'|'csv'|'doc'|'docx'|'xls'|'xlsx'|'html'|'txt'|'md'} DocumentFormat */
+
+/**
+ * A document (at most 4.5 MiB decoded, 5 per request); make one with {@link documentBlock}.
+ * @typedef {Object} DocumentBlock
+ * @property {'document'} type
+ * @property {DocumentFormat} format
+ * @property {string} name 1-200 chars: letters, digits, single spaces, -, (), []
+ * @property {string} data standard padded base64
+ */
+
+/**
+ * A tool call of the model (assistant turns; an answer's blocks).
+ * @typedef {Object} ToolUseBlock
+ * @property {'tool_use'} type
+ * @property {string} id
+ * @property {string} name
+ * @property {Record<string, unknown>} input
+ */
+
+/**
+ * The result of a tool call (user turns); see {@link nextTurn}.
+ * @typedef {Object} ToolResultBlock
+ * @property {'tool_result'} type
+ * @property {string} tool_use_id the id of the ToolUseBlock it answers
+ * @property {Array<TextBlock|ImageBlock|DocumentBlock>} content
+ * @property {'success'|'error'} [status]
+ */
+
+/**
+ * A reasoning model's thinking (assistant turns; an answer's blocks). Send
+ * the signature back unchanged.
+ * @typedef {Object} ReasoningBlock
+ * @property {'reasoning'} type
+ * @property {string} text
+ * @property {string} [signature]
+ */
+
+/** @typedef {TextBlock|ImageBlock|DocumentBlock|ToolUseBlock|ToolResultBlock|ReasoningBlock} ContentBlock */
+
+/** @typedef {TextBlock|ReasoningBlock|ToolUseBlock} AnswerBlock a block of `done.blocks` */
+
+/**
+ * A function the model may call.
+ * @typedef {Object} Tool
+ * @property {string} name 1-64 chars of [A-Za-z0-9_-], unique
+ * @property {string} [description] at most 4096 bytes
+ * @property {Record<string, unknown>} input_schema a JSON Schema object
+ */
+
+/** @typedef {'auto'|'any'|{name: string}} ToolChoice */
+
+/**
+ * @typedef {Object} ReasoningOptions
+ * @property {number} budget_tokens at least 1024; below max_tokens when that is given
  */
 
 /**
@@ -45,6 +119,9 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {string} [model] one of the app's allowed models; default: the app's default model
  * @property {number} [max_tokens]
  * @property {number} [temperature]
+ * @property {Tool[]} [tools] functions the model may call (the model needs the `tools` capability)
+ * @property {ToolChoice} [tool_choice] needs tools
+ * @property {ReasoningOptions} [reasoning] let a reasoning model think (the `reasoning` capability)
  */
 
 /**
@@ -57,6 +134,9 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {string} [model]
  * @property {number} [max_tokens]
  * @property {number} [temperature]
+ * @property {Tool[]} [tools]
+ * @property {ToolChoice} [tool_choice]
+ * @property {ReasoningOptions} [reasoning]
  * @property {number} [after_seq] for a request the server already knows: replay chunks after this seq
  */
 
@@ -125,11 +205,20 @@ export const SUBPROTOCOL = 'jetway.v1';
 
 /**
  * Server -> client: a piece of the answer; seq is 1, 2, 3, ... per request.
+ * A chunk belongs to one content block of the answer: `block` (absent: 0)
+ * and `kind` (absent: text). Only text chunks carry text.
  * @typedef {Object} ChunkFrame
  * @property {'chunk'} type
  * @property {string} request_id
  * @property {number} seq
  * @property {string} text
+ * @property {number} [block]
+ * @property {'reasoning'|'tool_use'} [kind]
+ * @property {string} [reasoning] reasoning: a piece of the thinking
+ * @property {string} [signature] reasoning: (a piece of) the block's signature
+ * @property {string} [id] tool_use: the call's id (its first chunk)
+ * @property {string} [name] tool_use: the tool's name (its first chunk)
+ * @property {string} [input] tool_use: a fragment of the input JSON
  */
 
 /**
@@ -151,6 +240,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {string} stop_reason
  * @property {number} ttft_ms measured by the server from request arrival
  * @property {number} latency_ms measured by the server from request arrival
+ * @property {AnswerBlock[]} [blocks] the complete answer block by block; present when the request used tools or reasoning or the answer has a block that is not text
  */
 
 /**
@@ -287,11 +377,57 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {CloseEvent} close a connection ended
  */
 
+/** @typedef {'text'|'reasoning'|'tool_use'} ChunkKind */
+
 /**
- * A reassembled piece of an answer.
+ * A reassembled piece of an answer: the chunk frame of its seq, with its
+ * block index and kind filled in.
  * @typedef {Object} Chunk
  * @property {number} seq
- * @property {string} text
+ * @property {string} text text chunks: the text ('' for other kinds)
+ * @property {number} block the answer's content block it belongs to
+ * @property {ChunkKind} kind
+ * @property {string} [reasoning] reasoning chunks
+ * @property {string} [signature] reasoning chunks
+ * @property {string} [id] tool_use chunks: the first one of the block
+ * @property {string} [name] tool_use chunks: the first one of the block
+ * @property {string} [input] tool_use chunks: a fragment of the input JSON
+ */
+
+/**
+ * A content block of the answer as it streams ({@link Call#blocks}). Once
+ * the call is done the blocks are done.blocks'.
+ * @typedef {StreamedText|StreamedReasoning|StreamedToolUse} StreamedBlock
+ */
+
+/**
+ * @typedef {Object} StreamedText
+ * @property {'text'} type
+ * @property {string} text so far
+ */
+
+/**
+ * @typedef {Object} StreamedReasoning
+ * @property {'reasoning'} type
+ * @property {string} text so far
+ * @property {string} [signature] once streamed
+ */
+
+/**
+ * @typedef {Object} StreamedToolUse
+ * @property {'tool_use'} type
+ * @property {string} id
+ * @property {string} name
+ * @property {string} inputJSON the input JSON received so far
+ * @property {Record<string, unknown>} [input] the parsed input, once done
+ */
+
+/**
+ * What a tool returned, for {@link nextTurn}.
+ * @typedef {Object} ToolResult
+ * @property {string} tool_use_id the id of the call it answers
+ * @property {string|Array<TextBlock|ImageBlock|DocumentBlock>} content a string is one text block
+ * @property {'success'|'error'} [status]
  */
 
 /**
@@ -313,7 +449,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} resumes resume frames sent after reconnects
  * @property {number} terminals terminal frames received (replays included)
  * @property {number} refusals retryable refusals of an accepted call's resume (resumed again after retry_after_ms)
- * @property {boolean} mismatch done.text differed from the chunks joined
+ * @property {boolean} mismatch done.text differed from the chunks joined, or done.blocks from the blocks they assembled
  */
 
 // ---------------------------------------------------------------------------
@@ -364,6 +500,152 @@ export class JetwayError extends Error {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Content blocks: attachments in, tool calls and reasoning out.
+
+/** @type {Record<string, ImageFormat>} */
+const IMAGE_TYPES = { 'image/png': 'png', 'image/jpeg': 'jpeg', 'image/gif': 'gif', 'image/webp': 'webp' };
+
+/** @type {Record<string, DocumentFormat>} by file extension, then by MIME type */
+const DOCUMENT_TYPES = {
+  pdf: 'pdf', csv: 'csv', doc: 'doc', docx: 'docx', xls: 'xls', xlsx: 'xlsx', html: 'html', htm: 'html', txt: 'txt', md: 'md',
+  'application/pdf': 'pdf', 'text/csv': 'csv', 'application/msword': 'doc',
+  'application/vnd.openxmlformats-officedocument.wordprocessingml.document': 'docx',
+  'application/vnd.ms-excel': 'xls', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet': 'xlsx',
+  'text/html': 'html', 'text/plain': 'txt', 'text/markdown': 'md',
+};
+
+/**
+ * An image block from a File, a Blob or bytes, base64-encoded.
+ * @param {Blob|ArrayBuffer|ArrayBufferView} data
+ * @param {ImageFormat} [format] default: the Blob's MIME type, else the bytes' signature (PNG, JPEG, GIF, WebP)
+ * @returns {Promise<ImageBlock>}
+ */
+export async function imageBlock(data, format) {
+  const bytes = await bytesOf(data);
+  const f = format ?? (isBlob(data) ? IMAGE_TYPES[data.type] : undefined) ?? sniffImage(bytes);
+  if (!f) throw new TypeError('jetway: not a PNG, JPEG, GIF or WebP image; pass its format');
+  return { type: 'image', format: f, data: base64(bytes) };
+}
+
+/**
+ * A document block from a File, a Blob or bytes, base64-encoded.
+ * @param {Blob|ArrayBuffer|ArrayBufferView} data
+ * @param {{name?: string, format?: DocumentFormat}} [o] name default: the
+ *   File's name without its extension, made to fit Bedrock's rule (letters,
+ *   digits, single spaces, -, (), []); format default: from the File's
+ *   extension or MIME type
+ * @returns {Promise<DocumentBlock>}
+ */
+export async function documentBlock(data, o = {}) {
+  const fileName = isBlob(data) && 'name' in data && typeof data.name === 'string' ? data.name : '';
+  const dot = fileName.lastIndexOf('.');
+  const format = o.format ?? DOCUMENT_TYPES[dot > 0 ? fileName.slice(dot + 1).toLowerCase() : ''] ??
+    (isBlob(data) ? DOCUMENT_TYPES[data.type] : undefined);
+  if (!format) throw new TypeError('jetway: unknown document format; pass one of pdf, csv, doc, docx, xls, xlsx, html, txt, md');
+  const name = (o.name ?? (dot > 0 ? fileName.slice(0, dot) : fileName))
+    .replace(/[^A-Za-z0-9\-()[\] ]+/g, ' ').replace(/ +/g, ' ').trim().slice(0, 200).trim() || 'document';
+  return { type: 'document', format, name, data: base64(await bytesOf(data)) };
+}
+
+/**
+ * The tool calls of an answer (its tool_use blocks), in order.
+ * @param {DoneFrame} done
+ * @returns {ToolUseBlock[]}
+ */
+export function toolCalls(done) {
+  return (done.blocks ?? []).filter(/** @returns {b is ToolUseBlock} */ (b) => b.type === 'tool_use');
+}
+
+/**
+ * An answer's reasoning, its reasoning blocks joined ('' for none).
+ * @param {DoneFrame} done
+ * @returns {string}
+ */
+export function reasoningText(done) {
+  let s = '';
+  for (const b of done.blocks ?? []) if (b.type === 'reasoning') s += b.text;
+  return s;
+}
+
+/**
+ * The next two turns of a tool loop: the assistant's answer as it came
+ * (reasoning with its signature, text, tool calls) and the user's results,
+ * one for each tool call. Append them to the conversation and send it again
+ * with the same tools.
+ * @param {DoneFrame} done an answer with stop_reason `tool_use`
+ * @param {ToolResult[]} results
+ * @returns {[Message, Message]}
+ */
+export function nextTurn(done, results) {
+  const calls = toolCalls(done);
+  const answered = new Set(results.map((r) => r.tool_use_id));
+  for (const c of calls) {
+    if (!answered.has(c.id)) throw new TypeError(`jetway: no result for tool call ${c.id} (${c.name})`);
+  }
+  /** @type {ContentBlock[]} */
+  const said = [];
+  for (const b of done.blocks ?? [{ type: 'text', text: done.text }]) {
+    if (b.type === 'text' && b.text !== '') said.push({ type: 'text', text: b.text });
+    else if (b.type === 'reasoning') said.push(b.signature ? { type: 'reasoning', text: b.text, signature: b.signature } : { type: 'reasoning', text: b.text });
+    else if (b.type === 'tool_use') said.push({ type: 'tool_use', id: b.id, name: b.name, input: b.input });
+  }
+  /** @type {ToolResultBlock[]} */
+  const back = results.map((r) => {
+    if (!calls.some((c) => c.id === r.tool_use_id)) throw new TypeError(`jetway: the answer has no tool call ${r.tool_use_id}`);
+    if (r.content === '') throw new TypeError(`jetway: the result of tool call ${r.tool_use_id} is empty`);
+    /** @type {ToolResultBlock} */
+    const out = { type: 'tool_result', tool_use_id: r.tool_use_id,
+      content: typeof r.content === 'string' ? [{ type: 'text', text: r.content }] : r.content };
+    if (r.status) out.status = r.status;
+    return out;
+  });
+  return [{ role: 'assistant', content: said }, { role: 'user', content: back }];
+}
+
+/**
+ * @param {unknown} v
+ * @returns {v is Blob}
+ */
+function isBlob(v) {
+  return typeof Blob === 'function' && v instanceof Blob;
+}
+
+/**
+ * @param {Blob|ArrayBuffer|ArrayBufferView} data
+ * @returns {Promise<Uint8Array>}
+ */
+async function bytesOf(data) {
+  if (isBlob(data)) return new Uint8Array(await data.arrayBuffer());
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw new TypeError('jetway: attachments are a File, a Blob, an ArrayBuffer or a typed array');
+}
+
+/**
+ * The image format of bytes by their signature, or undefined.
+ * @param {Uint8Array} b
+ * @returns {ImageFormat|undefined}
+ */
+function sniffImage(b) {
+  const at = (/** @type {number} */ i, /** @type {string} */ s) => [...s].every((ch, k) => b[i + k] === ch.charCodeAt(0));
+  if (b[0] === 0x89 && at(1, 'PNG')) return 'png';
+  if (b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg';
+  if (at(0, 'GIF8')) return 'gif';
+  if (at(0, 'RIFF') && at(8, 'WEBP')) return 'webp';
+  return undefined;
+}
+
+/**
+ * Standard padded base64 of bytes.
+ * @param {Uint8Array} bytes
+ */
+function base64(bytes) {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
 /**
  * Opens a chat session and returns its client at once; requests sent before
  * the connection is ready are queued.
@@ -381,8 +663,8 @@ const kIn = Symbol('internal');
  * @typedef {Object} CallInternals
  * @property {Client} client
  * @property {Conn|null} conn the connection the call was last sent on
- * @property {Map<number, string>} pending chunks that arrived ahead of a gap
- * @property {string[]} chunks delivered chunks, index seq-1
+ * @property {Map<number, Chunk>} pending chunks that arrived ahead of a gap
+ * @property {Chunk[]} chunks delivered chunks, index seq-1
  * @property {(d: DoneFrame|null, e: JetwayError|null) => void} settle
  * @property {ReturnType<typeof setTimeout>|undefined} timer the accept timer
  * @property {Array<() => void>} waiters iterators waiting for more
@@ -414,6 +696,13 @@ export class Call {
     this.request = request;
     /** @type {string} the answer reassembled so far, in seq order, without duplicates (done.text once done) */
     this.text = '';
+    /**
+     * The answer's content blocks so far, at their block index: text,
+     * reasoning (with its signature) and tool calls (with the input JSON so
+     * far; parsed once done). Done: done.blocks (or the text as one block).
+     * @type {StreamedBlock[]}
+     */
+    this.blocks = [];
     /** @type {number} the last contiguous seq received */
     this.lastSeq = 0;
     /** @type {AcceptedFrame|null} */
@@ -481,10 +770,7 @@ export class Call {
     let i = 0;
     for (;;) {
       const chunks = this[kIn].chunks;
-      while (i < chunks.length) {
-        yield { seq: i + 1, text: chunks[i] };
-        i++;
-      }
+      while (i < chunks.length) yield chunks[i++];
       if (this.error) throw this.error;
       if (this.finished) return;
       await new Promise((resolve) => this[kIn].waiters.push(() => resolve(undefined)));
@@ -697,6 +983,9 @@ export class Client {
     if (request.model) frame.model = request.model;
     if (request.max_tokens !== undefined) frame.max_tokens = request.max_tokens;
     if (request.temperature !== undefined) frame.temperature = request.temperature;
+    if (request.tools !== undefined) frame.tools = request.tools;
+    if (request.tool_choice !== undefined) frame.tool_choice = request.tool_choice;
+    if (request.reasoning !== undefined) frame.reasoning = request.reasoning;
     const call = new Call(this, id, frame, handlers);
     const size = new TextEncoder().encode(JSON.stringify(frame)).length;
     if (size > this._o.maxFrameBytes) {
@@ -1174,14 +1463,14 @@ export class Client {
       }
       case 'chunk': {
         const call = this._calls.get(f.request_id);
-        if (call) this._chunk(call, f.seq, f.text);
+        if (call) this._chunk(call, f);
         return;
       }
       case 'done': {
         const call = this._calls.get(f.request_id);
         if (!call) return; // a replayed terminal of a finished call
         call.stats.terminals++;
-        if (call.text !== f.text) call.stats.mismatch = true;
+        if (call.text !== f.text || !sameBlocks(call.blocks, f)) call.stats.mismatch = true;
         this._finish(call, f, null);
         return;
       }
@@ -1215,10 +1504,10 @@ export class Client {
   /**
    * @private
    * @param {Call} call
-   * @param {number} seq
-   * @param {string} text
+   * @param {ChunkFrame} f
    */
-  _chunk(call, seq, text) {
+  _chunk(call, f) {
+    const seq = f.seq;
     call.stats.chunksReceived++;
     if (call.finished || seq <= call.lastSeq) {
       call.stats.duplicates++;
@@ -1230,23 +1519,24 @@ export class Client {
         call.stats.duplicates++;
       } else {
         call.stats.outOfOrder++;
-        pending.set(seq, text);
+        pending.set(seq, chunkOf(f));
       }
       return;
     }
     if (call.firstChunkAt === null) call.firstChunkAt = now();
     call[kIn].refusedAt = null;
     /** @type {Chunk[]} */
-    const fresh = [{ seq, text }];
+    const fresh = [chunkOf(f)];
     call.lastSeq = seq;
-    for (let t = pending.get(call.lastSeq + 1); t !== undefined; t = pending.get(call.lastSeq + 1)) {
+    for (let c = pending.get(call.lastSeq + 1); c !== undefined; c = pending.get(call.lastSeq + 1)) {
       pending.delete(call.lastSeq + 1);
       call.lastSeq++;
-      fresh.push({ seq: call.lastSeq, text: t });
+      fresh.push(c);
     }
     for (const c of fresh) {
-      call[kIn].chunks.push(c.text);
+      call[kIn].chunks.push(c);
       call.text += c.text;
+      assemble(call.blocks, c);
     }
     for (const c of fresh) callback(call.onChunk, c, call);
     wake(call);
@@ -1324,6 +1614,7 @@ export class Client {
     if (done) {
       call.done = done;
       call.text = done.text; // the server's complete answer is authoritative
+      call.blocks = doneBlocks(done, call.blocks);
       call[kIn].settle(done, null);
       callback(call.onDone, done, call);
     } else {
@@ -1375,4 +1666,123 @@ function expiresWithin(token, ms) {
   } catch {
     return false;
   }
+}
+
+/**
+ * A chunk frame as the Chunk the call delivers.
+ * @param {ChunkFrame} f
+ * @returns {Chunk}
+ */
+function chunkOf(f) {
+  /** @type {Chunk} */
+  const c = { seq: f.seq, text: f.text ?? '', block: f.block ?? 0, kind: f.kind ?? 'text' };
+  if (f.reasoning !== undefined) c.reasoning = f.reasoning;
+  if (f.signature !== undefined) c.signature = f.signature;
+  if (f.id !== undefined) c.id = f.id;
+  if (f.name !== undefined) c.name = f.name;
+  if (f.input !== undefined) c.input = f.input;
+  return c;
+}
+
+/**
+ * Adds a chunk to the streamed blocks (chunks of kinds this version does
+ * not know are skipped).
+ * @param {StreamedBlock[]} blocks
+ * @param {Chunk} c
+ */
+function assemble(blocks, c) {
+  let b = blocks[c.block];
+  if (!b || b.type !== c.kind) {
+    switch (c.kind) {
+      case 'text':
+        b = { type: 'text', text: '' };
+        break;
+      case 'reasoning':
+        b = { type: 'reasoning', text: '' };
+        break;
+      case 'tool_use':
+        b = { type: 'tool_use', id: '', name: '', inputJSON: '' };
+        break;
+      default:
+        return;
+    }
+    blocks[c.block] = b;
+  }
+  switch (b.type) {
+    case 'text':
+      b.text += c.text;
+      return;
+    case 'reasoning':
+      b.text += c.reasoning ?? '';
+      if (c.signature) b.signature = (b.signature ?? '') + c.signature;
+      return;
+    case 'tool_use':
+      if (c.id) b.id = c.id;
+      if (c.name) b.name = c.name;
+      b.inputJSON += c.input ?? '';
+  }
+}
+
+/**
+ * A done call's blocks: done.blocks (tool calls keep the input JSON as
+ * streamed), or its text as one block.
+ * @param {DoneFrame} done
+ * @param {StreamedBlock[]} streamed
+ * @returns {StreamedBlock[]}
+ */
+function doneBlocks(done, streamed) {
+  if (!done.blocks) return done.text ? [{ type: 'text', text: done.text }] : [];
+  return done.blocks.map((b, i) => {
+    switch (b.type) {
+      case 'reasoning':
+        return b.signature ? { type: 'reasoning', text: b.text, signature: b.signature } : { type: 'reasoning', text: b.text };
+      case 'tool_use': {
+        const s = streamed[i];
+        return { type: 'tool_use', id: b.id, name: b.name, input: b.input,
+          inputJSON: s && s.type === 'tool_use' ? s.inputJSON : JSON.stringify(b.input) };
+      }
+      default:
+        return { type: 'text', text: b.text ?? '' };
+    }
+  });
+}
+
+/**
+ * Whether the streamed blocks say what done.blocks says.
+ * @param {StreamedBlock[]} streamed
+ * @param {DoneFrame} done
+ */
+function sameBlocks(streamed, done) {
+  if (!done.blocks) return streamed.every((b) => b.type === 'text');
+  const want = doneBlocks(done, streamed);
+  if (want.length !== streamed.length) return false;
+  return want.every((w, i) => {
+    const g = streamed[i];
+    if (!g || g.type !== w.type) return false;
+    if (g.type === 'tool_use' && w.type === 'tool_use') {
+      let parsed;
+      try {
+        parsed = JSON.parse(g.inputJSON);
+      } catch {
+        return false;
+      }
+      return g.id === w.id && g.name === w.name && canonical(parsed) === canonical(w.input);
+    }
+    if (g.type === 'reasoning' && w.type === 'reasoning') return g.text === w.text && (g.signature ?? '') === (w.signature ?? '');
+    return g.type === 'text' && w.type === 'text' && g.text === w.text;
+  });
+}
+
+/**
+ * JSON with object keys sorted, to compare values.
+ * @param {unknown} v
+ * @returns {string}
+ */
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = /** @type {Record<string, unknown>} */ (v);
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
 }
