@@ -5,7 +5,7 @@ GO ?= go
 # The one production build: the Dockerfile runs exactly this line (checked by a test).
 BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/gateway ./cmd/gateway
 
-.PHONY: run test build deps test-deps bench
+.PHONY: run test build deps test-deps bench web-vendor
 
 run:
 	$(GO) run ./cmd/gateway
@@ -13,11 +13,14 @@ run:
 build:
 	$(BUILD)
 
+NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || \
+	[ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+	npm ci --no-audit --no-fund; fi
+
 # Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door; Chromium for the page tests.
 test-deps:
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
-	@if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
-		npm ci --no-audit --no-fund; fi
+	@$(NPM_CI)
 	@if [ ! -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" -ne 0 ]; then echo "Debian's chromium is required for the page tests: sudo apt-get install -y chromium"; exit 1; fi; \
 		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium; fi
@@ -28,3 +31,11 @@ test: test-deps build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The demo page's Markdown parser and sanitizer (npm marked and dompurify, at
+# the versions pinned in package.json) are committed under web/static/vendor
+# so that the binary embeds them; after changing a pin, run this and commit.
+# TestVendoredModules checks the copies. Keep the list in step with web.vendored.
+web-vendor:
+	@$(NPM_CI)
+	cp node_modules/marked/lib/marked.esm.js node_modules/dompurify/dist/purify.es.mjs web/static/vendor/

@@ -56,13 +56,23 @@ type Cognito struct {
 	Scopes string `json:"scopes"`
 }
 
+// vendored are the page's third-party modules: the Markdown parser and the
+// HTML sanitizer, committed under static/ so the binary needs no npm.
+// `make web-vendor` copies them from node_modules (the versions pinned in the
+// root package.json); a test fails when the copies differ. Keys are the
+// paths under static/, values the paths under node_modules/.
+var vendored = map[string]string{
+	"vendor/marked.esm.js": "marked/lib/marked.esm.js",
+	"vendor/purify.es.mjs": "dompurify/dist/purify.es.mjs",
+}
+
 // contentSecurityPolicy lets the page load only its own files and talk to
 // gateways (ws:, wss:) and the Cognito token endpoint (https:).
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self' ws: wss: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// Mount adds the page at / with /jetway.js, /app.js, /style.css and
-// /config.json and, in dev mode, /dev/apps and /dev/token.
+// Mount adds the page at / with /jetway.js, /app.js, /style.css, the
+// vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token.
 func Mount(r gin.IRoutes, o Options) {
 	files := http.FS(Files())
 	serve := func(name string) gin.HandlerFunc {
@@ -77,7 +87,11 @@ func Mount(r gin.IRoutes, o Options) {
 			c.FileFromFS(name, files)
 		}
 	}
-	for _, name := range []string{"/", "/jetway.js", "/app.js", "/style.css"} {
+	names := []string{"/", "/jetway.js", "/app.js", "/style.css"}
+	for name := range vendored {
+		names = append(names, "/"+name)
+	}
+	for _, name := range names {
 		r.GET(name, serve(name))
 	}
 	r.GET("/config.json", func(c *gin.Context) {

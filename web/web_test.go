@@ -50,10 +50,12 @@ func get(t *testing.T, url string) (*http.Response, string) {
 func TestFilesAreServedWithTheirTypes(t *testing.T) {
 	srv, _, _ := devServer(t)
 	for path, want := range map[string]string{
-		"/":          "text/html",
-		"/jetway.js": "text/javascript",
-		"/app.js":    "text/javascript",
-		"/style.css": "text/css",
+		"/":                     "text/html",
+		"/jetway.js":            "text/javascript",
+		"/app.js":               "text/javascript",
+		"/style.css":            "text/css",
+		"/vendor/marked.esm.js": "text/javascript",
+		"/vendor/purify.es.mjs": "text/javascript",
 	} {
 		resp, body := get(t, srv.URL+path)
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), want) {
