@@ -71,7 +71,7 @@ var vendored = map[string]string{
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self' ws: wss: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// Mount adds the page at / with /jetway.js, /app.js, /style.css, the
+// Mount adds the page at / with /jetway.js, /app.js, /markdown.js, /style.css, the
 // vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token.
 func Mount(r gin.IRoutes, o Options) {
 	files := http.FS(Files())
@@ -87,7 +87,7 @@ func Mount(r gin.IRoutes, o Options) {
 			c.FileFromFS(name, files)
 		}
 	}
-	names := []string{"/", "/jetway.js", "/app.js", "/style.css"}
+	names := []string{"/", "/jetway.js", "/app.js", "/markdown.js", "/style.css"}
 	for name := range vendored {
 		names = append(names, "/"+name)
 	}

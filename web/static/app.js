@@ -1,13 +1,16 @@
 // @ts-check
 // The Jetway demo chat page: sign in (dev tokens, or the Cognito hosted UI
 // in production), then chat over jetway.js. Everything a frontend needs to
-// show is here: streamed text, time to first token and latency, the quota,
-// plain errors (a 429 with the time until the window resets), the
+// show is here: answers rendered as Markdown while they stream, a model's
+// reasoning (collapsible), an attached image, a tool the model can call that
+// runs in the page (a calculator), time to first token and latency, the
+// quota, plain errors (a 429 with the time until the window resets), the
 // connection state, and the app's model allowlist.
 //
 // Query parameters: ws=<url>[,<url>...] gateway WebSocket endpoints
 // (default: this page's host); ttl=<seconds> dev token lifetime.
-import { connect } from './jetway.js';
+import { connect, imageBlock, nextTurn, toolCalls } from './jetway.js';
+import { renderMarkdown } from './markdown.js';
 
 /** @typedef {import('./jetway.js').Client} Client */
 /** @typedef {import('./jetway.js').Call} Call */
@@ -15,6 +18,26 @@ import { connect } from './jetway.js';
 /** @typedef {import('./jetway.js').JetwayError} JetwayError */
 /** @typedef {import('./jetway.js').StateEvent} StateEvent */
 /** @typedef {import('./jetway.js').GetToken} GetToken */
+/** @typedef {import('./jetway.js').ContentBlock} ContentBlock */
+/** @typedef {import('./jetway.js').ImageBlock} ImageBlock */
+/** @typedef {import('./jetway.js').Tool} Tool */
+/** @typedef {import('./jetway.js').ToolUseBlock} ToolUseBlock */
+/** @typedef {import('./jetway.js').ToolResult} ToolResult */
+
+/**
+ * What the user chose for a question.
+ * @typedef {Object} AskOptions
+ * @property {string} model '' for the app's default
+ * @property {boolean} tools offer the calculator
+ */
+
+/**
+ * An image ready to send.
+ * @typedef {Object} Attachment
+ * @property {ImageBlock} block
+ * @property {string} url a data: URL of the same bytes, for thumbnails
+ * @property {string} name
+ */
 
 /**
  * @typedef {Object} DevApp
@@ -50,6 +73,29 @@ const demo = {
 let client = null;
 /** @type {Message[]} the turns that completed, sent with every request */
 let turns = [];
+/** @type {Attachment|null} the image the next question carries */
+let attached = null;
+
+/**
+ * The page's toy tool. mock-tools calls the first tool it is given with
+ * {"query": the prompt's first three words}, so a prompt like "12 * 7" works.
+ * @type {Tool}
+ */
+const calculator = {
+  name: 'calculator',
+  description: 'Evaluates an arithmetic expression: numbers, + - * / % ^ and parentheses.',
+  input_schema: {
+    type: 'object',
+    properties: { query: { type: 'string', description: 'the expression, for example 12 * (3 + 4)' } },
+    required: ['query'],
+  },
+};
+/** Tool rounds one question may take before the page stops calling the model. */
+const maxToolRounds = 4;
+/** Images larger than this are scaled down before sending (the request frame limit is 256 KiB by default). */
+const maxImageBytes = 150_000;
+/** The longest side of a scaled-down image, in pixels. */
+const scaledImageSide = 1024;
 
 start();
 
@@ -166,7 +212,7 @@ async function showCognito(cfg) {
       return access.value;
     };
     $('cognito').hidden = true;
-    startChat(getToken, []);
+    startChat(getToken, null);
   } catch (err) {
     showBanner(`Sign-in failed: ${err instanceof Error ? err.message : err}`);
   }
@@ -177,13 +223,11 @@ async function showCognito(cfg) {
 
 /**
  * @param {GetToken} getToken
- * @param {string[]} models the app's allowlist (empty: unknown, app default only)
+ * @param {string[]|null} models the app's allowlist (null: ask the gateway's GET /v1/models)
  */
 function startChat(getToken, models) {
-  const select = /** @type {HTMLSelectElement} */ ($('model'));
-  select.replaceChildren(new Option('App default', ''));
-  for (const m of models) select.add(new Option(m, m));
-  select.disabled = models.length === 0;
+  if (models) showModels(models);
+  else listModels(getToken).then(showModels);
 
   turns = [];
   $('conversation').replaceChildren();
@@ -208,7 +252,12 @@ $('ask').addEventListener('submit', (ev) => {
   const text = input.value.trim();
   if (!text || !client) return;
   input.value = '';
-  ask(client, text, /** @type {HTMLSelectElement} */ ($('model')).value);
+  const image = attached;
+  clearAttachment();
+  ask(client, text, image, {
+    model: /** @type {HTMLSelectElement} */ ($('model')).value,
+    tools: /** @type {HTMLInputElement} */ ($('use-tools')).checked,
+  });
 });
 
 // Enter sends, Shift+Enter starts a new line.
@@ -224,33 +273,103 @@ $('signout').addEventListener('click', () => {
   location.reload();
 });
 
+$('attach').addEventListener('change', async () => {
+  const input = /** @type {HTMLInputElement} */ ($('attach'));
+  const file = input.files?.[0];
+  if (!file) return;
+  try {
+    const block = await imageBlock(await fitImage(file));
+    attached = { block, url: `data:image/${block.format};base64,${block.data}`, name: file.name };
+    /** @type {HTMLImageElement} */ ($('attachment-thumb')).src = attached.url;
+    $('attachment-name').textContent = `${file.name} · ${Math.ceil((block.data.length * 3) / 4 / 1024)} KB`;
+    $('attachment').hidden = false;
+    hideBanner();
+  } catch (err) {
+    clearAttachment();
+    showBanner(`Cannot attach ${file.name}: ${err instanceof Error ? err.message : err}`);
+  }
+  input.value = ''; // the same file can be chosen again
+});
+
+$('attachment-remove').addEventListener('click', clearAttachment);
+
+function clearAttachment() {
+  attached = null;
+  $('attachment').hidden = true;
+  /** @type {HTMLImageElement} */ ($('attachment-thumb')).removeAttribute('src');
+}
+
 /**
- * Sends one question and renders its answer as it streams.
+ * A large image scaled down (longest side scaledImageSide, JPEG) so that the
+ * request fits the gateway's frame limit; small ones as they are.
+ * @param {File} file
+ * @returns {Promise<Blob>}
+ */
+async function fitImage(file) {
+  if (file.size <= maxImageBytes) return file;
+  const bitmap = await createImageBitmap(file);
+  const scale = Math.min(1, scaledImageSide / Math.max(bitmap.width, bitmap.height));
+  const canvas = document.createElement('canvas');
+  canvas.width = Math.max(1, Math.round(bitmap.width * scale));
+  canvas.height = Math.max(1, Math.round(bitmap.height * scale));
+  /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d')).drawImage(bitmap, 0, 0, canvas.width, canvas.height);
+  bitmap.close();
+  const blob = await new Promise((resolve) => canvas.toBlob(resolve, 'image/jpeg', 0.85));
+  if (!blob) throw new Error('the image could not be scaled down');
+  return blob;
+}
+
+/**
+ * Sends one question (with its image, if any) and renders the answers: when
+ * the model calls the calculator, the page runs it and sends the result
+ * back until the model answers in text.
  * @param {Client} c
  * @param {string} text
- * @param {string} model '' for the app's default
+ * @param {Attachment|null} image
+ * @param {AskOptions} opts
  */
-function ask(c, text, model) {
-  const messages = [...turns, { role: /** @type {const} */ ('user'), content: text }];
-  const list = $('conversation');
-
+function ask(c, text, image, opts) {
   const q = el('li', 'turn user');
-  q.append(el('p', 'who', 'You'), el('div', 'text', text));
+  q.append(el('p', 'who', 'You'));
+  if (image) {
+    const thumb = /** @type {HTMLImageElement} */ (el('img', 'thumb'));
+    thumb.src = image.url;
+    thumb.alt = `Attached image ${image.name}`;
+    q.append(thumb);
+  }
+  q.append(el('div', 'text', text));
+  $('conversation').append(q);
+  /** @type {Message} */
+  const question = { role: 'user', content: image ? [image.block, { type: 'text', text }] : text };
+  const messages = [...turns, question];
+  // A conversation that holds tool calls must offer the tools again.
+  const tools = opts.tools || messages.some(hasToolBlocks) ? [calculator] : undefined;
+  answer(c, messages, tools, opts, 0);
+}
+
+/**
+ * One model call: streams it into a new assistant turn; a tool_use stop
+ * runs the tools and calls the model again with their results.
+ * @param {Client} c
+ * @param {Message[]} messages
+ * @param {Tool[]|undefined} tools
+ * @param {AskOptions} opts
+ * @param {number} round tool rounds so far
+ */
+function answer(c, messages, tools, opts, round) {
   const a = el('li', 'turn assistant');
   a.dataset.state = 'waiting';
   a.setAttribute('aria-busy', 'true');
   const who = el('p', 'who', 'Assistant');
-  const body = el('div', 'text');
-  const answer = document.createTextNode('');
-  body.append(answer);
+  const view = new AnswerView();
   const meta = el('p', 'meta', 'Waiting for the gateway…');
   const stop = /** @type {HTMLButtonElement} */ (el('button', 'link stop', 'Stop'));
   stop.type = 'button';
-  a.append(who, body, meta, stop);
-  list.append(q, a);
+  a.append(who, ...view.elements, meta, stop);
+  $('conversation').append(a);
   scrollToEnd();
 
-  const call = c.send({ messages, model: model || undefined }, {
+  const call = c.send({ messages, model: opts.model || undefined, tools }, {
     onAccepted: (acc) => {
       a.dataset.state = 'streaming';
       a.dataset.requestId = call.id;
@@ -258,15 +377,12 @@ function ask(c, text, model) {
       meta.textContent = 'Answering…';
       renderQuota(acc.quota);
     },
-    onChunk: (chunk) => {
-      const follow = nearEnd();
-      answer.appendData(chunk.text);
-      if (follow) scrollToEnd();
-    },
+    onChunk: () => view.update(call),
     onDone: (done) => {
       const follow = nearEnd();
-      answer.data = done.text;
+      view.finish(call);
       a.dataset.state = 'done';
+      a.dataset.stopReason = done.stop_reason;
       a.removeAttribute('aria-busy');
       stop.remove();
       const parts = [`First token ${call.ttftMs} ms`, `${seconds(call.latencyMs ?? 0)} total`, `${done.usage.output_tokens} tokens`];
@@ -274,16 +390,28 @@ function ask(c, text, model) {
       if (call.stats.resends > 0) parts.push(`sent ${plural(call.stats.resends + 1, 'time')}`);
       meta.textContent = parts.join(' · ');
       meta.title = `Measured by the gateway: first token ${done.ttft_ms} ms, total ${done.latency_ms} ms`;
-      turns.push({ role: 'user', content: text }, { role: 'assistant', content: done.text });
+      if (done.stop_reason === 'tool_use' && tools) {
+        if (round >= maxToolRounds) {
+          const box = el('p', 'error', `Stopped: the model asked for tools ${maxToolRounds} times in a row.`);
+          box.setAttribute('role', 'alert');
+          a.append(box);
+        } else {
+          const results = toolCalls(done).map((use) => view.ran(use, runTool(use)));
+          answer(c, [...messages, ...nextTurn(done, results)], tools, opts, round + 1);
+        }
+      } else {
+        turns = [...messages, { role: 'assistant', content: done.text }];
+      }
       if (follow) scrollToEnd();
     },
     onError: (err) => {
       const follow = nearEnd();
+      view.finish(call);
       a.dataset.state = 'error';
       a.dataset.code = err.code;
       a.removeAttribute('aria-busy');
       stop.remove();
-      if (err.text) answer.data = err.text;
+      if (err.text) view.text(err.text);
       meta.textContent = call.ttftMs !== null ? `First token ${call.ttftMs} ms · stopped after ${seconds(call.latencyMs ?? 0)}` : '';
       const box = el('p', 'error');
       box.setAttribute('role', 'alert');
@@ -293,6 +421,214 @@ function ask(c, text, model) {
     },
   });
   stop.addEventListener('click', () => call.cancel());
+}
+
+/**
+ * Renders one call's answer as it streams: its reasoning in a <details>
+ * (open while it streams, closed once done), its text as Markdown, its
+ * tool calls with their input as it arrives. Streamed updates are batched
+ * (renderEveryMs), the final one is immediate.
+ */
+class AnswerView {
+  constructor() {
+    this.reasoning = /** @type {HTMLDetailsElement} */ (el('details', 'reasoning'));
+    this.reasoning.hidden = true;
+    this.summary = el('summary', '', 'Reasoning…');
+    this.thought = el('div', 'thought');
+    this.reasoning.append(this.summary, this.thought);
+    this.body = el('div', 'text markdown');
+    this.tools = el('div', 'tools');
+    /** @type {HTMLElement[]} */
+    this.elements = [this.reasoning, this.body, this.tools];
+    /** @type {Map<string, HTMLElement>} tool call cards by block index */
+    this.cards = new Map();
+    this.shown = '';
+    /** @type {ReturnType<typeof setTimeout>|undefined} */
+    this.timer = undefined;
+  }
+
+  /** @param {Call} call */
+  update(call) {
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const follow = nearEnd();
+      this.paint(call);
+      if (follow) scrollToEnd();
+    }, renderEveryMs);
+  }
+
+  /** @param {Call} call */
+  finish(call) {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.paint(call);
+    this.reasoning.open = false;
+    const words = this.thought.textContent?.split(/\s+/).filter(Boolean).length ?? 0;
+    this.summary.textContent = `Reasoning · ${plural(words, 'word')}`;
+  }
+
+  /** @param {string} markdown */
+  text(markdown) {
+    if (markdown === this.shown) return;
+    this.shown = markdown;
+    renderMarkdown(this.body, markdown);
+  }
+
+  /** @param {Call} call */
+  paint(call) {
+    let thought = '';
+    call.blocks.forEach((b, i) => {
+      if (b.type === 'reasoning') {
+        thought += b.text;
+      } else if (b.type === 'tool_use') {
+        let card = this.cards.get(String(i));
+        if (!card) {
+          card = el('div', 'tool-call');
+          card.append(el('span', 'tool-name'), el('code', 'tool-input'), el('span', 'tool-result'));
+          this.cards.set(String(i), card);
+          this.tools.append(card);
+        }
+        card.dataset.id = b.id;
+        /** @type {HTMLElement} */ (card.querySelector('.tool-name')).textContent = `Calls ${b.name}`;
+        /** @type {HTMLElement} */ (card.querySelector('.tool-input')).textContent = b.inputJSON;
+      }
+    });
+    if (thought) {
+      if (this.reasoning.hidden) {
+        this.reasoning.hidden = false;
+        this.reasoning.open = true;
+      }
+      this.thought.textContent = thought;
+    }
+    this.text(call.text);
+  }
+
+  /**
+   * Shows what the page's tool returned for a call; returns the result.
+   * @param {ToolUseBlock} call
+   * @param {ToolResult} result
+   */
+  ran(call, result) {
+    const card = [...this.cards.values()].find((c) => c.dataset.id === call.id);
+    const out = card?.querySelector('.tool-result');
+    if (card && out) {
+      card.dataset.status = result.status ?? 'success';
+      out.textContent = `→ ${result.content}`;
+    }
+    return result;
+  }
+}
+
+/** How often a streaming answer is rendered again, at most. */
+const renderEveryMs = 30;
+
+/**
+ * Runs the page's tool for a call of the model.
+ * @param {ToolUseBlock} call
+ * @returns {ToolResult}
+ */
+function runTool(call) {
+  if (call.name !== calculator.name) return { tool_use_id: call.id, content: `There is no tool ${call.name}.`, status: 'error' };
+  const query = call.input.query;
+  try {
+    if (typeof query !== 'string') throw new Error('the input has no query');
+    return { tool_use_id: call.id, content: String(calculate(query)) };
+  } catch (err) {
+    return { tool_use_id: call.id, content: `Cannot calculate ${JSON.stringify(query)}: ${err instanceof Error ? err.message : err}`, status: 'error' };
+  }
+}
+
+/**
+ * Evaluates an arithmetic expression (numbers, + - * / % ^, parentheses,
+ * unary minus) without eval.
+ * @param {string} expr
+ * @returns {number}
+ */
+function calculate(expr) {
+  const tokens = expr.match(/\d+(?:\.\d+)?|[-+*/%^()]|\S/g) ?? [];
+  let i = 0;
+  const peek = () => tokens[i];
+  const take = () => tokens[i++];
+  /** @returns {number} */
+  const sum = () => {
+    let v = product();
+    while (peek() === '+' || peek() === '-') v = take() === '+' ? v + product() : v - product();
+    return v;
+  };
+  /** @returns {number} */
+  const product = () => {
+    let v = power();
+    for (let op = peek(); op === '*' || op === '/' || op === '%'; op = peek()) {
+      take();
+      const r = power();
+      v = op === '*' ? v * r : op === '/' ? v / r : v % r;
+    }
+    return v;
+  };
+  /** @returns {number} */
+  const power = () => {
+    const b = unary();
+    if (peek() !== '^') return b;
+    take();
+    return b ** power();
+  };
+  /** @returns {number} */
+  const unary = () => {
+    if (peek() === '-') {
+      take();
+      return -unary();
+    }
+    if (peek() === '+') take();
+    const t = take();
+    if (t === '(') {
+      const v = sum();
+      if (take() !== ')') throw new Error('a ) is missing');
+      return v;
+    }
+    if (t === undefined || !/^\d/.test(t)) throw new Error(t === undefined ? 'it ends too soon' : `unexpected ${JSON.stringify(t)}`);
+    return Number(t);
+  };
+  const v = sum();
+  if (i < tokens.length) throw new Error(`unexpected ${JSON.stringify(tokens[i])}`);
+  if (!Number.isFinite(v)) throw new Error('the result is not a finite number');
+  return v;
+}
+
+/**
+ * Whether a message holds tool calls or results.
+ * @param {Message} m
+ */
+function hasToolBlocks(m) {
+  return Array.isArray(m.content) && m.content.some((b) => b.type === 'tool_use' || b.type === 'tool_result');
+}
+
+/** @param {string[]} models */
+function showModels(models) {
+  const select = /** @type {HTMLSelectElement} */ ($('model'));
+  select.replaceChildren(new Option('App default', ''));
+  for (const m of models) select.add(new Option(m, m));
+  select.disabled = models.length === 0;
+}
+
+/**
+ * The models the signed-in app may use, from the gateway's GET /v1/models
+ * (the OpenAI-compatible door: the default model, then the allowlist);
+ * empty when it cannot say.
+ * @param {GetToken} getToken
+ * @returns {Promise<string[]>}
+ */
+async function listModels(getToken) {
+  try {
+    const token = await getToken({ force: false, reason: 'connect' });
+    const r = await fetch('/v1/models', { headers: { authorization: `Bearer ${token}` } });
+    if (!r.ok) return [];
+    /** @type {{data: Array<{id: string}>}} */
+    const body = await r.json();
+    return [...new Set(body.data.map((m) => m.id))];
+  } catch {
+    return [];
+  }
 }
 
 /**
