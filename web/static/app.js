@@ -29,6 +29,7 @@ import { renderMarkdown } from './markdown.js';
  * @typedef {Object} AskOptions
  * @property {string} model '' for the app's default
  * @property {boolean} tools offer the calculator
+ * @property {boolean} reasoning ask the model to think first (the model needs the reasoning capability)
  */
 
 /**
@@ -92,6 +93,8 @@ const calculator = {
 };
 /** Tool rounds one question may take before the page stops calling the model. */
 const maxToolRounds = 4;
+/** The reasoning budget when Reasoning is ticked (the protocol's minimum). */
+const reasoningBudget = 1024;
 /** Images larger than this are scaled down before sending (the request frame limit is 256 KiB by default). */
 const maxImageBytes = 150_000;
 /** The longest side of a scaled-down image, in pixels. */
@@ -257,6 +260,7 @@ $('ask').addEventListener('submit', (ev) => {
   ask(client, text, image, {
     model: /** @type {HTMLSelectElement} */ ($('model')).value,
     tools: /** @type {HTMLInputElement} */ ($('use-tools')).checked,
+    reasoning: /** @type {HTMLInputElement} */ ($('use-reasoning')).checked,
   });
 });
 
@@ -369,7 +373,8 @@ function answer(c, messages, tools, opts, round) {
   $('conversation').append(a);
   scrollToEnd();
 
-  const call = c.send({ messages, model: opts.model || undefined, tools }, {
+  const reasoning = opts.reasoning ? { budget_tokens: reasoningBudget } : undefined;
+  const call = c.send({ messages, model: opts.model || undefined, tools, reasoning }, {
     onAccepted: (acc) => {
       a.dataset.state = 'streaming';
       a.dataset.requestId = call.id;
