@@ -196,7 +196,7 @@ type turn struct {
 
 const lastTurnJS = `(() => {
   const l = [...document.querySelectorAll('.turn.assistant')].at(-1);
-  return l ? {state: l.dataset.state, code: l.dataset.code || '', text: l.querySelector('.text').textContent,
+  return l ? {state: l.dataset.state, code: l.dataset.code || '', text: l.querySelector('.text').textContent.trim(),
     meta: l.querySelector('.meta').textContent, error: l.querySelector('.error')?.textContent || '',
     who: l.querySelector('.who').textContent} : null;
 })()`
@@ -315,8 +315,8 @@ func TestPageChat(t *testing.T) {
 	p.do(chromedp.SendKeys(chromedp.CSS("#user"), "ana"))
 	p.screenshot("signin-phone")
 	p.signIn("contoso/support-assistant", "")
-	if models := eval[[]string](p, `[...document.querySelectorAll('#model option')].map(o => o.value)`); strings.Join(models, ",") != ",mock-a,mock-b" {
-		t.Errorf("model picker %v, want app default + the allowlist mock-a, mock-b", models)
+	if models := eval[[]string](p, `[...document.querySelectorAll('#model option')].map(o => o.value)`); strings.Join(models, ",") != ",mock-a,mock-b,mock-tools,mock-reasoning" {
+		t.Errorf("model picker %v, want app default + the allowlist mock-a, mock-b, mock-tools, mock-reasoning", models)
 	}
 	if who := eval[string](p, `document.getElementById('who').textContent`); who != "ana · contoso / support-assistant" {
 		t.Errorf("who %q", who)

@@ -142,27 +142,37 @@ func devToken(g *gatewayProc, sub, tenant, app string, ttl time.Duration) (strin
 // support assistant): the answer the page must show for the same
 // conversation, the mock model being deterministic.
 func askGateway(g *gatewayProc, sub string, messages []client.Message) (string, error) {
-	tok, err := devToken(g, sub, "contoso", "support-assistant", time.Hour)
+	done, err := askGatewayDone(g, sub, client.Request{Messages: messages})
 	if err != nil {
 		return "", err
+	}
+	return done.Text, nil
+}
+
+// askGatewayDone sends req with the Go client as Contoso's support
+// assistant and returns its done frame.
+func askGatewayDone(g *gatewayProc, sub string, req client.Request) (*client.Done, error) {
+	tok, err := devToken(g, sub, "contoso", "support-assistant", time.Hour)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{URLs: []string{g.WS()},
 		Token: func(context.Context) (string, error) { return tok, nil }})
 	if err != nil {
-		return "", fmt.Errorf("reference client: %w", err)
+		return nil, fmt.Errorf("reference client: %w", err)
 	}
 	defer c.Close()
-	call, err := c.Send(ctx, client.Request{Messages: messages})
+	call, err := c.Send(ctx, req)
 	if err != nil {
-		return "", fmt.Errorf("reference send: %w", err)
+		return nil, fmt.Errorf("reference send: %w", err)
 	}
 	done, err := call.Wait(ctx)
 	if err != nil {
-		return "", fmt.Errorf("reference answer: %w", err)
+		return nil, fmt.Errorf("reference answer: %w", err)
 	}
-	return done.Text, nil
+	return done, nil
 }
 
 // relay is a TCP relay in front of a gateway that the test can cut, as a

@@ -10,7 +10,7 @@ import DOMPurify from './vendor/purify.es.mjs';
 // The vendored builds carry no type declarations: the parts used here.
 const parser = /** @type {{parse(src: string, o: {async: false, gfm: boolean}): string}} */ (/** @type {unknown} */ (marked));
 const purify = /** @type {{
-  sanitize(html: string, o: {RETURN_DOM_FRAGMENT: true}): DocumentFragment,
+  sanitize(html: string, o: {RETURN_DOM_FRAGMENT: true, FORBID_TAGS: string[], FORBID_ATTR: string[]}): DocumentFragment,
   addHook(hook: 'afterSanitizeAttributes', fn: (node: Element) => void): void,
 }} */ (/** @type {unknown} */ (DOMPurify));
 
@@ -22,6 +22,10 @@ purify.addHook('afterSanitizeAttributes', (node) => {
   }
 });
 
+// DOMPurify's defaults drop scripts, event handlers and javascript: URLs;
+// styles go too, so an answer cannot restyle the page.
+const policy = { RETURN_DOM_FRAGMENT: /** @type {true} */ (true), FORBID_TAGS: ['style'], FORBID_ATTR: ['style'] };
+
 /**
  * Replaces box's content with the rendered, sanitized Markdown.
  * @param {Element} box
@@ -29,5 +33,5 @@ purify.addHook('afterSanitizeAttributes', (node) => {
  */
 export function renderMarkdown(box, markdown) {
   const html = parser.parse(markdown, { async: false, gfm: true });
-  box.replaceChildren(purify.sanitize(html, { RETURN_DOM_FRAGMENT: true }));
+  box.replaceChildren(purify.sanitize(html, policy));
 }
