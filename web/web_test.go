@@ -53,6 +53,7 @@ func TestFilesAreServedWithTheirTypes(t *testing.T) {
 		"/":                     "text/html",
 		"/jetway.js":            "text/javascript",
 		"/app.js":               "text/javascript",
+		"/markdown.js":          "text/javascript",
 		"/style.css":            "text/css",
 		"/vendor/marked.esm.js": "text/javascript",
 		"/vendor/purify.es.mjs": "text/javascript",
