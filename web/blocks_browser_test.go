@@ -20,13 +20,20 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
-// testPNG is a small picture (a 96x64 gradient) to attach.
-func testPNG(t *testing.T) []byte {
+// testPNG is a picture to attach: a w x h gradient, with noise when noisy
+// (it then compresses badly: a big file).
+func testPNG(t *testing.T, w, h int, noisy bool) []byte {
 	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 96, 64))
-	for y := range 64 {
-		for x := range 96 {
-			img.Set(x, y, color.RGBA{R: uint8(40 + x), G: uint8(90 + 2*y), B: 200, A: 255})
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	n := uint32(1)
+	for y := range h {
+		for x := range w {
+			c := color.RGBA{R: uint8(40 + x*96/w), G: uint8(90 + y*128/h), B: 200, A: 255}
+			if noisy {
+				n = n*1664525 + 1013904223
+				c.B = uint8(n >> 24)
+			}
+			img.Set(x, y, c)
 		}
 	}
 	var b bytes.Buffer
@@ -75,9 +82,14 @@ func (p *page) blockTurn(i int) blockTurn {
 // conversation.
 func TestPageBlocks(t *testing.T) {
 	gw := browserGateway(t, "page-blocks")
-	picture := testPNG(t)
+	picture := testPNG(t, 96, 64, false)
 	pngPath := filepath.Join(t.TempDir(), "boarding-pass.png")
 	if err := os.WriteFile(pngPath, picture, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := testPNG(t, 1600, 1200, true)
+	bigPath := filepath.Join(t.TempDir(), "photo.png")
+	if err := os.WriteFile(bigPath, big, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -108,6 +120,18 @@ func TestPageBlocks(t *testing.T) {
 
 	p := openPage(t, gw.HTTP()+"/", 1024, 900)
 	p.signIn("contoso/support-assistant", "di")
+
+	// A big image is scaled down to fit a request frame; Remove drops it.
+	p.do(chromedp.SetUploadFiles(chromedp.CSS("#attach"), []string{bigPath}))
+	p.do(chromedp.WaitVisible(chromedp.CSS("#attachment")))
+	scaled := eval[map[string]any](p, `(() => { const i = document.getElementById('attachment-thumb');
+		return {jpeg: i.src.startsWith('data:image/jpeg;base64,'), bytes: atob(i.src.split(',')[1]).length,
+		  label: document.getElementById('attachment-name').textContent}; })()`)
+	if scaled["jpeg"] != true || scaled["bytes"].(float64) >= float64(len(big)) || scaled["bytes"].(float64) > 262144*3/4 ||
+		!strings.HasPrefix(scaled["label"].(string), "photo.png · ") {
+		t.Errorf("a %d-byte image attached as %v", len(big), scaled)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#attachment-remove")), chromedp.WaitNotVisible(chromedp.CSS("#attachment")))
 
 	// An image through the file input: previewed, then sent with the question.
 	p.do(chromedp.SetUploadFiles(chromedp.CSS("#attach"), []string{pngPath}))
