@@ -569,26 +569,38 @@ export function reasoningText(done) {
 }
 
 /**
- * The next two turns of a tool loop: the assistant's answer as it came
- * (reasoning with its signature, text, tool calls) and the user's results,
- * one for each tool call. Append them to the conversation and send it again
- * with the same tools.
+ * An answer as the assistant message of the conversation's next request:
+ * its blocks as they came (reasoning with its signature, text, tool calls),
+ * else its text. Like the Go client's Done.Turn.
+ * @param {DoneFrame} done
+ * @returns {Message}
+ */
+export function assistantTurn(done) {
+  if (!done.blocks) return { role: 'assistant', content: done.text };
+  /** @type {ContentBlock[]} */
+  const said = [];
+  for (const b of done.blocks) {
+    if (b.type === 'text' && b.text !== '') said.push({ type: 'text', text: b.text });
+    else if (b.type === 'reasoning') said.push(b.signature ? { type: 'reasoning', text: b.text, signature: b.signature } : { type: 'reasoning', text: b.text });
+    else if (b.type === 'tool_use') said.push({ type: 'tool_use', id: b.id, name: b.name, input: b.input });
+  }
+  return { role: 'assistant', content: said };
+}
+
+/**
+ * The next two turns of a tool loop: the assistant's answer
+ * ({@link assistantTurn}) and the user's results, one for each tool call.
+ * Append them to the conversation and send it again with the same tools.
  * @param {DoneFrame} done an answer with stop_reason `tool_use`
  * @param {ToolResult[]} results
  * @returns {[Message, Message]}
  */
 export function nextTurn(done, results) {
   const calls = toolCalls(done);
+  if (calls.length === 0) throw new TypeError('jetway: the answer calls no tool');
   const answered = new Set(results.map((r) => r.tool_use_id));
   for (const c of calls) {
     if (!answered.has(c.id)) throw new TypeError(`jetway: no result for tool call ${c.id} (${c.name})`);
-  }
-  /** @type {ContentBlock[]} */
-  const said = [];
-  for (const b of done.blocks ?? [{ type: 'text', text: done.text }]) {
-    if (b.type === 'text' && b.text !== '') said.push({ type: 'text', text: b.text });
-    else if (b.type === 'reasoning') said.push(b.signature ? { type: 'reasoning', text: b.text, signature: b.signature } : { type: 'reasoning', text: b.text });
-    else if (b.type === 'tool_use') said.push({ type: 'tool_use', id: b.id, name: b.name, input: b.input });
   }
   /** @type {ToolResultBlock[]} */
   const back = results.map((r) => {
@@ -600,7 +612,7 @@ export function nextTurn(done, results) {
     if (r.status) out.status = r.status;
     return out;
   });
-  return [{ role: 'assistant', content: said }, { role: 'user', content: back }];
+  return [assistantTurn(done), { role: 'user', content: back }];
 }
 
 /**

@@ -4,7 +4,7 @@
 // and a cut in the middle of a tool call's input healed by a resume.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { JetwayError, documentBlock, imageBlock, nextTurn, reasoningText, toolCalls } from '../static/jetway.js';
+import { JetwayError, assistantTurn, documentBlock, imageBlock, nextTurn, reasoningText, toolCalls } from '../static/jetway.js';
 import { gateway, open, prompt, startProxy, tokenSource, user } from './helpers.mjs';
 
 const A = gateway('A');
@@ -92,6 +92,7 @@ test('a tool loop: the next turn carries the call and its result, and the model 
     ]);
     const call = c.send({ model: 'mock-tools', tools: [lookup], messages: [...messages, ...turn] });
     const done = await call.result;
+    assert.deepEqual(assistantTurn(done), { role: 'assistant', content: done.text }, 'a text answer goes back as text');
     assert.notEqual(done.stop_reason, 'tool_use');
     assert.ok(done.text.length > 0);
     assert.deepEqual(toolCalls(done), []);
@@ -120,9 +121,9 @@ test('reasoning streams before the text, with its signature, and goes back uncha
   assert.equal(call.stats.mismatch, false);
   assert.equal(chunks.map((c) => c.text).join(''), done.text, 'a text-only reader still gets the text');
 
-  // The reasoning goes back with its signature (here, the history of a later turn).
-  const [assistant] = nextTurn(done, []);
-  assert.deepEqual(assistant.content, done.blocks);
+  // The reasoning goes back with its signature (the history of a later turn).
+  assert.deepEqual(assistantTurn(done), { role: 'assistant', content: done.blocks });
+  assert.throws(() => nextTurn(done, []), /calls no tool/);
 });
 
 test('an image and a document go as blocks; a model without the capability refuses them by name', async () => {
