@@ -92,7 +92,10 @@ test('a tool loop: the next turn carries the call and its result, and the model 
     ]);
     const call = c.send({ model: 'mock-tools', tools: [lookup], messages: [...messages, ...turn] });
     const done = await call.result;
-    assert.deepEqual(assistantTurn(done), { role: 'assistant', content: done.text }, 'a text answer goes back as text');
+    // The request used tools, so even a text answer comes with its blocks.
+    assert.deepEqual(done.blocks, [{ type: 'text', text: done.text }]);
+    assert.deepEqual(assistantTurn(done), { role: 'assistant', content: done.blocks });
+    assert.deepEqual(assistantTurn({ ...done, blocks: undefined }), { role: 'assistant', content: done.text }, 'without blocks: the text');
     assert.notEqual(done.stop_reason, 'tool_use');
     assert.ok(done.text.length > 0);
     assert.deepEqual(toolCalls(done), []);
