@@ -2,9 +2,13 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
+	"unsafe"
 )
 
 // Content block types. A message's content is a string (one text block) or
@@ -74,6 +78,13 @@ type Block struct {
 	Content   []Block         `json:"content,omitempty"`
 	Status    string          `json:"status,omitempty"`
 	Signature string          `json:"signature,omitempty"`
+
+	// Bytes is an image's or a document's decoded data and Digest its
+	// SHA-256, set by validation (Decode, ValidateRequest), never on the
+	// wire: the server decodes and hashes an attachment once, and the
+	// model call, the request's fingerprint and the cache key use these.
+	Bytes  []byte            `json:"-"`
+	Digest [sha256.Size]byte `json:"-"`
 }
 
 // Message is one turn of the conversation. Its content is either Content (a
@@ -216,11 +227,11 @@ func (in *Inbound) Features() Features {
 			switch b.Type {
 			case BlockImage:
 				f.Images++
-				f.AttachmentBytes += int64(base64Size(b.Data))
+				f.AttachmentBytes += int64(len(b.Bytes))
 			case BlockDocument:
 				f.Documents++
-				f.AttachmentBytes += int64(base64Size(b.Data))
-				f.DocumentBytes += int64(base64Size(b.Data))
+				f.AttachmentBytes += int64(len(b.Bytes))
+				f.DocumentBytes += int64(len(b.Bytes))
 			case BlockToolUse:
 				f.Tools = true
 			case BlockToolResult:
@@ -325,12 +336,8 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		if !imageFormats[b.Format] {
 			return invalid("%s.format must be one of png, jpeg, gif, webp", path)
 		}
-		n, ok := base64Len(b.Data)
-		if !ok {
-			return invalid("%s.data is not valid base64", path)
-		}
-		if n > MaxImageBytes {
-			return invalid("%s.data is %d bytes, over the %d bytes an image may have", path, n, MaxImageBytes)
+		if err := decodeAttachment(b, path, "an image", MaxImageBytes); err != nil {
+			return err
 		}
 		*images++
 	case BlockDocument:
@@ -340,12 +347,8 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		if len(b.Name) > maxDocumentNameBytes || !documentNamePattern.MatchString(b.Name) {
 			return invalid("%s.name must be 1-%d characters of letters, digits, single spaces, hyphens, parentheses and square brackets", path, maxDocumentNameBytes)
 		}
-		n, ok := base64Len(b.Data)
-		if !ok {
-			return invalid("%s.data is not valid base64", path)
-		}
-		if n > MaxDocumentBytes {
-			return invalid("%s.data is %d bytes, over the %d bytes a document may have", path, n, MaxDocumentBytes)
+		if err := decodeAttachment(b, path, "a document", MaxDocumentBytes); err != nil {
+			return err
 		}
 		*docs++
 	case BlockToolUse:
@@ -455,52 +458,31 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// base64Len validates s as standard padded base64 without decoding it and
-// returns the decoded size.
-func base64Len(s string) (int, bool) {
-	if len(s) == 0 || len(s)%4 != 0 {
-		return 0, false
+// decodeAttachment decodes b.Data (standard padded base64, strict: no
+// line breaks, zero padding bits) into b.Bytes, at most limit bytes, and
+// hashes it into b.Digest. The size is checked before decoding, so an
+// oversized attachment costs no allocation.
+func decodeAttachment(b *Block, path, what string, limit int) error {
+	s := b.Data
+	if len(s) == 0 || len(s)%4 != 0 || strings.ContainsAny(s, "\r\n") {
+		return invalid("%s.data is not valid base64", path)
 	}
-	pad := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/':
-			if pad > 0 {
-				return 0, false
-			}
-		case c == '=' && i >= len(s)-2:
-			pad++
-		default:
-			return 0, false
+	n := len(s) / 4 * 3
+	if s[len(s)-1] == '=' {
+		n--
+		if s[len(s)-2] == '=' {
+			n--
 		}
 	}
-	// The bits a padded final group leaves unused must be zero (strict base64).
-	if pad > 0 {
-		last := base64Value(s[len(s)-1-pad])
-		if pad == 1 && last&0x3 != 0 || pad == 2 && last&0xF != 0 {
-			return 0, false
-		}
+	if n > limit {
+		return invalid("%s.data is %d bytes, over the %d bytes %s may have", path, n, limit, what)
 	}
-	return len(s)/4*3 - pad, true
-}
-
-func base64Value(c byte) byte {
-	switch {
-	case c >= 'A' && c <= 'Z':
-		return c - 'A'
-	case c >= 'a' && c <= 'z':
-		return c - 'a' + 26
-	case c >= '0' && c <= '9':
-		return c - '0' + 52
-	case c == '+':
-		return 62
+	data := make([]byte, n)
+	// Decode only reads its source: the string's bytes are used in place
+	// rather than copied (an attachment is megabytes).
+	if m, err := base64.StdEncoding.Strict().Decode(data, unsafe.Slice(unsafe.StringData(s), len(s))); err != nil || m != n {
+		return invalid("%s.data is not valid base64", path)
 	}
-	return 63
-}
-
-// base64Size is the decoded size of valid base64 (validation ran first).
-func base64Size(s string) int {
-	n, _ := base64Len(s)
-	return n
+	b.Bytes, b.Digest = data, sha256.Sum256(data)
+	return nil
 }

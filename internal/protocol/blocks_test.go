@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -149,15 +151,16 @@ func TestAppendBlockChunkMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestBase64LenAgreesWithStrictDecoding(t *testing.T) {
+func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 	for _, s := range []string{"", "A", "AA==", "AB==", "AAA=", "AAE=", "AAAA", "AA=A", "A===", "====", "AAAA====",
-		"ab+/", "ab-_", "AAAA\n", " AAA", b64(1), b64(2), b64(3), b64(100)} {
-		n, ok := base64Len(s)
-		dec, err := base64.StdEncoding.Strict().DecodeString(s)
+		"ab+/", "ab-_", "AAAA\n", "AA\r\nAA", " AAA", b64(1), b64(2), b64(3), b64(100)} {
+		b := Block{Type: BlockImage, Data: s}
+		err := decodeAttachment(&b, "data", "an image", MaxImageBytes)
+		dec, derr := base64.StdEncoding.Strict().DecodeString(s)
 		// Go's decoder skips line breaks; the wire takes base64 without them.
-		wantOK := err == nil && s != "" && !strings.ContainsAny(s, "\r\n")
-		if ok != wantOK || ok && n != len(dec) {
-			t.Errorf("base64Len(%q) = %d, %v; strict decoding: %d bytes, %v", s, n, ok, len(dec), err)
+		wantOK := derr == nil && s != "" && !strings.ContainsAny(s, "\r\n")
+		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Bytes, dec) || b.Digest != sha256.Sum256(dec)) {
+			t.Errorf("decodeAttachment(%q) = %x, %v; strict decoding: %x, %v", s, b.Bytes, err, dec, derr)
 		}
 	}
 }

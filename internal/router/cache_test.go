@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"slices"
@@ -94,9 +95,9 @@ func TestCacheKey(t *testing.T) {
 		"message boundary":    router.CacheKey("contoso", "support", "claude", "be terse", msgs("hih", "ello", "why?"), 1024, temp(0)),
 		// Blocks: a text block is not the text message, and every field counts.
 		"text block":   router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockText, Text: "why?"}), 1024, temp(0)),
-		"image":        router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}}), 1024, temp(0)),
-		"image bytes":  router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}}), 1024, temp(0)),
-		"image format": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}}), 1024, temp(0)),
+		"image":        router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), 1024, temp(0)),
+		"image bytes":  router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}, Digest: sha256.Sum256([]byte{1, 3})}), 1024, temp(0)),
+		"image format": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), 1024, temp(0)),
 		"tool result": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockToolResult, ID: "t1",
 			Content: []router.Block{{Kind: router.BlockText, Text: "why?"}}}), 1024, temp(0)),
 	}
