@@ -193,6 +193,34 @@ func decode(data []byte) (Inbound, error) {
 	return in, nil
 }
 
+// PeekRequestID returns the request_id of a frame of which only the first
+// bytes are at hand (the rest was dropped), or "" when those bytes do not
+// hold a valid one before anything unreadable.
+func PeekRequestID(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if k == "request_id" {
+			v, _ := dec.Token()
+			if id, ok := v.(string); ok && ValidID(id) {
+				return id
+			}
+			return ""
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
 func validateRequestID(id string) error {
 	if id == "" {
 		return invalid("request_id is required")

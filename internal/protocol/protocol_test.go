@@ -125,3 +125,19 @@ func TestDecodeDropsInvalidRequestIDOnError(t *testing.T) {
 		t.Fatalf("got id of %d bytes, %v", len(in.RequestID), err)
 	}
 }
+
+func TestPeekRequestID(t *testing.T) {
+	for prefix, want := range map[string]string{
+		`{"type":"request","request_id":"req_12345678","messages":[{"role":"user","content":[{"type":"image","data":"AAAA`: "req_12345678",
+		`{"type":"request","messages":[{"role":"user","content":"hi"}],"request_id":"req_12345678"}`:                       "req_12345678",
+		`{"type":"request","messages":[{"role":"user","content":[{"type":"image","data":"AAAA`:                             "",
+		`{"type":"request","request_id":"short"`:                                                                           "",
+		`{"type":"request","request_id":7}`:                                                                                "",
+		`["request_id","req_12345678"]`:                                                                                    "",
+		``:                                                                                                                 "",
+	} {
+		if got := PeekRequestID([]byte(prefix)); got != want {
+			t.Errorf("PeekRequestID(%.60q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
