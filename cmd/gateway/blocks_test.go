@@ -20,8 +20,8 @@ import (
 // gateway to the mock (which checks them as Bedrock does) and the text
 // answer comes back as for any request; refusals (a model without the
 // capability, an unknown block type, bad base64, an oversized image, tools
-// this server does not stream yet) are invalid_request naming the field,
-// and none reaches the model.
+// for a model without the tools capability) are invalid_request naming the
+// field, and none reaches the model.
 func TestAttachmentsReachTheModel(t *testing.T) {
 	w := newWorld(t, fastPace())
 	g := w.start(nil) // the default bounds take an image at Bedrock's limit

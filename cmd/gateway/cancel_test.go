@@ -141,7 +141,7 @@ func TestCancelReachesTheOwner(t *testing.T) {
 			t.Fatalf("%s: %d usage records, want 1: %+v", id, len(rs), rs)
 		}
 		r := rs[0]
-		if r.Outcome != "cancelled" || r.Server != "task-0" || r.OutputTokens != quota.EstimateOutputTokens(text) || r.InputTokens == 0 {
+		if r.Outcome != "cancelled" || r.Server != "task-0" || r.OutputTokens != quota.EstimateOutputTokens(len(text)) || r.InputTokens == 0 {
 			t.Fatalf("%s: usage record %+v, want A's, cancelled, charging the %d streamed bytes", id, r, len(text))
 		}
 		charged += r.InputTokens + r.OutputTokens

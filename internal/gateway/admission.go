@@ -32,6 +32,7 @@ type flight struct {
 	maxTokens   int
 	estimate    int64
 	messages    []router.Message // the model call's messages, attachments decoded
+	blockMode   bool             // tools or reasoning: the answer streams as blocks
 	reservation *quota.Reservation
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
@@ -183,11 +184,7 @@ func (f *flight) lookupCache() {
 		return
 	}
 	p := f.caller.Principal
-	messages := f.messages // decoded blocks, for a request with blocks
-	if messages == nil {
-		messages = routerMessages(f.req.Messages)
-	}
-	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.req.System, messages, f.maxTokens, f.req.Temperature)
+	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.call())
 	// The model call waits for this lookup, so its DynamoDB tier gets a small
 	// budget (docs/architecture.md, "The response cache").
 	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)

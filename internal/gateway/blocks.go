@@ -1,18 +1,22 @@
 package gateway
 
 import (
+	"slices"
+
+	"go.uber.org/zap"
+
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
 
-// checkBlocks refuses, before any reservation or model call, a request
-// that uses what a model of its chain is not configured for (the model's
-// capabilities in the tenants file; a fallback must take the request as
-// well as the first model). Tools and reasoning are refused even then: the
-// answer's blocks are not streamed, stored or replayed yet, only the
-// request's attachments reach the model.
+// checkBlocks checks, before any reservation or model call, what a request
+// uses beyond text against the model capabilities in the tenants file: the
+// chosen model must have each one (else invalid_request naming the field);
+// a fallback that lacks one is left out of this request's chain, since it
+// could not answer it. It sets the call's max_tokens for reasoning and
+// converts the blocks for the model call (validation decoded the attachments).
 func (f *flight) checkBlocks() error {
 	feats := f.req.Features()
 	if !feats.UsesBlocks() {
@@ -27,22 +31,29 @@ func (f *flight) checkBlocks() error {
 		{feats.Images > 0, "messages[].content: image blocks", config.CapabilityImages},
 		{feats.Documents > 0, "messages[].content: document blocks", config.CapabilityDocuments},
 	}
-	for _, n := range needs {
-		if !n.used {
-			continue
-		}
-		for _, t := range f.chain {
-			if m, ok := f.g.cfg.Model(t.ID); !ok || !m.Supports(n.capab) {
-				return protocol.Errorf(protocol.ErrInvalid, "%s: model %s is not configured with the %q capability",
-					n.field, t.ID, n.capab)
-			}
+	chain := f.chain[:0:0]
+	for i, t := range f.chain {
+		m, _ := f.g.cfg.Model(t.ID) // policy checked that every model of the chain is configured
+		lacks := slices.IndexFunc(needs, func(n struct {
+			used         bool
+			field, capab string
+		}) bool {
+			return n.used && !m.Supports(n.capab)
+		})
+		switch {
+		case lacks < 0:
+			chain = append(chain, t)
+		case i == 0:
+			return protocol.Errorf(protocol.ErrInvalid, "%s: model %s is not configured with the %q capability",
+				needs[lacks].field, t.ID, needs[lacks].capab)
+		default:
+			f.logger.Info("fallback_skipped", zap.String("model", t.ID), zap.String("capability", needs[lacks].capab))
 		}
 	}
-	if feats.Tools {
-		return protocol.Errorf(protocol.ErrInvalid, "tools: this server does not stream tool calls yet")
-	}
-	if feats.Reasoning {
-		return protocol.Errorf(protocol.ErrInvalid, "reasoning: this server does not stream reasoning yet")
+	f.chain = chain
+	f.blockMode = feats.Tools || feats.Reasoning
+	if err := f.reasoningTokens(); err != nil {
+		return err
 	}
 	f.messages = make([]router.Message, len(f.req.Messages))
 	for i, m := range f.req.Messages {
@@ -52,6 +63,50 @@ func (f *flight) checkBlocks() error {
 		}
 	}
 	return nil
+}
+
+// reasoningTokens makes room for a reasoning budget: the model's answer
+// (max_tokens) includes its reasoning, so a request that gives no
+// max_tokens gets the budget plus the app's default answer length, up to
+// the app's limit. The budget must stay below max_tokens.
+func (f *flight) reasoningTokens() error {
+	r := f.req.Reasoning
+	if r == nil {
+		return nil
+	}
+	if f.req.MaxTokens == 0 {
+		f.maxTokens = min(r.BudgetTokens+f.app.MaxTokens, f.app.MaxTokensLimit)
+	}
+	if r.BudgetTokens >= f.maxTokens {
+		return protocol.Errorf(protocol.ErrInvalid, "reasoning.budget_tokens %d must be less than max_tokens (%d for this request; this app allows up to %d)",
+			r.BudgetTokens, f.maxTokens, f.app.MaxTokensLimit)
+	}
+	return nil
+}
+
+// tools is the request's tools, tool choice and reasoning budget on call.
+func (f *flight) tools(c *router.Call) {
+	for _, t := range f.req.Tools {
+		c.Tools = append(c.Tools, router.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	if tc := f.req.ToolChoice; tc != nil {
+		c.ToolChoice = &router.ToolChoice{Mode: tc.Mode, Name: tc.Name}
+	}
+	if r := f.req.Reasoning; r != nil {
+		c.ReasoningBudget = r.BudgetTokens
+	}
+}
+
+// onBlock appends one streamed piece of a block-mode answer to the log.
+func (f *flight) onBlock(d router.BlockDelta) {
+	c := protocol.Chunk{Block: d.Block, Text: d.Text}
+	switch d.Kind {
+	case router.BlockReasoning:
+		c.Kind, c.Text, c.Reasoning, c.Signature = protocol.KindReasoning, "", d.Text, d.Signature
+	case router.BlockToolUse:
+		c.Kind, c.ID, c.Name, c.Input = protocol.KindToolUse, d.ID, d.Name, d.Input
+	}
+	f.appendPiece(protocol.BlockPiece(c))
 }
 
 // attachmentEstimate is the input-token bound of the request's attachments.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -127,7 +126,7 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 		log.Accept(rec.Accepted)
 		*accepted = true
 	}
-	_, have := log.Text()
+	have := len(log.Pieces())
 	for _, c := range rec.Chunks[min(have, len(rec.Chunks)):] {
 		log.Append(c)
 	}
@@ -144,15 +143,16 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 	if err := json.Unmarshal(rec.Reservation, &env); err != nil {
 		logger.Error("interrupted_without_reservation", zap.Error(err))
 	}
-	text := strings.Join(rec.Chunks, "")
+	answer := protocol.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()
 	err := errInterrupted
 	if rec.Cancelled {
 		err = fmt.Errorf("%w: its owner stopped before it saw the cancel", errCancelled)
 	}
-	o := outcome{how: endInterrupted, err: err, text: text, chunks: len(rec.Chunks), model: env.Model,
-		usage: protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(text)},
-		end:   now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
+	o := outcome{how: endInterrupted, err: err, text: answer.Text, chunks: len(rec.Chunks), model: env.Model,
+		toolCalls: answer.ToolCalls,
+		usage:     protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
+		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
 			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received}}
 	if env.Quota != nil {

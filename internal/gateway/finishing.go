@@ -46,6 +46,10 @@ type outcome struct {
 	who  who
 	err  error // nil: done
 	text string
+	// blocks are done's blocks (nil: none on the wire); toolCalls counts
+	// the answer's tool_use blocks.
+	blocks    []protocol.Block
+	toolCalls int
 	// chunks is the last seq; usage is what is charged, on model's price.
 	chunks       int
 	usage        protocol.Usage
@@ -120,7 +124,7 @@ func (o *outcome) frame() []byte {
 	if o.err == nil {
 		return protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: o.who.requestID, Chunks: o.chunks,
 			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
-			TTFTMs: o.ttft, LatencyMs: o.latency})
+			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks})
 	}
 	return errorFrame(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
 }
@@ -161,7 +165,7 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
-		Images: o.who.images, Documents: o.who.documents,
+		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls,
 	}
 }
 

@@ -25,6 +25,7 @@ const testConfig = `
 models:
   - {id: cheap, bedrock_id: cheap, price: {input_per_1k: 0.001, output_per_1k: 0.002}, capabilities: [images, tools]}
   - {id: dear, bedrock_id: dear, price: {input_per_1k: 0.01, output_per_1k: 0.03}}
+  - {id: thinker, bedrock_id: thinker, price: {input_per_1k: 0.01, output_per_1k: 0.03}, capabilities: [tools, reasoning]}
 tenants:
   - id: t
     apps:
@@ -39,6 +40,12 @@ tenants:
       - id: solo
         client_ids: [solo-client]
         models: {default: cheap}
+      - id: dearfirst
+        client_ids: [dearfirst-client]
+        models: {default: dear, fallbacks: [cheap]}
+      - id: think
+        client_ids: [think-client]
+        models: {default: thinker, fallbacks: [cheap]}
 `
 
 // waitBound bounds every wait in these tests; nothing sleeps.

@@ -38,7 +38,11 @@ func (f *flight) fly() {
 	if f.cached != nil {
 		out = f.fromCache()
 	} else {
-		out, err = g.router.Stream(f.ctx, f.chain, f.call(), f.onDelta)
+		call := f.call()
+		if f.blockMode {
+			call.OnBlock = f.onBlock
+		}
+		out, err = g.router.Stream(f.ctx, f.chain, call, f.onDelta)
 	}
 	if !f.waitLanded() {
 		return // land ended this flight: rejected, or following another server
@@ -58,7 +62,7 @@ func (f *flight) fly() {
 		}
 	} else {
 		// Before the terminal, so a client that asks again after done gets the hit.
-		f.storeCache(out, f.log.Read(0).Chunks)
+		f.storeCache(out, f.log.Pieces())
 	}
 	f.end(out, err)
 }
@@ -72,12 +76,13 @@ func (f *flight) end(out router.Outcome, err error) {
 	f.ended = true
 	g := f.g
 	end := g.opts.Now()
-	text, chunks := f.log.Text()
+	pieces := f.log.Pieces()
+	answer := protocol.Assemble(pieces)
 	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens)}
 	if !out.UsageReported {
 		// The stream broke before Bedrock reported usage: charge the input
 		// estimate plus what was actually streamed.
-		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(text)}
+		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
 	}
 	model := out.Model
 	if model == "" {
@@ -92,7 +97,11 @@ func (f *flight) end(out router.Outcome, err error) {
 		g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
 	}
 	o := f.outcome(err)
-	o.how, o.text, o.chunks, o.usage, o.model = endOwned, text, chunks, usage, model
+	o.how, o.text, o.chunks, o.usage, o.model = endOwned, answer.Text, len(pieces), usage, model
+	o.toolCalls = answer.ToolCalls
+	if f.blockMode || !answer.Plain {
+		o.blocks = answer.Blocks
+	}
 	o.fallbackFrom, o.stopReason, o.end = out.FallbackFrom, out.StopReason, end
 	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
 	o.checkpoints = f.checkpoints
@@ -128,23 +137,29 @@ func (f *flight) outcome(err error) outcome {
 	return o
 }
 
+// call is the model call of the request (its cache key too).
 func (f *flight) call() router.Call {
 	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
 		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
 	if c.Messages == nil {
 		c.Messages = routerMessages(f.req.Messages)
 	}
+	f.tools(&c)
 	if gr := f.app.Guardrail; gr != nil {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
 	return c
 }
 
-func (f *flight) onDelta(text string) {
+// onDelta appends a text delta of a text-only call.
+func (f *flight) onDelta(text string) { f.appendPiece(protocol.TextPiece(text)) }
+
+// appendPiece appends one chunk of the answer (a protocol piece) to the log.
+func (f *flight) appendPiece(piece string) {
 	if !f.waitLanded() {
 		return // the request did not land here: nothing reaches the client
 	}
-	f.log.Append(text) // before the log line: the client's first token does not wait on logging
+	f.log.Append(piece) // before the log line: the client's first token does not wait on logging
 	if f.first.IsZero() {
 		f.first = f.g.opts.Now()
 		f.logger.Info("first_token", zap.Int64("ttft_ms", f.first.Sub(f.req.ReceivedAt).Milliseconds()))
@@ -155,7 +170,7 @@ func (f *flight) onDelta(text string) {
 // the app's policy: the input estimate (default) or nothing.
 func (f *flight) fromCache() router.Outcome {
 	for _, c := range f.cached.Chunks {
-		f.onDelta(c)
+		f.appendPiece(c)
 	}
 	var usage router.Usage
 	if f.app.Cache.Charge != config.CacheChargeNone {

@@ -72,8 +72,10 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 			}
 		}
 		buf = buf[:0]
-		for i, text := range snap.Chunks {
-			buf = s.appendChunk(buf, snap.First+i, text)
+		for i, piece := range snap.Chunks {
+			// This door takes no tools or reasoning, so its answers are
+			// text; a piece of another kind would add no content.
+			buf = s.appendChunk(buf, snap.First+i, protocol.PieceText(piece))
 		}
 		cursor += len(snap.Chunks)
 		if snap.Terminal != nil {

@@ -129,28 +129,6 @@ func TestTextOnlyEncodingsUnchanged(t *testing.T) {
 	}
 }
 
-func TestAppendBlockChunkMatchesEncodingJSON(t *testing.T) {
-	chunks := []Chunk{
-		{Text: "plain"},
-		{Text: "second block", Block: 1},
-		{Block: 0, Kind: KindReasoning, Reasoning: "let me <think>\n"},
-		{Block: 2, Kind: KindToolUse, ID: "tooluse_1", Name: "clock"},
-		{Block: 2, Kind: KindToolUse, Input: `{"tz":"UTC"`},
-		{Block: 3, Kind: KindToolUse, Input: "\u2028\xff"},
-	}
-	for _, c := range chunks {
-		got := AppendBlockChunk(nil, "req_12345678", 9, c)
-		c.Type, c.RequestID, c.Seq = TypeChunk, "req_12345678", 9
-		want, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("AppendBlockChunk(%+v)\n got %s\nwant %s", c, got, want)
-		}
-	}
-}
-
 func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 	for _, s := range []string{"", "A", "AA==", "AB==", "AAA=", "AAE=", "AAAA", "AA=A", "A===", "====", "AAAA====",
 		"ab+/", "ab-_", "AAAA\n", "AA\r\nAA", " AAA", b64(1), b64(2), b64(3), b64(100)} {

@@ -50,15 +50,16 @@ var (
 	DisconnectSlow = Disconnect{Code: 4008, Reason: "slow consumer: resume your requests"}
 )
 
-// Chunk is one piece of an answer. The server writes it with AppendChunk
-// or AppendBlockChunk (same bytes as json.Marshal of this struct); clients
-// decode it.
+// Chunk is one piece of an answer. The server keeps it as a piece (see
+// BlockPiece) and writes it with AppendChunk (same bytes as json.Marshal of
+// this struct); clients decode it.
 //
 // A text chunk sets Text, and Block when the answer's text is not its
 // first content block. Other kinds leave Text empty, so the concatenated
 // text of every chunk is always done.text: a reasoning chunk sets
-// Reasoning; a tool_use chunk sets ID and Name when its block starts, then
-// Input with fragments of the call's input JSON.
+// Reasoning, or Signature (the block's signature, after its text); a
+// tool_use chunk sets ID and Name when its block starts, then Input with
+// fragments of the call's input JSON.
 type Chunk struct {
 	Type      string `json:"type"`
 	RequestID string `json:"request_id"`
@@ -70,6 +71,7 @@ type Chunk struct {
 	Name      string `json:"name,omitempty"`
 	Input     string `json:"input,omitempty"`
 	Reasoning string `json:"reasoning,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // Error makes an error frame a Go error (the public client returns it from

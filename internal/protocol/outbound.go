@@ -71,6 +71,16 @@ func (d *Done) ToolCalls() []Block {
 	return calls
 }
 
+// Turn is the answer as the assistant message of the conversation's next
+// request: its blocks (reasoning with its signature and tool calls
+// included, as a tool loop must send them back), else its text.
+func (d *Done) Turn() Message {
+	if d.Blocks != nil {
+		return Message{Role: "assistant", Blocks: d.Blocks}
+	}
+	return Message{Role: "assistant", Content: d.Text}
+}
+
 // ReasoningText returns the answer's reasoning, its blocks joined.
 func (d *Done) ReasoningText() string {
 	var s string
@@ -141,34 +151,21 @@ func Encode(v any) []byte {
 	return b
 }
 
-// AppendChunk appends a chunk frame to dst without reflection: this is the hot path.
-// The output is identical to json.Marshal of {"type":"chunk","request_id":..,"seq":..,"text":..}.
-func AppendChunk(dst []byte, requestID string, seq int, text string) []byte {
+// AppendChunk appends the chunk frame of a piece (see TextPiece) to dst
+// without reflection: this is the hot path. The output is identical to
+// json.Marshal of the piece's Chunk with Type, RequestID and Seq set: for a
+// text piece, {"type":"chunk","request_id":..,"seq":..,"text":..}.
+func AppendChunk(dst []byte, requestID string, seq int, piece string) []byte {
 	dst = append(dst, `{"type":"chunk","request_id":`...)
 	dst = appendJSONString(dst, requestID)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
-	dst = append(dst, `,"text":`...)
-	dst = appendJSONString(dst, text)
-	return append(dst, '}')
-}
-
-// AppendBlockChunk appends a chunk frame with block fields (see Chunk)
-// to dst; the output is identical to json.Marshal of c with its Type set.
-// Text-only answers use AppendChunk.
-func AppendBlockChunk(dst []byte, requestID string, seq int, c Chunk) []byte {
-	dst = AppendChunk(dst, requestID, seq, c.Text)
-	dst = dst[:len(dst)-1]
-	if c.Block != 0 {
-		dst = append(dst, `,"block":`...)
-		dst = strconv.AppendInt(dst, int64(c.Block), 10)
-	}
-	for _, f := range [...]struct{ name, value string }{{`,"kind":`, c.Kind}, {`,"id":`, c.ID},
-		{`,"name":`, c.Name}, {`,"input":`, c.Input}, {`,"reasoning":`, c.Reasoning}} {
-		if f.value != "" {
-			dst = append(dst, f.name...)
-			dst = appendJSONString(dst, f.value)
-		}
+	dst = append(dst, ',')
+	if len(piece) > 0 && piece[0] == pieceMark {
+		dst = append(dst, piece[1:]...)
+	} else {
+		dst = append(dst, `"text":`...)
+		dst = appendJSONString(dst, piece)
 	}
 	return append(dst, '}')
 }

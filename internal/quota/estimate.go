@@ -37,11 +37,12 @@ func estimateText(s string) int64 {
 	return (int64(len(s))+EstimateBytesPerToken-1)/EstimateBytesPerToken + EstimateMessageOverhead
 }
 
-// EstimateOutputTokens bounds the tokens of text a model streamed before its
-// stream broke without reporting usage: the same bytes-based bound, without
-// the per-message overhead.
-func EstimateOutputTokens(text string) int64 {
-	return (int64(len(text)) + EstimateBytesPerToken - 1) / EstimateBytesPerToken
+// EstimateOutputTokens bounds the tokens of what a model streamed (bytes
+// of text, reasoning and tool input) before its stream broke without
+// reporting usage: the same bytes-based bound, without the per-message
+// overhead.
+func EstimateOutputTokens(bytes int) int64 {
+	return (int64(bytes) + EstimateBytesPerToken - 1) / EstimateBytesPerToken
 }
 
 // Attachments are estimated without decoding them. An image counts

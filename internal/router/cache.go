@@ -31,16 +31,18 @@ type CachedAnswer struct {
 const cacheKeyVersion = "jetway/cache/v1"
 
 // CacheKey is the exact-match key of a request: the hex SHA-256 of tenant,
-// app, model, system prompt, every message (role and content, or every
-// field of every block, an attachment by its size and its bytes' SHA-256
-// (Block.Digest), in order),
-// max_tokens and temperature (nil and a value differ). Every field is
+// app, model and the call's system prompt, every message (role and content,
+// or every field of every block, an attachment by its size and its bytes'
+// SHA-256 (Block.Digest), in order), max_tokens and temperature (nil and a
+// value differ), and, when the call has them, its tools, tool choice and
+// reasoning budget (so text-only keys are what they always were). Every field is
 // length-prefixed, so no two different requests share an encoding, and the
 // tenant and app are part of it, so a key is never shared across tenants or
 // apps. Pass the model the client asked for (the chain's first) and the
 // effective max_tokens (after the app's default), so that "no max_tokens"
 // and "the default max_tokens" are one key.
-func CacheKey(tenant, app, model, system string, messages []Message, maxTokens int, temperature *float64) string {
+func CacheKey(tenant, app, model string, c Call) string {
+	system, messages, maxTokens, temperature := c.System, c.Messages, c.MaxTokens, c.Temperature
 	n := len(cacheKeyVersion) + len(tenant) + len(app) + len(model) + len(system) + 64
 	for _, m := range messages {
 		n += len(m.Role) + len(m.Content) + 2*binary.MaxVarintLen64
@@ -79,6 +81,9 @@ func CacheKey(tenant, app, model, system string, messages []Message, maxTokens i
 		b = append(b, 1)
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(t))
 	}
+	if len(c.Tools) > 0 || c.ToolChoice != nil || c.ReasoningBudget > 0 {
+		b = appendTools(b, c)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -103,6 +108,30 @@ func appendBlocks(b []byte, bs []Block) []byte {
 		b = appendBlocks(b, bl.Content)
 	}
 	return b
+}
+
+// appendTools appends a call's tools (every field, length-prefixed), tool
+// choice and reasoning budget, after a marker no key without them has.
+func appendTools(b []byte, c Call) []byte {
+	b = append(b, 't')
+	b = binary.AppendUvarint(b, uint64(len(c.Tools)))
+	field := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	for _, t := range c.Tools {
+		field(t.Name)
+		field(t.Description)
+		field(string(t.InputSchema))
+	}
+	if c.ToolChoice != nil {
+		field(c.ToolChoice.Mode)
+		field(c.ToolChoice.Name)
+	} else {
+		field("")
+		field("")
+	}
+	return binary.AppendUvarint(b, uint64(c.ReasoningBudget))
 }
 
 // Defaults of the zero values of CacheOptions.

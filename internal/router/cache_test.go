@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -64,42 +65,59 @@ func withBlocks(bs ...router.Block) []router.Message {
 
 func TestCacheKey(t *testing.T) {
 	temp := func(v float64) *float64 { return &v }
-	base := func() (string, string, string, string, []router.Message, int, *float64) {
-		return "contoso", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)
+	base := func() (string, string, string, router.Call) {
+		return "contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}
 	}
 	key := router.CacheKey(base())
+	clock := router.Tool{Name: "clock", InputSchema: json.RawMessage(`{"type":"object"}`)}
+	withCall := func(change func(*router.Call)) string {
+		tenant, app, model, c := base()
+		change(&c)
+		return router.CacheKey(tenant, app, model, c)
+	}
 	if len(key) != 64 || strings.Trim(key, "0123456789abcdef") != "" {
 		t.Fatalf("key %q is not hex SHA-256", key)
 	}
 	if again := router.CacheKey(base()); again != key {
 		t.Fatal("the key is not deterministic")
 	}
-	if negZero := router.CacheKey("contoso", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(-1*0.0)); negZero != key {
+	if negZero := router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(-1 * 0.0)}); negZero != key {
 		t.Error("-0 and 0 give different keys")
 	}
 	variants := map[string]string{
-		"tenant":          router.CacheKey("fabrikam", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"app":             router.CacheKey("contoso", "knowledge", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"model":           router.CacheKey("contoso", "support", "llama", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"system":          router.CacheKey("contoso", "support", "claude", "be verbose", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"no system":       router.CacheKey("contoso", "support", "claude", "", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"history":         router.CacheKey("contoso", "support", "claude", "be terse", msgs("hi", "hey", "why?"), 1024, temp(0)),
-		"shorter history": router.CacheKey("contoso", "support", "claude", "be terse", msgs("why?"), 1024, temp(0)),
-		"role": router.CacheKey("contoso", "support", "claude", "be terse",
-			[]router.Message{{Role: "user", Content: "hi"}, {Role: "user", Content: "hello"}, {Role: "user", Content: "why?"}}, 1024, temp(0)),
-		"max_tokens":     router.CacheKey("contoso", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 512, temp(0)),
-		"temperature":    router.CacheKey("contoso", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0.5)),
-		"no temperature": router.CacheKey("contoso", "support", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, nil),
+		"tenant":          router.CacheKey("fabrikam", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"app":             router.CacheKey("contoso", "knowledge", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"model":           router.CacheKey("contoso", "support", "llama", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"system":          router.CacheKey("contoso", "support", "claude", router.Call{System: "be verbose", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"no system":       router.CacheKey("contoso", "support", "claude", router.Call{System: "", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"history":         router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hey", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"shorter history": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"role":            router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: []router.Message{{Role: "user", Content: "hi"}, {Role: "user", Content: "hello"}, {Role: "user", Content: "why?"}}, MaxTokens: 1024, Temperature: temp(0)}),
+		"max_tokens":      router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 512, Temperature: temp(0)}),
+		"temperature":     router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0.5)}),
+		"no temperature":  router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: nil}),
 		// Field boundaries are encoded: moving text between fields changes the key.
-		"tenant/app boundary": router.CacheKey("contosos", "upport", "claude", "be terse", msgs("hi", "hello", "why?"), 1024, temp(0)),
-		"message boundary":    router.CacheKey("contoso", "support", "claude", "be terse", msgs("hih", "ello", "why?"), 1024, temp(0)),
+		"tenant/app boundary": router.CacheKey("contosos", "upport", "claude", router.Call{System: "be terse", Messages: msgs("hi", "hello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
+		"message boundary":    router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hih", "ello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
 		// Blocks: a text block is not the text message, and every field counts.
-		"text block":   router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockText, Text: "why?"}), 1024, temp(0)),
-		"image":        router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), 1024, temp(0)),
-		"image bytes":  router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}, Digest: sha256.Sum256([]byte{1, 3})}), 1024, temp(0)),
-		"image format": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), 1024, temp(0)),
-		"tool result": router.CacheKey("contoso", "support", "claude", "be terse", withBlocks(router.Block{Kind: router.BlockToolResult, ID: "t1",
-			Content: []router.Block{{Kind: router.BlockText, Text: "why?"}}}), 1024, temp(0)),
+		"text block":   router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockText, Text: "why?"}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image":        router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image bytes":  router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}, Digest: sha256.Sum256([]byte{1, 3})}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image format": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), MaxTokens: 1024, Temperature: temp(0)}),
+		"tool result": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockToolResult, ID: "t1",
+			Content: []router.Block{{Kind: router.BlockText, Text: "why?"}}}), MaxTokens: 1024, Temperature: temp(0)}),
+		"tools": withCall(func(c *router.Call) { c.Tools = []router.Tool{clock} }),
+		"tool schema": withCall(func(c *router.Call) {
+			c.Tools = []router.Tool{{Name: "clock", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}}
+		}),
+		"tool choice any": withCall(func(c *router.Call) {
+			c.Tools, c.ToolChoice = []router.Tool{clock}, &router.ToolChoice{Mode: router.ToolChoiceAny}
+		}),
+		"tool choice named": withCall(func(c *router.Call) {
+			c.Tools, c.ToolChoice = []router.Tool{clock}, &router.ToolChoice{Mode: router.ToolChoiceTool, Name: "clock"}
+		}),
+		"reasoning":        withCall(func(c *router.Call) { c.ReasoningBudget = 2048 }),
+		"reasoning budget": withCall(func(c *router.Call) { c.ReasoningBudget = 4096 }),
 	}
 	seen := map[string]string{key: "base"}
 	for name, k := range variants {
@@ -113,7 +131,7 @@ func TestCacheKey(t *testing.T) {
 func TestCacheHitAndMiss(t *testing.T) {
 	c := router.NewCache(router.CacheOptions{Logger: zaptest.NewLogger(t)})
 	ctx := t.Context()
-	key := router.CacheKey("contoso", "support", "claude", "", msgs("hi"), 1024, nil)
+	key := router.CacheKey("contoso", "support", "claude", router.Call{System: "", Messages: msgs("hi"), MaxTokens: 1024, Temperature: nil})
 	if _, ok := c.Get(ctx, key); ok {
 		t.Fatal("hit in an empty cache")
 	}
@@ -143,14 +161,14 @@ func TestCacheIsolation(t *testing.T) {
 	c := router.NewCache(router.CacheOptions{})
 	ctx := t.Context()
 	zero := 0.0
-	put := router.CacheKey("contoso", "support", "claude", "sys", msgs("same question"), 1024, &zero)
+	put := router.CacheKey("contoso", "support", "claude", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 1024, Temperature: &zero})
 	c.Put(ctx, put, answer("claude", "contoso's answer"), time.Hour)
 	others := map[string]string{
-		"another tenant":      router.CacheKey("fabrikam", "support", "claude", "sys", msgs("same question"), 1024, &zero),
-		"another app":         router.CacheKey("contoso", "knowledge", "claude", "sys", msgs("same question"), 1024, &zero),
-		"another model":       router.CacheKey("contoso", "support", "llama", "sys", msgs("same question"), 1024, &zero),
-		"another max_tokens":  router.CacheKey("contoso", "support", "claude", "sys", msgs("same question"), 100, &zero),
-		"another temperature": router.CacheKey("contoso", "support", "claude", "sys", msgs("same question"), 1024, nil),
+		"another tenant":      router.CacheKey("fabrikam", "support", "claude", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 1024, Temperature: &zero}),
+		"another app":         router.CacheKey("contoso", "knowledge", "claude", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 1024, Temperature: &zero}),
+		"another model":       router.CacheKey("contoso", "support", "llama", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 1024, Temperature: &zero}),
+		"another max_tokens":  router.CacheKey("contoso", "support", "claude", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 100, Temperature: &zero}),
+		"another temperature": router.CacheKey("contoso", "support", "claude", router.Call{System: "sys", Messages: msgs("same question"), MaxTokens: 1024, Temperature: nil}),
 	}
 	for name, key := range others {
 		if a, ok := c.Get(ctx, key); ok {
@@ -262,7 +280,7 @@ func TestCacheSharedThroughDynamoDB(t *testing.T) {
 	one, two := router.NewCache(opts), router.NewCache(opts)
 	ctx := t.Context()
 
-	key := router.CacheKey("contoso", "support", "claude", "", msgs("hi"), 1024, nil)
+	key := router.CacheKey("contoso", "support", "claude", router.Call{System: "", Messages: msgs("hi"), MaxTokens: 1024, Temperature: nil})
 	want := answer("claude", "Hel", "lo", "", " world") // an empty chunk survives the round trip
 	want.StopReason = "max_tokens"
 	one.Put(ctx, key, want, time.Hour)
@@ -279,7 +297,7 @@ func TestCacheSharedThroughDynamoDB(t *testing.T) {
 	}
 
 	// Expired in DynamoDB (which deletes lazily, and dynalite never) is a miss.
-	other := router.CacheKey("contoso", "support", "claude", "", msgs("bye"), 1024, nil)
+	other := router.CacheKey("contoso", "support", "claude", router.Call{System: "", Messages: msgs("bye"), MaxTokens: 1024, Temperature: nil})
 	one.Put(ctx, other, answer("claude", "bye"), time.Minute)
 	clk.Advance(time.Minute)
 	if _, ok := two.Get(ctx, other); ok {
@@ -333,7 +351,7 @@ func BenchmarkCacheKey(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		router.CacheKey("contoso", "support-assistant", "claude-haiku", "You are a helpful support agent.", history, 1024, &temp)
+		router.CacheKey("contoso", "support-assistant", "claude-haiku", router.Call{System: "You are a helpful support agent.", Messages: history, MaxTokens: 1024, Temperature: &temp})
 	}
 }
 
@@ -342,7 +360,7 @@ func BenchmarkCacheGetHit(b *testing.B) {
 	for i := range ans.Chunks {
 		ans.Chunks[i] = "token "
 	}
-	key := router.CacheKey("contoso", "support", "claude", "", msgs("hi"), 1024, nil)
+	key := router.CacheKey("contoso", "support", "claude", router.Call{System: "", Messages: msgs("hi"), MaxTokens: 1024, Temperature: nil})
 	b.Run("memory", func(b *testing.B) {
 		c := router.NewCache(router.CacheOptions{})
 		c.Put(context.Background(), key, ans, time.Hour)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 // Log is one request's answer as it is produced. One producer appends
@@ -64,7 +66,8 @@ func (l *Log) Accept(frame []byte) {
 	l.broadcast()
 }
 
-// Append adds a chunk and returns its seq (1, 2, 3, ...). Appends after the
+// Append adds a chunk (a piece: its text, or protocol.BlockPiece's form)
+// and returns its seq (1, 2, 3, ...). Appends after the
 // terminal are ignored and return 0.
 func (l *Log) Append(text string) int {
 	l.mu.Lock()
@@ -150,16 +153,25 @@ func (l *Log) Read(after int) Snapshot {
 	return s
 }
 
-// Text is the answer so far and its last seq.
+// Text is the answer's text so far (its text chunks, see
+// protocol.PieceText) and its last seq.
 func (l *Log) Text() (string, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b strings.Builder
 	b.Grow(l.size)
 	for _, c := range l.chunks {
-		b.WriteString(c)
+		b.WriteString(protocol.PieceText(c))
 	}
 	return b.String(), len(l.chunks)
+}
+
+// Pieces is every chunk so far (seq i+1 at index i). The slice is shared
+// with the log and must not be modified.
+func (l *Log) Pieces() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.chunks[:len(l.chunks):len(l.chunks)]
 }
 
 // Ended reports when the log finished (zero while running).

@@ -67,6 +67,9 @@ type UsageRecord struct {
 	// blocks, tool results' included).
 	Images    int `json:"images"`
 	Documents int `json:"documents"`
+	// ToolCalls counts the tool_use blocks of the answer (the calls the
+	// model asked the client to run).
+	ToolCalls int `json:"tool_calls"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

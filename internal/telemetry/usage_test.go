@@ -20,7 +20,7 @@ import (
 var wantFields = []string{
 	"request_id", "session_id", "ts", "tenant", "app", "user", "client_id", "model", "fallback_from",
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
-	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents",
+	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls",
 }
 
 func sampleRecord() UsageRecord {
@@ -113,7 +113,7 @@ func TestUsageColumnsMatchRecord(t *testing.T) {
 		t.Fatalf("columns %v\nwant    %v", names, wantFields)
 	}
 	wantTypes := map[string]string{
-		"ts": "string", "cached": "boolean", "status": "int", "chunks": "int", "images": "int", "documents": "int",
+		"ts": "string", "cached": "boolean", "status": "int", "chunks": "int", "images": "int", "documents": "int", "tool_calls": "int",
 		"input_tokens": "bigint", "output_tokens": "bigint", "reserved_tokens": "bigint",
 		"ttft_ms": "bigint", "latency_ms": "bigint", "cost_usd": "double",
 	}

@@ -38,6 +38,7 @@ locals {
     { name = "door", type = "string" },
     { name = "images", type = "int" },
     { name = "documents", type = "int" },
+    { name = "tool_calls", type = "int" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).
