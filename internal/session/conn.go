@@ -139,6 +139,7 @@ func (s *Session) readLoop() {
 			// sends the request again, here or elsewhere.
 			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
 				zap.Int64("budget", opts.AttachmentBytesInFlight))
+			s.hub.metrics.AttachmentFrameRefused()
 			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
 				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
 			continue

@@ -30,23 +30,26 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); retur
 
 // byteBudget is a server-wide budget of bytes; take never waits.
 type byteBudget struct {
-	limit int64
-	used  atomic.Int64
+	limit   int64
+	used    atomic.Int64
+	observe func(used int64) // the metric; called after every change
 }
 
 // take reserves n bytes, or none and false when they do not fit.
 func (b *byteBudget) take(n int64) bool {
-	if b.used.Add(n) > b.limit {
+	used := b.used.Add(n)
+	if used > b.limit {
 		b.used.Add(-n)
 		return false
 	}
+	b.observe(used)
 	return true
 }
 
 // give returns n bytes taken before.
 func (b *byteBudget) give(n int64) {
 	if n > 0 {
-		b.used.Add(-n)
+		b.observe(b.used.Add(-n))
 	}
 }
 

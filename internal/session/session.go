@@ -138,7 +138,7 @@ func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logg
 	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, opts: o,
 		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{}),
 		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
-			budget: &byteBudget{limit: o.AttachmentBytesInFlight}}}
+			budget: &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight}}}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:      []string{protocol.Subprotocol},
 		ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader
