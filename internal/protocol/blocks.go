@@ -63,8 +63,8 @@ var (
 
 // Block is one content block. Which fields are set depends on Type:
 //   - text: Text
-//   - image: Format (png|jpeg|gif|webp), Data (base64)
-//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64)
+//   - image: Format (png|jpeg|gif|webp), Data (base64; see Bytes)
+//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64; see Bytes)
 //   - tool_use (assistant turns, done): ID, Name, Input (a JSON object)
 //   - tool_result (user turns): ToolUseID, Content (text, image or document
 //     blocks), Status ("success", "error" or absent)
@@ -84,11 +84,146 @@ type Block struct {
 	Signature string          `json:"signature,omitempty"`
 
 	// Bytes is an image's or a document's decoded data and Digest its
-	// SHA-256, set by validation (Decode, ValidateRequest), never on the
-	// wire: the server decodes and hashes an attachment once, and the
-	// model call, the request's fingerprint and the cache key use these.
+	// SHA-256, set by validation (Decode, ValidateRequest): the server
+	// decodes and hashes an attachment once, and the model call, the
+	// request's fingerprint and the cache key use these. Decoding a frame
+	// (Decode) decodes the base64 straight out of the frame into Bytes and
+	// leaves Data empty: the base64 text is never copied. A block encodes
+	// Bytes as its data when Data is empty.
 	Bytes  []byte            `json:"-"`
 	Digest [sha256.Size]byte `json:"-"`
+
+	// data is what reading the base64 found: dataRead once it was read
+	// (from the frame, or from Data by validation), dataSize the decoded
+	// size the text stands for, -1 when it is not valid base64.
+	dataRead bool
+	dataSize int
+}
+
+// blockWire is Block without its methods, for encoding/json.
+type blockWire Block
+
+// MarshalJSON writes the block, its data from Bytes when Data is empty (a
+// block decoded from a frame).
+func (b Block) MarshalJSON() ([]byte, error) {
+	if b.Data == "" && b.Bytes != nil {
+		b.Data = base64.StdEncoding.EncodeToString(b.Bytes)
+	}
+	return json.Marshal(blockWire(b))
+}
+
+// UnmarshalJSONFrom decodes a block from the token stream, matching keys
+// as encoding/json does (any case; the last of a repeated key wins;
+// others are ignored). An attachment's base64 is decoded straight from
+// the frame's bytes into Bytes (readData); its errors are validation's to
+// report, with the field's path.
+func (b *Block) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*b = Block{}
+	if dec.PeekKind() != '{' {
+		return errors.New("a block must be a JSON object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		var field any
+		switch name := k.String(); {
+		case strings.EqualFold(name, "data"):
+			if err := b.decodeData(dec); err != nil {
+				return err
+			}
+			continue
+		case strings.EqualFold(name, "type"):
+			field = &b.Type
+		case strings.EqualFold(name, "text"):
+			field = &b.Text
+		case strings.EqualFold(name, "format"):
+			field = &b.Format
+		case strings.EqualFold(name, "name"):
+			field = &b.Name
+		case strings.EqualFold(name, "id"):
+			field = &b.ID
+		case strings.EqualFold(name, "input"):
+			field = &b.Input
+		case strings.EqualFold(name, "tool_use_id"):
+			field = &b.ToolUseID
+		case strings.EqualFold(name, "content"):
+			field = &b.Content
+		case strings.EqualFold(name, "status"):
+			field = &b.Status
+		case strings.EqualFold(name, "signature"):
+			field = &b.Signature
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := jsonv2.UnmarshalDecode(dec, field); err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// decodeData reads "data": null (absent), or a string whose base64 is
+// decoded in place (the decoder's buffer; unquoted first only when the
+// text has escapes, which base64 never needs).
+func (b *Block) decodeData(dec *jsontext.Decoder) error {
+	b.Data, b.Bytes, b.dataRead = "", nil, false
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+	default:
+		return errors.New("data must be a string")
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	text := []byte(v[1 : len(v)-1])
+	if bytes.IndexByte(text, '\\') >= 0 {
+		if text, err = jsontext.AppendUnquote(nil, v); err != nil {
+			return err
+		}
+	}
+	b.readData(text)
+	return nil
+}
+
+// readData reads base64 text (standard, padded, strict: no line breaks,
+// zero padding bits): its decoded size, and its bytes into Bytes unless it
+// stands for more than any attachment may have (the size is checked before
+// decoding, so an oversized attachment costs no allocation).
+func (b *Block) readData(text []byte) {
+	b.dataRead, b.dataSize, b.Bytes = true, -1, nil
+	// (Go's decoder skips line breaks; IndexByte is vectorized.)
+	if len(text) == 0 || len(text)%4 != 0 || bytes.IndexByte(text, '\n') >= 0 || bytes.IndexByte(text, '\r') >= 0 {
+		return
+	}
+	n := len(text) / 4 * 3
+	if text[len(text)-1] == '=' {
+		n--
+		if text[len(text)-2] == '=' {
+			n--
+		}
+	}
+	if n > max(MaxImageBytes, MaxDocumentBytes) {
+		b.dataSize = n
+		return
+	}
+	data := make([]byte, n)
+	if m, err := base64.StdEncoding.Strict().Decode(data, text); err != nil || m != n {
+		return
+	}
+	b.dataSize, b.Bytes = n, data
 }
 
 // Message is one turn of the conversation. Its content is either Content (a
@@ -488,32 +623,22 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// decodeAttachment decodes b.Data (standard padded base64, strict: no
-// line breaks, zero padding bits) into b.Bytes, at most limit bytes, and
-// hashes it into b.Digest. The size is checked before decoding, so an
-// oversized attachment costs no allocation.
+// decodeAttachment checks an attachment's data, read from the frame or
+// (for a block built in code) from b.Data now, against limit, and hashes
+// its bytes into b.Digest.
 func decodeAttachment(b *Block, path, what string, limit int) error {
-	s := b.Data
-	// (Go's decoder skips line breaks; IndexByte, unlike ContainsAny, is vectorized.)
-	if len(s) == 0 || len(s)%4 != 0 || strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0 {
+	if b.Data != "" || !b.dataRead {
+		// A block built in code (a frame's leaves Data empty). Decode
+		// only reads its source: the string's bytes are used in place
+		// rather than copied (an attachment is megabytes).
+		b.readData(unsafe.Slice(unsafe.StringData(b.Data), len(b.Data)))
+	}
+	switch {
+	case b.dataSize < 0:
 		return invalid("%s.data is not valid base64", path)
+	case b.dataSize > limit:
+		return invalid("%s.data is %d bytes, over the %d bytes %s may have", path, b.dataSize, limit, what)
 	}
-	n := len(s) / 4 * 3
-	if s[len(s)-1] == '=' {
-		n--
-		if s[len(s)-2] == '=' {
-			n--
-		}
-	}
-	if n > limit {
-		return invalid("%s.data is %d bytes, over the %d bytes %s may have", path, n, limit, what)
-	}
-	data := make([]byte, n)
-	// Decode only reads its source: the string's bytes are used in place
-	// rather than copied (an attachment is megabytes).
-	if m, err := base64.StdEncoding.Strict().Decode(data, unsafe.Slice(unsafe.StringData(s), len(s))); err != nil || m != n {
-		return invalid("%s.data is not valid base64", path)
-	}
-	b.Bytes, b.Digest = data, sha256.Sum256(data)
+	b.Digest = sha256.Sum256(b.Bytes)
 	return nil
 }
