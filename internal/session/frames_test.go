@@ -18,20 +18,23 @@ import (
 )
 
 // answering is a Gateway that answers every request at once with "seen N
-// attachment bytes", after waiting on hold when the request's id is in it.
+// attachment bytes", after waiting on hold when the request's id is in it
+// (its admission then holds on; waiting receives the id when it starts).
 type answering struct {
 	fakeGateway
-	mu   sync.Mutex
-	hold map[string]chan struct{}
+	mu      sync.Mutex
+	hold    map[string]chan struct{}
+	waiting chan string
 }
 
 func newAnswering() *answering {
-	a := &answering{hold: map[string]chan struct{}{}}
+	a := &answering{hold: map[string]chan struct{}{}, waiting: make(chan string, 1)}
 	a.submit = func(_ gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
 		a.mu.Lock()
 		wait := a.hold[r.RequestID]
 		a.mu.Unlock()
 		if wait != nil {
+			a.waiting <- r.RequestID
 			<-wait
 		}
 		l := stream.NewLog("u1", r.RequestID, "")
@@ -159,25 +162,19 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first frame holds about 104 KiB of the 150 KiB budget until its
-	// admission returns; the second's 104 KiB do not fit. The first may
-	// still be arriving, so the second is sent until it is refused.
-	frame := imageFrame("second-image-1", 120<<10, false)
-	var f map[string]any
-	for n := 2; ; n++ {
-		if err := second.WriteMessage(websocket.TextMessage, frame); err != nil {
-			t.Fatal(err)
-		}
-		f = read(t, second)
-		if f["type"] == protocol.TypeError {
-			break
-		}
-		for f["type"] != protocol.TypeDone {
-			f = read(t, second)
-		}
-		frame = imageFrame(fmt.Sprintf("second-image-%d", n), 120<<10, false)
+	// admission returns; the second's 104 KiB do not fit.
+	select {
+	case <-gw.waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request never reached the gateway")
 	}
-	id := f["request_id"].(string)
-	if f["code"] != protocol.CodeBusy || f["retryable"] != true || f["retry_after_ms"] == nil || !strings.HasPrefix(id, "second-image-") {
+	frame := imageFrame("second-image-1", 120<<10, false)
+	if err := second.WriteMessage(websocket.TextMessage, frame); err != nil {
+		t.Fatal(err)
+	}
+	f := read(t, second)
+	id, _ := f["request_id"].(string)
+	if f["code"] != protocol.CodeBusy || f["retryable"] != true || f["retry_after_ms"] == nil || id != "second-image-1" {
 		t.Fatalf("refusal %v, want busy, retryable, naming the request", f)
 	}
 	if !strings.Contains(f["message"].(string), "server busy") {
