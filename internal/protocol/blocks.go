@@ -262,7 +262,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 
 // UnmarshalJSONFrom decodes a message in one pass over its bytes, as part
 // of a whole frame (Decode): no value is scanned twice, so a large
-// attachment costs one validation and one copy of its base64. Keys match
+// attachment costs one validation and one decoding of its base64. Keys match
 // as encoding/json matches them (any case; the last of a repeated key wins;
 // others are ignored).
 func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {

@@ -171,6 +171,11 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 	if got := string(Encode(in.Messages[0])); got != `{"role":"user","content":[{"type":"image","format":"png","data":"AA/A"},{"type":"text","text":"hi"}]}` {
 		t.Fatalf("encoded again: %s", got)
 	}
+	// encoding/json decodes a message through the same decoder.
+	var m Message
+	if err := json.Unmarshal(Encode(in.Messages[0]), &m); err != nil || len(m.Blocks) != 2 || !bytes.Equal(m.Blocks[0].Bytes, []byte{0, 15, 192}) {
+		t.Fatalf("json.Unmarshal: %+v, %v", m, err)
+	}
 	for frame, want := range map[string]string{
 		request("", `[{"type":"image","format":"png","data":null}]`):                          "messages[0].content[0].data is not valid base64",
 		request("", `[{"type":"image","format":"png","data":7}]`):                             `field "messages.0.content.0.data" has the wrong type`,
