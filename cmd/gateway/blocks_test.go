@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
@@ -21,7 +24,7 @@ import (
 // field, and none reaches the model.
 func TestAttachmentsReachTheModel(t *testing.T) {
 	w := newWorld(t, fastPace())
-	g := w.start(map[string]string{"JETWAY_MAX_FRAME_BYTES": "8388608"})
+	g := w.start(nil) // the default bounds take an image at Bedrock's limit
 	dialApp := func(sub, clientID string) *client.Client {
 		tok := w.token(sub, "contoso", clientID, time.Hour)
 		return w.dial(g, sub, func(o *client.Options) { o.Token = func(context.Context) (string, error) { return tok, nil } })
@@ -87,5 +90,69 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 	}
 	if after := w.mock.Requests("mock-a") + w.mock.Requests("mock-cheap"); after != before {
 		t.Fatalf("%d refused requests reached the model", after-before)
+	}
+}
+
+// TestAttachmentFrameBounds, through the real socket with the default
+// bounds (256 KiB, 8 MiB for frames with attachments): a 1 MiB image
+// (1.4 MB of frame) is served; a frame as large without an attachment
+// closes 1009, and so does an image frame over 8 MiB, each with its
+// reason; nothing is lost: the request in flight when the socket closed
+// is resumed on the next one, and new requests are served.
+func TestAttachmentFrameBounds(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(nil)
+	tok := w.token("bounds-kb", "contoso", "contoso-kb", time.Hour) // mock-cheap: images
+	const question = "what is in the picture?"
+	image := func(id string, n int) string {
+		return `{"type":"request","request_id":"` + id + `","messages":[{"role":"user","content":[{"type":"text","text":"` +
+			question + `"},{"type":"image","format":"png","data":"` + base64.StdEncoding.EncodeToString(make([]byte, n)) + `"}]}]}`
+	}
+	text := func(id, prompt string) string {
+		return `{"type":"request","request_id":"` + id + `","messages":[{"role":"user","content":"` + prompt + `"}]}`
+	}
+	closed := func(rc *rawConn) *websocket.CloseError {
+		t.Helper()
+		_ = rc.ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for {
+			if _, _, err := rc.ws.ReadMessage(); err != nil {
+				var ce *websocket.CloseError
+				if !errors.As(err, &ce) {
+					t.Fatalf("connection ended without a close frame: %v", err)
+				}
+				return ce
+			}
+		}
+	}
+	answer := strings.Join(mockmodel.Tokens("mock-cheap", "", []string{question}, mockmodel.DefaultTokens), "")
+
+	rc := w.raw(g, tok, nil)
+	rc.send(image("bounds-image-1", 1<<20))
+	if done, _ := rc.readUntil("done"); done["text"] != answer {
+		t.Fatalf("1 MiB image: %v", done)
+	}
+	rc.send(text("bounds-inflight-1", "keep going"))
+	if acc := rc.read(); acc["type"] != "accepted" {
+		t.Fatalf("got %v, want accepted", acc)
+	}
+	rc.send(text("bounds-text-1", strings.Repeat("x", 1400_000)))
+	if ce := closed(rc); ce.Code != 1009 || ce.Text != protocol.DisconnectNoAttachments.Reason {
+		t.Fatalf("a 1.4 MB frame without attachments: close %d %q", ce.Code, ce.Text)
+	}
+
+	rc = w.raw(g, tok, nil)
+	rc.send(map[string]any{"type": "resume", "request_id": "bounds-inflight-1", "after_seq": 0})
+	if done, _ := rc.readUntil("done"); done["text"] != expected("mock-cheap", "keep going", mockmodel.DefaultTokens) {
+		t.Fatalf("the request in flight at the close: %v", done)
+	}
+	rc.send(image("bounds-image-2", 6_400_000)) // 8.5 MB of base64
+	if ce := closed(rc); ce.Code != 1009 || ce.Text != protocol.DisconnectFrameTooBig.Reason {
+		t.Fatalf("a frame over 8 MiB: close %d %q", ce.Code, ce.Text)
+	}
+
+	rc = w.raw(g, tok, nil)
+	rc.send(text("bounds-after-1", "hello again"))
+	if done, _ := rc.readUntil("done"); done["text"] != expected("mock-cheap", "hello again", mockmodel.DefaultTokens) {
+		t.Fatalf("after the closes: %v", done)
 	}
 }

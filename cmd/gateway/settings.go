@@ -40,6 +40,8 @@ type settings struct {
 
 	Heartbeat             time.Duration
 	MaxFrameBytes         int
+	MaxAttachFrameBytes   int
+	AttachBytesInFlight   int
 	SendQueueFrames       int
 	SendQueueBytes        int
 	WriteTimeout          time.Duration
@@ -232,6 +234,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.AllowedOrigins, "JETWAY_ALLOWED_ORIGINS", "", "comma-separated allowed browser origins")
 	dur(&s.Heartbeat, "JETWAY_HEARTBEAT", session.DefaultHeartbeat, "WebSocket ping interval")
 	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", session.DefaultMaxFrameBytes, "largest inbound frame in bytes")
+	num(&s.MaxAttachFrameBytes, "JETWAY_MAX_ATTACHMENT_FRAME_BYTES", session.DefaultMaxAttachmentFrameBytes, "largest inbound frame with an image or document, bytes (0: the plain frame bound)")
+	num(&s.AttachBytesInFlight, "JETWAY_ATTACHMENT_BYTES_IN_FLIGHT", session.DefaultAttachmentBytesInFlight, "server-wide bytes of frames past the plain bound being read or admitted; past it: busy")
 	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", session.DefaultSendQueueFrames, "per-connection send queue bound, frames")
 	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", session.DefaultSendQueueBytes, "per-connection send queue bound, bytes")
 	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take")
@@ -303,6 +307,15 @@ func (s *settings) quotaLease() (quota.LeaseOptions, error) {
 	return quota.LeaseOptions{Owner: s.ServerID + "-" + hex.EncodeToString(b[:]), TTL: s.QuotaLeaseTTL,
 		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
 		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}, nil
+}
+
+// attachmentFrameBytes is the session's MaxAttachmentFrameBytes: 0 means
+// no larger bound for attachments (the plain frame bound).
+func (s *settings) attachmentFrameBytes() int64 {
+	if s.MaxAttachFrameBytes == 0 {
+		return int64(s.MaxFrameBytes)
+	}
+	return int64(s.MaxAttachFrameBytes)
 }
 
 // selfDrainMisses is the watcher's Misses: 0 turns self-drain off.

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"encoding/base64"
-	"fmt"
 	"slices"
 
 	"go.uber.org/zap"
@@ -18,7 +16,7 @@ import (
 // chosen model must have each one (else invalid_request naming the field);
 // a fallback that lacks one is left out of this request's chain, since it
 // could not answer it. It sets the call's max_tokens for reasoning and
-// decodes the attachments for the model call.
+// converts the blocks for the model call (validation decoded the attachments).
 func (f *flight) checkBlocks() error {
 	feats := f.req.Features()
 	if !feats.UsesBlocks() {
@@ -61,11 +59,7 @@ func (f *flight) checkBlocks() error {
 	for i, m := range f.req.Messages {
 		f.messages[i] = router.Message{Role: m.Role, Content: m.Content}
 		if m.Blocks != nil {
-			bs, err := routerBlocks(m.Blocks)
-			if err != nil {
-				return fmt.Errorf("messages[%d]: %w", i, err)
-			}
-			f.messages[i].Blocks = bs
+			f.messages[i].Blocks = routerBlocks(m.Blocks)
 		}
 	}
 	return nil
@@ -121,32 +115,20 @@ func (f *flight) attachmentEstimate() int64 {
 	return quota.EstimateAttachmentTokens(feats.Images, feats.Documents, feats.DocumentBytes)
 }
 
-// routerBlocks converts a message's blocks for the model call, decoding
-// attachments (validated base64, so decoding cannot fail for a request
-// that passed protocol validation).
-func routerBlocks(bs []protocol.Block) ([]router.Block, error) {
+// routerBlocks converts a message's blocks for the model call. Attachments
+// were decoded and hashed by validation (protocol.Block.Bytes, Digest):
+// the model call and the cache key share those bytes.
+func routerBlocks(bs []protocol.Block) []router.Block {
 	out := make([]router.Block, len(bs))
 	for i, b := range bs {
-		rb := router.Block{Kind: b.Type, Text: b.Text, Format: b.Format, Name: b.Name, ID: b.ID, Input: b.Input,
-			Status: b.Status, Signature: b.Signature}
+		out[i] = router.Block{Kind: b.Type, Text: b.Text, Format: b.Format, Name: b.Name, ID: b.ID, Input: b.Input,
+			Status: b.Status, Signature: b.Signature, Data: b.Bytes, Digest: b.Digest}
 		if b.Type == protocol.BlockToolResult {
-			rb.ID = b.ToolUseID
-		}
-		if b.Data != "" {
-			data, err := base64.StdEncoding.DecodeString(b.Data)
-			if err != nil {
-				return nil, fmt.Errorf("block %d: %w", i, err)
-			}
-			rb.Data = data
+			out[i].ID = b.ToolUseID
 		}
 		if b.Content != nil {
-			content, err := routerBlocks(b.Content)
-			if err != nil {
-				return nil, fmt.Errorf("block %d: %w", i, err)
-			}
-			rb.Content = content
+			out[i].Content = routerBlocks(b.Content)
 		}
-		out[i] = rb
 	}
-	return out, nil
+	return out
 }

@@ -19,6 +19,9 @@ func imageRequest(id string) gateway.Request {
 	r := request(id, "")
 	r.Messages = []protocol.Message{{Role: "user", Blocks: []protocol.Block{{Type: protocol.BlockText, Text: "look"},
 		{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG data"))}}}}
+	if err := protocol.ValidateRequest(&r.Inbound); err != nil { // decodes the attachment, as Decode does
+		panic(err)
+	}
 	return r
 }
 
@@ -184,6 +187,9 @@ func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
 	}), gateway.Options{})
 	other := imageRequest("req-cache-img-3")
 	other.Messages[0].Blocks[1].Data = base64.StdEncoding.EncodeToString([]byte("another image"))
+	if err := protocol.ValidateRequest(&other.Inbound); err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range []gateway.Request{imageRequest("req-cache-img-1"), imageRequest("req-cache-img-2"), other} {
 		log, _, _ := g.Submit(caller("cached"), r)
 		f := terminal(t, log)

@@ -28,6 +28,9 @@ var (
 	ErrDraining = errDraining
 	// ErrConflict: a request id reused with a different body.
 	ErrConflict = errConflict
+	// ErrBusy: this server is at an admission limit (for one, its budget
+	// for frames with attachments); retryable, here or elsewhere.
+	ErrBusy = errBusy
 )
 
 // RetryAfterBusyMs is the retry hint sent with busy and rate_limited errors.

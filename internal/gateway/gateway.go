@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,7 +122,9 @@ type Caller struct {
 	SessionID string
 }
 
-// Request is an inbound `request` frame with its arrival time.
+// Request is an inbound `request` frame with its arrival time. Its fields
+// were validated (protocol.Decode or protocol.ValidateRequest), which also
+// decoded its attachments (protocol.Block.Bytes).
 type Request struct {
 	protocol.Inbound
 	ReceivedAt time.Time
@@ -304,6 +307,9 @@ func contents(ms []protocol.Message) []string {
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a
 // re-send with the same id and body is recognised and a different body is a conflict.
+// An attachment counts by the SHA-256 of its bytes, which validation
+// computed (protocol.Block.Digest): megabytes of base64 are neither
+// encoded nor hashed again. Text-only requests keep their fingerprints.
 func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
 		Messages    []protocol.Message   `json:"m"`
@@ -316,7 +322,49 @@ func bodyHash(in Request) string {
 		Tools       []protocol.Tool      `json:"to,omitempty"`
 		ToolChoice  *protocol.ToolChoice `json:"tc,omitempty"`
 		Reasoning   *protocol.Reasoning  `json:"r,omitempty"`
-	}{in.Messages, in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning})
+	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// digestMessages returns ms with every decoded attachment's data replaced
+// by "sha256:" and the hex digest of its bytes (never valid base64, so no
+// attachment's data can stand for another's digest); ms itself when it
+// has none.
+func digestMessages(ms []protocol.Message) []protocol.Message {
+	var out []protocol.Message
+	for i, m := range ms {
+		if bs, ok := digestBlocks(m.Blocks); ok {
+			if out == nil {
+				out = slices.Clone(ms)
+			}
+			out[i].Blocks = bs
+		}
+	}
+	if out == nil {
+		return ms
+	}
+	return out
+}
+
+// digestBlocks is digestMessages for one list of blocks: a copy and true
+// when it holds a decoded attachment.
+func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
+	var out []protocol.Block
+	for i, b := range bs {
+		c, nested := digestBlocks(b.Content)
+		if b.Bytes == nil && !nested {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(bs)
+		}
+		if nested {
+			out[i].Content = c
+		}
+		if b.Bytes != nil {
+			out[i].Data = "sha256:" + hex.EncodeToString(b.Digest[:])
+		}
+	}
+	return out, out != nil
 }

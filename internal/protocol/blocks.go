@@ -2,9 +2,17 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
+	"strings"
+	"unsafe"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Content block types. A message's content is a string (one text block) or
@@ -55,8 +63,8 @@ var (
 
 // Block is one content block. Which fields are set depends on Type:
 //   - text: Text
-//   - image: Format (png|jpeg|gif|webp), Data (base64)
-//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64)
+//   - image: Format (png|jpeg|gif|webp), Data (base64; see Bytes)
+//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64; see Bytes)
 //   - tool_use (assistant turns, done): ID, Name, Input (a JSON object)
 //   - tool_result (user turns): ToolUseID, Content (text, image or document
 //     blocks), Status ("success", "error" or absent)
@@ -74,6 +82,148 @@ type Block struct {
 	Content   []Block         `json:"content,omitempty"`
 	Status    string          `json:"status,omitempty"`
 	Signature string          `json:"signature,omitempty"`
+
+	// Bytes is an image's or a document's decoded data and Digest its
+	// SHA-256, set by validation (Decode, ValidateRequest): the server
+	// decodes and hashes an attachment once, and the model call, the
+	// request's fingerprint and the cache key use these. Decoding a frame
+	// (Decode) decodes the base64 straight out of the frame into Bytes and
+	// leaves Data empty: the base64 text is never copied. A block encodes
+	// Bytes as its data when Data is empty.
+	Bytes  []byte            `json:"-"`
+	Digest [sha256.Size]byte `json:"-"`
+
+	// data is what reading the base64 found: dataRead once it was read
+	// (from the frame, or from Data by validation), dataSize the decoded
+	// size the text stands for, -1 when it is not valid base64.
+	dataRead bool
+	dataSize int
+}
+
+// blockWire is Block without its methods, for encoding/json.
+type blockWire Block
+
+// MarshalJSON writes the block, its data from Bytes when Data is empty (a
+// block decoded from a frame).
+func (b Block) MarshalJSON() ([]byte, error) {
+	if b.Data == "" && b.Bytes != nil {
+		b.Data = base64.StdEncoding.EncodeToString(b.Bytes)
+	}
+	return json.Marshal(blockWire(b))
+}
+
+// UnmarshalJSONFrom decodes a block from the token stream, matching keys
+// as encoding/json does (any case; the last of a repeated key wins;
+// others are ignored). An attachment's base64 is decoded straight from
+// the frame's bytes into Bytes (readData); its errors are validation's to
+// report, with the field's path.
+func (b *Block) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*b = Block{}
+	if dec.PeekKind() != '{' {
+		return errors.New("a block must be a JSON object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		var field any
+		switch name := k.String(); {
+		case strings.EqualFold(name, "data"):
+			if err := b.decodeData(dec); err != nil {
+				return err
+			}
+			continue
+		case strings.EqualFold(name, "type"):
+			field = &b.Type
+		case strings.EqualFold(name, "text"):
+			field = &b.Text
+		case strings.EqualFold(name, "format"):
+			field = &b.Format
+		case strings.EqualFold(name, "name"):
+			field = &b.Name
+		case strings.EqualFold(name, "id"):
+			field = &b.ID
+		case strings.EqualFold(name, "input"):
+			field = &b.Input
+		case strings.EqualFold(name, "tool_use_id"):
+			field = &b.ToolUseID
+		case strings.EqualFold(name, "content"):
+			field = &b.Content
+		case strings.EqualFold(name, "status"):
+			field = &b.Status
+		case strings.EqualFold(name, "signature"):
+			field = &b.Signature
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := jsonv2.UnmarshalDecode(dec, field); err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// decodeData reads "data": null (absent), or a string whose base64 is
+// decoded in place (the decoder's buffer; unquoted first only when the
+// text has escapes, which base64 never needs).
+func (b *Block) decodeData(dec *jsontext.Decoder) error {
+	b.Data, b.Bytes, b.dataRead = "", nil, false
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+	default:
+		return errors.New("data must be a string")
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	text := []byte(v[1 : len(v)-1])
+	if bytes.IndexByte(text, '\\') >= 0 {
+		if text, err = jsontext.AppendUnquote(nil, v); err != nil {
+			return err
+		}
+	}
+	b.readData(text)
+	return nil
+}
+
+// readData reads base64 text (standard, padded, strict: no line breaks,
+// zero padding bits): its decoded size, and its bytes into Bytes unless it
+// stands for more than any attachment may have (the size is checked before
+// decoding, so an oversized attachment costs no allocation).
+func (b *Block) readData(text []byte) {
+	b.dataRead, b.dataSize, b.Bytes = true, -1, nil
+	// (Go's decoder skips line breaks; IndexByte is vectorized.)
+	if len(text) == 0 || len(text)%4 != 0 || bytes.IndexByte(text, '\n') >= 0 || bytes.IndexByte(text, '\r') >= 0 {
+		return
+	}
+	n := len(text) / 4 * 3
+	if text[len(text)-1] == '=' {
+		n--
+		if text[len(text)-2] == '=' {
+			n--
+		}
+	}
+	if n > max(MaxImageBytes, MaxDocumentBytes) {
+		b.dataSize = n
+		return
+	}
+	data := make([]byte, n)
+	if m, err := base64.StdEncoding.Strict().Decode(data, text); err != nil || m != n {
+		return
+	}
+	b.dataSize, b.Bytes = n, data
 }
 
 // Message is one turn of the conversation. Its content is either Content (a
@@ -104,42 +254,68 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return json.Marshal(textMessage{m.Role, m.Content})
 }
 
-// UnmarshalJSON accepts content as a string or as a list of blocks.
+// UnmarshalJSON accepts content as a string or as a list of blocks (see
+// UnmarshalJSONFrom).
 func (m *Message) UnmarshalJSON(data []byte) error {
-	var raw struct {
-		Role    string         `json:"role"`
-		Content messageContent `json:"content"`
+	return jsonv2.Unmarshal(data, m, decodeOptions)
+}
+
+// UnmarshalJSONFrom decodes a message in one pass over its bytes, as part
+// of a whole frame (Decode): no value is scanned twice, so a large
+// attachment costs one validation and one decoding of its base64. Keys match
+// as encoding/json matches them (any case; the last of a repeated key wins;
+// others are ignored).
+func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*m = Message{}
+	if dec.PeekKind() != '{' {
+		return errors.New("a message must be a JSON object")
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
-	*m = Message{Role: raw.Role, Content: raw.Content.text, Blocks: raw.Content.blocks}
-	return nil
-}
-
-// messageContent decodes content in one pass over its own bytes (a large
-// attachment is not copied through a json.RawMessage first).
-type messageContent struct {
-	text   string
-	blocks []Block
-}
-
-func (c *messageContent) UnmarshalJSON(data []byte) error {
-	switch {
-	case len(data) == 0 || string(data) == "null":
-		return nil
-	case data[0] == '"':
-		return json.Unmarshal(data, &c.text)
-	case data[0] == '[':
-		if err := json.Unmarshal(data, &c.blocks); err != nil {
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
 			return err
 		}
-		if c.blocks == nil {
-			c.blocks = []Block{}
+		switch name := k.String(); {
+		case strings.EqualFold(name, "role"):
+			if err := jsonv2.UnmarshalDecode(dec, &m.Role); err != nil {
+				return err
+			}
+		case strings.EqualFold(name, "content"):
+			if err := m.decodeContent(dec); err != nil {
+				return err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// decodeContent reads content: a string, a list of blocks, or null.
+func (m *Message) decodeContent(dec *jsontext.Decoder) error {
+	m.Content, m.Blocks = "", nil
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+		return jsonv2.UnmarshalDecode(dec, &m.Content)
+	case '[':
+		if err := jsonv2.UnmarshalDecode(dec, &m.Blocks); err != nil {
+			return err
+		}
+		if m.Blocks == nil {
+			m.Blocks = []Block{} // present but empty: refused by validation, not taken for absent
 		}
 		return nil
 	default:
-		return &json.UnmarshalTypeError{Value: "content", Field: "content"}
+		return errors.New("content must be a string or a list of blocks")
 	}
 }
 
@@ -216,11 +392,11 @@ func (in *Inbound) Features() Features {
 			switch b.Type {
 			case BlockImage:
 				f.Images++
-				f.AttachmentBytes += int64(base64Size(b.Data))
+				f.AttachmentBytes += int64(len(b.Bytes))
 			case BlockDocument:
 				f.Documents++
-				f.AttachmentBytes += int64(base64Size(b.Data))
-				f.DocumentBytes += int64(base64Size(b.Data))
+				f.AttachmentBytes += int64(len(b.Bytes))
+				f.DocumentBytes += int64(len(b.Bytes))
 			case BlockToolUse:
 				f.Tools = true
 			case BlockToolResult:
@@ -325,12 +501,8 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		if !imageFormats[b.Format] {
 			return invalid("%s.format must be one of png, jpeg, gif, webp", path)
 		}
-		n, ok := base64Len(b.Data)
-		if !ok {
-			return invalid("%s.data is not valid base64", path)
-		}
-		if n > MaxImageBytes {
-			return invalid("%s.data is %d bytes, over the %d bytes an image may have", path, n, MaxImageBytes)
+		if err := decodeAttachment(b, path, "an image", MaxImageBytes); err != nil {
+			return err
 		}
 		*images++
 	case BlockDocument:
@@ -340,12 +512,8 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		if len(b.Name) > maxDocumentNameBytes || !documentNamePattern.MatchString(b.Name) {
 			return invalid("%s.name must be 1-%d characters of letters, digits, single spaces, hyphens, parentheses and square brackets", path, maxDocumentNameBytes)
 		}
-		n, ok := base64Len(b.Data)
-		if !ok {
-			return invalid("%s.data is not valid base64", path)
-		}
-		if n > MaxDocumentBytes {
-			return invalid("%s.data is %d bytes, over the %d bytes a document may have", path, n, MaxDocumentBytes)
+		if err := decodeAttachment(b, path, "a document", MaxDocumentBytes); err != nil {
+			return err
 		}
 		*docs++
 	case BlockToolUse:
@@ -455,52 +623,22 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// base64Len validates s as standard padded base64 without decoding it and
-// returns the decoded size.
-func base64Len(s string) (int, bool) {
-	if len(s) == 0 || len(s)%4 != 0 {
-		return 0, false
+// decodeAttachment checks an attachment's data, read from the frame or
+// (for a block built in code) from b.Data now, against limit, and hashes
+// its bytes into b.Digest.
+func decodeAttachment(b *Block, path, what string, limit int) error {
+	if b.Data != "" || !b.dataRead {
+		// A block built in code (a frame's leaves Data empty). Decode
+		// only reads its source: the string's bytes are used in place
+		// rather than copied (an attachment is megabytes).
+		b.readData(unsafe.Slice(unsafe.StringData(b.Data), len(b.Data)))
 	}
-	pad := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/':
-			if pad > 0 {
-				return 0, false
-			}
-		case c == '=' && i >= len(s)-2:
-			pad++
-		default:
-			return 0, false
-		}
-	}
-	// The bits a padded final group leaves unused must be zero (strict base64).
-	if pad > 0 {
-		last := base64Value(s[len(s)-1-pad])
-		if pad == 1 && last&0x3 != 0 || pad == 2 && last&0xF != 0 {
-			return 0, false
-		}
-	}
-	return len(s)/4*3 - pad, true
-}
-
-func base64Value(c byte) byte {
 	switch {
-	case c >= 'A' && c <= 'Z':
-		return c - 'A'
-	case c >= 'a' && c <= 'z':
-		return c - 'a' + 26
-	case c >= '0' && c <= '9':
-		return c - '0' + 52
-	case c == '+':
-		return 62
+	case b.dataSize < 0:
+		return invalid("%s.data is not valid base64", path)
+	case b.dataSize > limit:
+		return invalid("%s.data is %d bytes, over the %d bytes %s may have", path, b.dataSize, limit, what)
 	}
-	return 63
-}
-
-// base64Size is the decoded size of valid base64 (validation ran first).
-func base64Size(s string) int {
-	n, _ := base64Len(s)
-	return n
+	b.Digest = sha256.Sum256(b.Bytes)
+	return nil
 }

@@ -1,9 +1,12 @@
 package protocol
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -127,15 +130,60 @@ func TestTextOnlyEncodingsUnchanged(t *testing.T) {
 	}
 }
 
-func TestBase64LenAgreesWithStrictDecoding(t *testing.T) {
+// An attachment's data decodes as strict base64 does, whether it comes in
+// a frame (decoded straight from the frame's bytes, unquoted first when
+// the JSON text has escapes) or in a block built in code (from Data).
+func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 	for _, s := range []string{"", "A", "AA==", "AB==", "AAA=", "AAE=", "AAAA", "AA=A", "A===", "====", "AAAA====",
-		"ab+/", "ab-_", "AAAA\n", " AAA", b64(1), b64(2), b64(3), b64(100)} {
-		n, ok := base64Len(s)
-		dec, err := base64.StdEncoding.Strict().DecodeString(s)
+		"ab+/", "ab-_", "AAAA\n", "AA\r\nAA", " AAA", b64(1), b64(2), b64(3), b64(100)} {
+		dec, derr := base64.StdEncoding.Strict().DecodeString(s)
 		// Go's decoder skips line breaks; the wire takes base64 without them.
-		wantOK := err == nil && s != "" && !strings.ContainsAny(s, "\r\n")
-		if ok != wantOK || ok && n != len(dec) {
-			t.Errorf("base64Len(%q) = %d, %v; strict decoding: %d bytes, %v", s, n, ok, len(dec), err)
+		wantOK := derr == nil && s != "" && !strings.ContainsAny(s, "\r\n")
+
+		b := Block{Type: BlockImage, Data: s}
+		err := decodeAttachment(&b, "data", "an image", MaxImageBytes)
+		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Bytes, dec) || b.Digest != sha256.Sum256(dec)) {
+			t.Errorf("decodeAttachment(%q) = %x, %v; strict decoding: %x, %v", s, b.Bytes, err, dec, derr)
+		}
+
+		quoted, _ := json.Marshal(s) // escapes \n, \r
+		in, err := Decode([]byte(request("", `[{"type":"image","format":"png","data":`+string(quoted)+`}]`)))
+		if err == nil {
+			b = in.Messages[0].Blocks[0]
+		}
+		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Bytes, dec) || b.Digest != sha256.Sum256(dec) || b.Data != "") {
+			t.Errorf("Decode of data %s = %x, %v; strict decoding: %x, %v", quoted, b.Bytes, err, dec, derr)
+		}
+	}
+}
+
+// Blocks decode as encoding/json would decode them: keys in any case,
+// escapes in the data (a "\/" some encoders write), null data is no data;
+// a decoded block encodes its data again.
+func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
+	in, err := Decode([]byte(request("", `[{"TYPE":"image","Format":"png","DATA":"AA\/A"},{"type":"text","text":"hi","unknown":[1]}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := in.Messages[0].Blocks[0]; b.Type != BlockImage || b.Format != "png" || !bytes.Equal(b.Bytes, []byte{0, 15, 192}) {
+		t.Fatalf("block %+v", b)
+	}
+	if got := string(Encode(in.Messages[0])); got != `{"role":"user","content":[{"type":"image","format":"png","data":"AA/A"},{"type":"text","text":"hi"}]}` {
+		t.Fatalf("encoded again: %s", got)
+	}
+	// encoding/json decodes a message through the same decoder.
+	var m Message
+	if err := json.Unmarshal(Encode(in.Messages[0]), &m); err != nil || len(m.Blocks) != 2 || !bytes.Equal(m.Blocks[0].Bytes, []byte{0, 15, 192}) {
+		t.Fatalf("json.Unmarshal: %+v, %v", m, err)
+	}
+	for frame, want := range map[string]string{
+		request("", `[{"type":"image","format":"png","data":null}]`):                          "messages[0].content[0].data is not valid base64",
+		request("", `[{"type":"image","format":"png","data":7}]`):                             `field "messages.0.content.0.data" has the wrong type`,
+		request("", `[{"type":"image","format":"png","data":"`+b64(MaxDocumentBytes+3)+`"}]`): fmt.Sprintf("is %d bytes, over the %d bytes an image may have", MaxDocumentBytes+3, MaxImageBytes),
+	} {
+		var ce *ClientError
+		if _, err := Decode([]byte(frame)); !errors.As(err, &ce) || !strings.Contains(ce.Msg, want) {
+			t.Errorf("%.80s...: %v, want %q", frame, err, want)
 		}
 	}
 }

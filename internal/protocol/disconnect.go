@@ -15,9 +15,7 @@ type Disconnect struct {
 
 func (d Disconnect) String() string { return fmt.Sprintf("%d %s", d.Code, d.Reason) }
 
-// The closes of protocol v1 (see PROTOCOL.md, "Close codes"). 1009, frame too
-// big, is sent by the WebSocket library itself when a frame passes the read
-// limit.
+// The closes of protocol v1 (see PROTOCOL.md, "Close codes").
 var (
 	// DisconnectNormal is a client ending its session.
 	DisconnectNormal = Disconnect{Code: 1000}
@@ -27,6 +25,14 @@ var (
 	// DisconnectInvalidData closes a connection that sent a text frame that
 	// is not UTF-8 (RFC 6455 8.1).
 	DisconnectInvalidData = Disconnect{Code: 1007, Reason: "text frame is not valid UTF-8"}
+	// DisconnectFrameTooBig closes a connection that sent a frame over the
+	// largest inbound bound (JETWAY_MAX_ATTACHMENT_FRAME_BYTES, or
+	// JETWAY_MAX_FRAME_BYTES when it is not larger).
+	DisconnectFrameTooBig = Disconnect{Code: 1009, Reason: "frame too big"}
+	// DisconnectNoAttachments closes a connection that sent a frame over
+	// JETWAY_MAX_FRAME_BYTES carrying no image or document block: only
+	// those may be larger.
+	DisconnectNoAttachments = Disconnect{Code: 1009, Reason: "frame too big: only frames with images or documents may be larger"}
 	// DisconnectHeartbeat closes a connection that answered no ping within
 	// two heartbeats.
 	DisconnectHeartbeat = Disconnect{Code: 1008, Reason: "heartbeat timeout"}

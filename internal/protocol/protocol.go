@@ -9,9 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Subprotocol is the WebSocket subprotocol the server selects.
@@ -148,24 +153,37 @@ func Decode(data []byte) (Inbound, error) {
 	return in, err
 }
 
+// decodeOptions make the decoder take what encoding/json takes: keys in
+// any case, a repeated key (the last one wins). Invalid UTF-8 is the
+// session's to refuse (close 1007) before decoding.
+var decodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true),
+	jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// decode parses a frame in one pass with the JSON v2 decoder
+// (github.com/go-json-experiment/json, encoding/json/v2 to be):
+// encoding/json validates a value again at every custom decoder on its
+// way down, and a request's attachments, megabytes of base64 three levels
+// deep, were scanned seven times (docs/benchmarks.md).
 func decode(data []byte) (Inbound, error) {
 	var in Inbound
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&in); err != nil {
+	if err := jsonv2.Unmarshal(data, &in, decodeOptions); err != nil {
 		// Recover the request_id if the frame is JSON of another shape.
 		var probe struct {
 			RequestID any `json:"request_id"`
 		}
-		if json.Unmarshal(data, &probe) == nil {
+		id := ""
+		if jsonv2.Unmarshal(data, &probe, decodeOptions) == nil {
 			if s, ok := probe.RequestID.(string); ok && ValidID(s) {
-				in.RequestID = s
+				id = s
 			}
 		}
-		in.Type = ""
+		// What was decoded stays (the session tells a frame with
+		// attachments by its blocks), but it is no frame of any type.
+		in.Type, in.RequestID = "", id
+		if trailing(data) {
+			return in, invalid("frame has data after the JSON object")
+		}
 		return in, invalid("frame is not a valid JSON object: %s", jsonProblem(err))
-	}
-	if dec.More() {
-		return in, invalid("frame has data after the JSON object")
 	}
 	switch in.Type {
 	case TypeRequest:
@@ -191,6 +209,34 @@ func decode(data []byte) (Inbound, error) {
 		return in, invalid("unknown frame type %q", Clip(in.Type))
 	}
 	return in, nil
+}
+
+// PeekRequestID returns the request_id of a frame of which only the first
+// bytes are at hand (the rest was dropped), or "" when those bytes do not
+// hold a valid one before anything unreadable.
+func PeekRequestID(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if k == "request_id" {
+			v, _ := dec.Token()
+			if id, ok := v.(string); ok && ValidID(id) {
+				return id
+			}
+			return ""
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 func validateRequestID(id string) error {
@@ -243,15 +289,30 @@ func validateRequest(in *Inbound) error {
 }
 
 func jsonProblem(err error) string {
-	var se *json.SyntaxError
+	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+		return "syntax error at byte " + strconv.FormatInt(se.ByteOffset, 10)
 	}
-	var te *json.UnmarshalTypeError
+	var te *jsonv2.SemanticError
 	if errors.As(err, &te) {
-		return "field " + strconv.Quote(te.Field) + " has the wrong type"
+		if te.JSONPointer == "" {
+			return "not a JSON object"
+		}
+		field := strings.ReplaceAll(strings.TrimPrefix(string(te.JSONPointer), "/"), "/", ".")
+		return "field " + strconv.Quote(Clip(field)) + " has the wrong type"
 	}
 	return Clip(err.Error())
+}
+
+// trailing reports whether data is one JSON value followed by more than
+// white space.
+func trailing(data []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), decodeOptions)
+	if dec.SkipValue() != nil {
+		return false
+	}
+	_, err := dec.ReadToken()
+	return !errors.Is(err, io.EOF)
 }
 
 // validatePingT accepts what a pong can echo back exactly: nothing, null, a

@@ -47,6 +47,12 @@ func TestDecode(t *testing.T) {
 		{"temp", `{"type":"request","request_id":"abcdefgh","temperature":3,"messages":[{"role":"user","content":"a"}]}`, "temperature"},
 		{"wrong type field", `{"type":"request","request_id":"abcdefgh","messages":"hi"}`, "wrong type"},
 		{"neg after", `{"type":"resume","request_id":"abcdefgh","after_seq":-1}`, "after_seq"},
+		{"content of the wrong type", `{"type":"request","request_id":"abcdefgh","messages":[{"role":"user","content":5}]}`, `field "messages.0.content" has the wrong type`},
+		{"block field of the wrong type", `{"type":"request","request_id":"abcdefgh","messages":[{"role":"user","content":[{"type":"text","text":7}]}]}`, `field "messages.0.content.0.text" has the wrong type`},
+		{"truncated", `{"type":"ping",`, "syntax error at byte 15"},
+		// As encoding/json: keys in any case; the last of a repeated key wins.
+		{"keys in any case", `{"Type":"request","REQUEST_ID":"abcdefgh","Messages":[{"Role":"user","CONTENT":"x"}]}`, ""},
+		{"repeated keys", `{"type":"ping","type":"request","request_id":"abcdefgh","messages":[{"role":"user","content":"","content":"b"}]}`, ""},
 		{"auth no token", `{"type":"auth"}`, "token"},
 		{"zero max is the default", `{"type":"request","request_id":"abcdefgh","max_tokens":0,"messages":[{"role":"user","content":"a"}]}`, ""},
 		{"ping string t", `{"type":"ping","t":"abc"}`, ""},
@@ -123,5 +129,21 @@ func TestDecodeDropsInvalidRequestIDOnError(t *testing.T) {
 	in, err := Decode([]byte(`{"type":"cancel","request_id":"` + strings.Repeat("x", 10000) + `"}`))
 	if err == nil || in.RequestID != "" {
 		t.Fatalf("got id of %d bytes, %v", len(in.RequestID), err)
+	}
+}
+
+func TestPeekRequestID(t *testing.T) {
+	for prefix, want := range map[string]string{
+		`{"type":"request","request_id":"req_12345678","messages":[{"role":"user","content":[{"type":"image","data":"AAAA`: "req_12345678",
+		`{"type":"request","messages":[{"role":"user","content":"hi"}],"request_id":"req_12345678"}`:                       "req_12345678",
+		`{"type":"request","messages":[{"role":"user","content":[{"type":"image","data":"AAAA`:                             "",
+		`{"type":"request","request_id":"short"`:                                                                           "",
+		`{"type":"request","request_id":7}`:                                                                                "",
+		`["request_id","req_12345678"]`:                                                                                    "",
+		``:                                                                                                                 "",
+	} {
+		if got := PeekRequestID([]byte(prefix)); got != want {
+			t.Errorf("PeekRequestID(%.60q) = %q, want %q", prefix, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
@@ -24,13 +25,15 @@ const (
 
 // Block is one content block of a message. Which fields are set depends
 // on Kind (see the protocol's blocks): Data holds an attachment's decoded
-// bytes; Input a tool call's JSON object.
+// bytes and Digest their SHA-256 (the cache key uses it); Input a tool
+// call's JSON object.
 type Block struct {
 	Kind      string
 	Text      string
 	Format    string
 	Name      string
 	Data      []byte
+	Digest    [sha256.Size]byte
 	ID        string // tool_use id; tool_result's tool_use id
 	Input     json.RawMessage
 	Content   []Block // tool_result

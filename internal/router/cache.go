@@ -32,10 +32,10 @@ const cacheKeyVersion = "jetway/cache/v1"
 
 // CacheKey is the exact-match key of a request: the hex SHA-256 of tenant,
 // app, model and the call's system prompt, every message (role and content,
-// or every field of every block with attachments' bytes, in order),
-// max_tokens and temperature (nil and a value differ), and, when the call
-// has them, its tools, tool choice and reasoning budget (so text-only keys
-// are what they always were). Every field is
+// or every field of every block, an attachment by its size and its bytes'
+// SHA-256 (Block.Digest), in order), max_tokens and temperature (nil and a
+// value differ), and, when the call has them, its tools, tool choice and
+// reasoning budget (so text-only keys are what they always were). Every field is
 // length-prefixed, so no two different requests share an encoding, and the
 // tenant and app are part of it, so a key is never shared across tenants or
 // apps. Pass the model the client asked for (the chain's first) and the
@@ -91,8 +91,9 @@ func CacheKey(tenant, app, model string, c Call) string {
 // blocksRoleSuffix marks a message given as blocks in a cache key.
 const blocksRoleSuffix = "\x00blocks"
 
-// appendBlocks appends every field of every block, length-prefixed,
-// attachments' bytes included.
+// appendBlocks appends every field of every block, length-prefixed; an
+// attachment by its size and digest, so its bytes are hashed once (when
+// validation decoded them), not copied here and hashed again.
 func appendBlocks(b []byte, bs []Block) []byte {
 	b = binary.AppendUvarint(b, uint64(len(bs)))
 	for _, bl := range bs {
@@ -101,7 +102,9 @@ func appendBlocks(b []byte, bs []Block) []byte {
 			b = append(b, s...)
 		}
 		b = binary.AppendUvarint(b, uint64(len(bl.Data)))
-		b = append(b, bl.Data...)
+		if bl.Data != nil {
+			b = append(b, bl.Digest[:]...)
+		}
 		b = appendBlocks(b, bl.Content)
 	}
 	return b

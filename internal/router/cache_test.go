@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -100,9 +101,9 @@ func TestCacheKey(t *testing.T) {
 		"message boundary":    router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: msgs("hih", "ello", "why?"), MaxTokens: 1024, Temperature: temp(0)}),
 		// Blocks: a text block is not the text message, and every field counts.
 		"text block":   router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockText, Text: "why?"}), MaxTokens: 1024, Temperature: temp(0)}),
-		"image":        router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}}), MaxTokens: 1024, Temperature: temp(0)}),
-		"image bytes":  router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}}), MaxTokens: 1024, Temperature: temp(0)}),
-		"image format": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image":        router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image bytes":  router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "png", Data: []byte{1, 3}, Digest: sha256.Sum256([]byte{1, 3})}), MaxTokens: 1024, Temperature: temp(0)}),
+		"image format": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockImage, Format: "gif", Data: []byte{1, 2}, Digest: sha256.Sum256([]byte{1, 2})}), MaxTokens: 1024, Temperature: temp(0)}),
 		"tool result": router.CacheKey("contoso", "support", "claude", router.Call{System: "be terse", Messages: withBlocks(router.Block{Kind: router.BlockToolResult, ID: "t1",
 			Content: []router.Block{{Kind: router.BlockText, Text: "why?"}}}), MaxTokens: 1024, Temperature: temp(0)}),
 		"tools": withCall(func(c *router.Call) { c.Tools = []router.Tool{clock} }),

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -119,42 +120,83 @@ func (s *Session) run() {
 func (s *Session) readLoop() {
 	opts := s.hub.opts
 	deadline := func() time.Time { return time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2) }
-	s.conn.SetReadLimit(opts.MaxFrameBytes)
+	// The frame reader enforces the bounds itself (see frames.go), so it
+	// can tell which bound a frame passed.
+	s.conn.SetReadLimit(0)
 	_ = s.conn.SetReadDeadline(deadline())
 	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
 	for {
-		mt, data, err := s.conn.ReadMessage()
+		mt, r, err := s.conn.NextReader()
 		if err != nil {
 			s.readFailed(err)
 			return
 		}
-		_ = s.conn.SetReadDeadline(deadline())
-		received := opts.Now()
-		if mt != websocket.TextMessage {
-			s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
+		data, held, err := s.hub.frames.read(r)
+		var spent *budgetSpentError
+		switch {
+		case errors.As(err, &spent):
+			// Nothing was admitted and the socket stays open: the client
+			// sends the request again, here or elsewhere.
+			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
+				zap.Int64("budget", opts.AttachmentBytesInFlight))
+			s.hub.metrics.AttachmentFrameRefused()
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
+				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
 			continue
-		}
-		if !utf8.Valid(data) {
-			s.logger.Info("invalid_utf8")
-			s.closeNow(protocol.DisconnectInvalidData)
+		case errors.Is(err, errFrameTooBig):
+			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
+			s.closeNow(protocol.DisconnectFrameTooBig)
+			return
+		case err != nil:
+			s.readFailed(err)
 			return
 		}
-		in, err := protocol.Decode(data)
-		if err != nil {
-			pe := gateway.ProtocolError(err)
-			s.sendError(in.RequestID, pe)
-			continue
+		_ = s.conn.SetReadDeadline(deadline())
+		ok := s.handleFrame(mt, data, opts.Now())
+		s.hub.frames.budget.give(held)
+		if !ok {
+			return
 		}
-		s.handle(in, received)
 	}
+}
+
+// handleFrame decodes and handles one frame; false when it closed the session.
+func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
+	plain := s.hub.opts.MaxFrameBytes
+	size := int64(len(data))
+	if mt != websocket.TextMessage {
+		if size > plain {
+			s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
+			s.closeNow(protocol.DisconnectNoAttachments)
+			return false
+		}
+		s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
+		return true
+	}
+	if !utf8.Valid(data) {
+		s.logger.Info("invalid_utf8")
+		s.closeNow(protocol.DisconnectInvalidData)
+		return false
+	}
+	in, err := protocol.Decode(data)
+	if f := in.Features(); size > plain && f.Images+f.Documents == 0 {
+		// Only an image or a document may make a frame larger than the
+		// plain bound; otherwise it is refused as every oversized frame is.
+		s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
+		s.closeNow(protocol.DisconnectNoAttachments)
+		return false
+	}
+	if err != nil {
+		s.sendError(in.RequestID, gateway.ProtocolError(err))
+		return true
+	}
+	s.handle(in, received)
+	return true
 }
 
 func (s *Session) readFailed(err error) {
 	var ce *websocket.CloseError
 	switch {
-	case errors.Is(err, websocket.ErrReadLimit):
-		// gorilla has already sent close 1009.
-		s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.opts.MaxFrameBytes))
 	case errors.As(err, &ce):
 		s.logger.Info("client_closed", zap.Int("code", ce.Code))
 	default:

@@ -45,28 +45,40 @@ type Gateway interface {
 // The defaults of Options, written once: the gateway's settings and
 // docs/configuration.md use these.
 const (
-	DefaultHeartbeat       = 25 * time.Second
-	DefaultMaxFrameBytes   = protocol.DefaultMaxFrame
-	DefaultSendQueueFrames = 1024
-	DefaultSendQueueBytes  = 4 << 20
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultMaxConnsPerUser = 16
-	DefaultReconnectAfter  = time.Second
+	DefaultHeartbeat     = 25 * time.Second
+	DefaultMaxFrameBytes = protocol.DefaultMaxFrame
+	// DefaultMaxAttachmentFrameBytes takes one image at Bedrock's limit
+	// (3.75 MiB, 5.2 MB in base64) with room for text, or a few smaller ones.
+	DefaultMaxAttachmentFrameBytes = 8 << 20
+	// DefaultAttachmentBytesInFlight is 16 frames at the default
+	// attachment bound, or about 180 frames of a 1 MiB image, at once.
+	DefaultAttachmentBytesInFlight = 128 << 20
+	DefaultSendQueueFrames         = 1024
+	DefaultSendQueueBytes          = 4 << 20
+	DefaultWriteTimeout            = 10 * time.Second
+	DefaultMaxConnsPerUser         = 16
+	DefaultReconnectAfter          = time.Second
 )
 
 // Options bound every session. Zero values mean the Default constants.
 type Options struct {
-	Heartbeat        time.Duration // ping interval
-	MaxFrameBytes    int64         // largest inbound frame
-	SendQueueFrames  int           // send queue bound in frames; over it: 4008
-	SendQueueBytes   int           // send queue bound in bytes; over it: 4008
-	WriteTimeout     time.Duration // longest wait for room in the queue, and for one socket write
-	MaxConnsPerUser  int           // open WebSockets per user on this server
-	AllowedOrigins   []string      // exact origins, or "*"
-	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter   time.Duration // the hint in draining frames
-	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
-	Now              func() time.Time
+	Heartbeat     time.Duration // ping interval
+	MaxFrameBytes int64         // largest inbound frame
+	// MaxAttachmentFrameBytes is the largest inbound frame carrying an
+	// image or document block; not above MaxFrameBytes: no larger bound.
+	MaxAttachmentFrameBytes int64
+	// AttachmentBytesInFlight is the server-wide budget of the bytes past
+	// MaxFrameBytes of frames being read or admitted; past it: `busy`.
+	AttachmentBytesInFlight int64
+	SendQueueFrames         int           // send queue bound in frames; over it: 4008
+	SendQueueBytes          int           // send queue bound in bytes; over it: 4008
+	WriteTimeout            time.Duration // longest wait for room in the queue, and for one socket write
+	MaxConnsPerUser         int           // open WebSockets per user on this server
+	AllowedOrigins          []string      // exact origins, or "*"
+	AllowLoopback           bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
+	ReconnectAfter          time.Duration // the hint in draining frames
+	SocketSendBuffer        int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
+	Now                     func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -75,6 +87,12 @@ func (o *Options) defaults() {
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if o.MaxAttachmentFrameBytes <= 0 {
+		o.MaxAttachmentFrameBytes = DefaultMaxAttachmentFrameBytes
+	}
+	if o.AttachmentBytesInFlight <= 0 {
+		o.AttachmentBytesInFlight = DefaultAttachmentBytesInFlight
 	}
 	if o.SendQueueFrames <= 0 {
 		o.SendQueueFrames = DefaultSendQueueFrames
@@ -105,6 +123,7 @@ type Hub struct {
 	logger   *zap.Logger
 	opts     Options
 	upgrader websocket.Upgrader
+	frames   frameReader // the inbound bounds and the server's attachment budget
 
 	mu       sync.Mutex
 	draining bool
@@ -117,7 +136,9 @@ type Hub struct {
 func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
 	o.defaults()
 	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, opts: o,
-		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{})}
+		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{}),
+		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
+			budget: &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight}}}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:      []string{protocol.Subprotocol},
 		ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader

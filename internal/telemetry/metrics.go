@@ -59,28 +59,30 @@ type Metrics struct {
 	emf    atomic.Pointer[EMF]
 	models atomic.Pointer[map[string]struct{}] // nil: every model id is a label
 
-	activeSessions  prometheus.Gauge
-	inflight        prometheus.Gauge
-	requests        *prometheus.CounterVec   // tenant, app, model, outcome
-	tokens          *prometheus.CounterVec   // tenant, app, model, direction
-	ttft            *prometheus.HistogramVec // tenant, app, model
-	latency         *prometheus.HistogramVec // tenant, app, model
-	chunks          prometheus.Counter
-	slowConsumer    prometheus.Counter
-	quotaRejections *prometheus.CounterVec   // tenant, app, scope, window
-	dynamoCalls     *prometheus.CounterVec   // table, op, outcome
-	dynamoLatency   *prometheus.HistogramVec // table, op
-	bedrockLatency  *prometheus.HistogramVec // model
-	bedrockErrors   *prometheus.CounterVec   // model, kind
-	breaker         *prometheus.GaugeVec     // model
-	usageSent       *prometheus.CounterVec   // sink
-	usageFailed     *prometheus.CounterVec   // sink
-	usageDropped    *prometheus.CounterVec   // sink
-	connRejected    *prometheus.CounterVec   // reason
-	retainedBytes   prometheus.Gauge
-	retainedEvicted prometheus.Counter
-	refusalsLimited prometheus.Counter
-	followed        prometheus.Counter
+	activeSessions    prometheus.Gauge
+	inflight          prometheus.Gauge
+	requests          *prometheus.CounterVec   // tenant, app, model, outcome
+	tokens            *prometheus.CounterVec   // tenant, app, model, direction
+	ttft              *prometheus.HistogramVec // tenant, app, model
+	latency           *prometheus.HistogramVec // tenant, app, model
+	chunks            prometheus.Counter
+	slowConsumer      prometheus.Counter
+	quotaRejections   *prometheus.CounterVec   // tenant, app, scope, window
+	dynamoCalls       *prometheus.CounterVec   // table, op, outcome
+	dynamoLatency     *prometheus.HistogramVec // table, op
+	bedrockLatency    *prometheus.HistogramVec // model
+	bedrockErrors     *prometheus.CounterVec   // model, kind
+	breaker           *prometheus.GaugeVec     // model
+	usageSent         *prometheus.CounterVec   // sink
+	usageFailed       *prometheus.CounterVec   // sink
+	usageDropped      *prometheus.CounterVec   // sink
+	connRejected      *prometheus.CounterVec   // reason
+	retainedBytes     prometheus.Gauge
+	retainedEvicted   prometheus.Counter
+	refusalsLimited   prometheus.Counter
+	followed          prometheus.Counter
+	attachmentBytes   prometheus.Gauge
+	attachmentRefused prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -111,6 +113,8 @@ type Metrics struct {
 //	retained_answers_evicted_total        counter
 //	refusals_limited_total                counter
 //	requests_followed_total               counter
+//	attachment_bytes_in_flight            gauge
+//	attachment_frames_refused_total       counter
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -152,12 +156,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
 		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
 			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
+		attachmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "attachment_bytes_in_flight",
+			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
+		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
+			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused)
 	}
 	return m
 }
@@ -395,4 +403,22 @@ func (m *Metrics) RequestFollowed() {
 		return
 	}
 	m.followed.Inc()
+}
+
+// AttachmentBytesInFlight records the bytes past the plain frame bound of
+// the inbound frames being read or admitted.
+func (m *Metrics) AttachmentBytesInFlight(n int64) {
+	if m == nil {
+		return
+	}
+	m.attachmentBytes.Set(float64(n))
+}
+
+// AttachmentFrameRefused counts a frame dropped, and its request answered
+// busy, because the server's budget for large frames was spent.
+func (m *Metrics) AttachmentFrameRefused() {
+	if m == nil {
+		return
+	}
+	m.attachmentRefused.Inc()
 }

@@ -96,6 +96,8 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 	m.UsageRecordsSent(SinkFirehose, 7)
 	m.UsageRecordsFailed(SinkFirehose, 2)
 	m.UsageRecordsDropped(SinkFile, 3)
+	m.AttachmentBytesInFlight(5 << 20)
+	m.AttachmentFrameRefused()
 
 	fams := scrape(t, srv.URL)
 	gauge := func(name string, labels map[string]string) float64 {
@@ -127,6 +129,8 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"usage sent", counter("jetway_usage_records_sent_total", map[string]string{"sink": "firehose"}), 7},
 		{"usage failed", counter("jetway_usage_records_failed_total", map[string]string{"sink": "firehose"}), 2},
 		{"usage dropped", counter("jetway_usage_records_dropped_total", map[string]string{"sink": "file"}), 3},
+		{"attachment bytes in flight", gauge("jetway_attachment_bytes_in_flight", nil), 5 << 20},
+		{"attachment frames refused", counter("jetway_attachment_frames_refused_total", nil), 1},
 		{"connections rejected", counter("jetway_connections_rejected_total", map[string]string{"reason": "unauthorized"}), 2},
 		{"ttft count", float64(hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleCount()), 2},
 		{"ttft sum", hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleSum(), 0.4},

@@ -336,7 +336,8 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} [refreshBeforeMs] send `auth` with a fresh token this long before expiry (default 60000; negative: never)
  * @property {number} [connectTimeoutMs] give up on a connection with no `ready` after this long (default 10000)
  * @property {number} [pingIntervalMs] application ping interval; default the server's heartbeat_s. A connection silent for 2.5 intervals is dropped and reopened
- * @property {number} [maxFrameBytes] largest request frame to send (default 262144, the server's default limit)
+ * @property {number} [maxFrameBytes] largest request frame to send (default 262144, the server's default JETWAY_MAX_FRAME_BYTES)
+ * @property {number} [maxAttachmentFrameBytes] largest request frame with an image or document block (default 8388608, the server's default JETWAY_MAX_ATTACHMENT_FRAME_BYTES)
  * @property {(ev: StateEvent) => void} [onState] shorthand for client.on('state', ...)
  */
 
@@ -889,6 +890,7 @@ export class Client {
       connectTimeoutMs: o.connectTimeoutMs ?? 10000,
       pingIntervalMs: o.pingIntervalMs,
       maxFrameBytes: o.maxFrameBytes ?? 262144,
+      maxAttachmentFrameBytes: o.maxAttachmentFrameBytes ?? 8388608,
     };
     /** @private @type {WebSocketConstructor} */
     this._WS = WS;
@@ -1000,11 +1002,14 @@ export class Client {
     if (request.reasoning !== undefined) frame.reasoning = request.reasoning;
     const call = new Call(this, id, frame, handlers);
     const size = new TextEncoder().encode(JSON.stringify(frame)).length;
-    if (size > this._o.maxFrameBytes) {
+    // A frame with an image or document has the server's larger bound.
+    const limit = hasAttachments(frame.messages)
+      ? Math.max(this._o.maxFrameBytes, this._o.maxAttachmentFrameBytes) : this._o.maxFrameBytes;
+    if (size > limit) {
       // The server would close the socket (1009) and the re-send would loop: fail here.
       queueMicrotask(() =>
         this._finish(call, null, new JetwayError({ code: 'invalid_request', status: 400, request_id: id,
-          message: `request is ${size} bytes; the limit is ${this._o.maxFrameBytes}` })));
+          message: `request is ${size} bytes; the limit is ${limit}` })));
       return call;
     }
     this._calls.set(id, call);
@@ -1636,6 +1641,18 @@ export class Client {
     }
     wake(call);
   }
+}
+
+/**
+ * Whether a request's messages carry an image or document block (in a
+ * tool result too): such a frame has the server's larger bound.
+ * @param {Message[]} messages
+ */
+function hasAttachments(messages) {
+  /** @param {any} b */
+  const attached = (b) => b?.type === 'image' || b?.type === 'document' ||
+    (b?.type === 'tool_result' && Array.isArray(b.content) && b.content.some(attached));
+  return messages.some((m) => Array.isArray(m?.content) && m.content.some(attached));
 }
 
 /**

@@ -161,6 +161,12 @@ test('bad input fails before it reaches the server', async () => {
     assert.equal(err?.code, 'invalid_request');
     const ok = c.send({ messages: prompt('still open?') });
     assert.ok((await ok.result).text.length > 0, 'the socket survived');
+    // An image has the larger bound (8 MiB): 300 KB of it is sent and answered.
+    const image = { type: 'image', format: 'png', data: Buffer.alloc(225_000).toString('base64') };
+    const seen = c.send({ messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, image] }] });
+    assert.ok((await seen.result).text.length > 0, 'an image frame over 256 KiB is served');
+    const huge = c.send({ messages: [{ role: 'user', content: [{ type: 'image', format: 'png', data: 'A'.repeat(8_400_000) }] }] });
+    assert.match((await huge.result.then(() => null, (e) => e))?.message ?? '', /the limit is 8388608/);
   } finally {
     c.close();
   }
