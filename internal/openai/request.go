@@ -27,12 +27,40 @@ type chatRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	User string `json:"user"`
+	User       string          `json:"user"`
+	Tools      []chatTool      `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+
+	// origin names the OpenAI parameters behind the protocol request's fields.
+	origin fieldMap
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []chatToolCall  `json:"tool_calls"`   // assistant
+	ToolCallID string          `json:"tool_call_id"` // tool
+}
+
+// chatTool is one entry of `tools`.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// chatToolCall is one entry of an assistant message's `tool_calls`.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // stopList is `stop`: a string or an array of strings.
@@ -61,14 +89,15 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 // with a 400 naming it, unless it is null or one of its neutral values.
 var (
 	served = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
-		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true}
+		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true,
+		"tools": true, "tool_choice": true}
 	answerNeutral = map[string]bool{"metadata": true, "store": true, "service_tier": true,
-		"prompt_cache_key": true, "safety_identifier": true, "parallel_tool_calls": true}
+		"prompt_cache_key": true, "safety_identifier": true}
 	// neutralValues: values of otherwise unsupported parameters that ask for
 	// nothing Jetway does not do (compact JSON).
 	neutralValues = map[string][]string{
 		"n": {"1"}, "logprobs": {"false"}, "presence_penalty": {"0"}, "frequency_penalty": {"0"},
-		"tools": {"[]"}, "functions": {"[]"}, "tool_choice": {`"none"`},
+		"functions": {"[]"}, "parallel_tool_calls": {"true"},
 		"response_format": {`{"type":"text"}`}, "modalities": {`["text"]`},
 	}
 )
@@ -113,8 +142,10 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 		switch k {
 		case "n":
 			why = " (n > 1: one choice per request)"
-		case "tools", "tool_choice", "functions", "function_call":
-			why = " (tool calling)"
+		case "functions", "function_call":
+			why = " (the deprecated function calling: use tools)"
+		case "parallel_tool_calls":
+			why = " (parallel_tool_calls false: Bedrock cannot hold an answer to one tool call)"
 		}
 		return chatRequest{}, protocol.Inbound{}, unsupported(truncate(k, 64), why)
 	}
@@ -155,30 +186,13 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 			return req, in, badParam("stop", "stop sequences must not be empty")
 		}
 	}
-	var system []string
-	for i, m := range req.Messages {
-		param := fmt.Sprintf("messages[%d]", i)
-		text, err := contentText(m.Content, param)
-		if err != nil {
-			return req, in, err
-		}
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, text)
-		case "user", "assistant":
-			if text == "" {
-				return req, in, badParam(param+".content", "%s.content must not be empty", param)
-			}
-			in.Messages = append(in.Messages, protocol.Message{Role: m.Role, Content: text})
-		case "tool", "function":
-			return req, in, unsupported(param+".role", " (tool calling)")
-		default:
-			return req, in, badParam(param+".role", "%s.role must be system, developer, user or assistant", param)
-		}
-	}
-	in.System = strings.Join(system, "\n\n")
-	if err := protocol.ValidateRequest(&in); err != nil {
+	origin, err := translate(&req, &in)
+	req.origin = origin
+	if err != nil {
 		return req, in, err
+	}
+	if err := protocol.ValidateRequest(&in); err != nil {
+		return req, in, origin.requestErr(err)
 	}
 	return req, in, nil
 }
