@@ -49,6 +49,21 @@ func TestDevModeEndToEnd(t *testing.T) {
 		done.Text != expected("mock-a", "hello from dev mode", 300) {
 		t.Fatalf("dev mode answer: %d chunks", done.Chunks)
 	}
+	// The embedded defaults let the support app try tools and reasoning.
+	tool := ask("What time is it?")
+	tool.Model, tool.Tools = "mock-tools", []client.Tool{{Name: "clock", Description: "The time", InputSchema: []byte(`{"type":"object"}`)}}
+	think := ask("Why is the sky blue?")
+	think.Model, think.Reasoning = "mock-reasoning", &client.Reasoning{BudgetTokens: 1024}
+	for _, r := range []client.Request{tool, think} {
+		call, err := c.Send(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := waitCall(t, call, 30*time.Second)
+		if err != nil || d.Model != r.Model || len(d.Blocks) < 2 {
+			t.Fatalf("%s in dev mode: %+v, %v", r.Model, d, err)
+		}
+	}
 	// The demo page is served in dev mode.
 	if !strings.Contains(g.logs.String(), `"dev_mode":true`) {
 		t.Fatal("not in dev mode")

@@ -85,7 +85,11 @@ func ProtocolError(err error) protocol.Error {
 	case errors.Is(err, router.ErrTimeout):
 		set(protocol.CodeTimeout, "the model did not answer in time", true)
 	case errors.Is(err, router.ErrValidation):
-		set(protocol.CodeInvalidRequest, "the model rejected the request", false)
+		msg := "the model rejected the request"
+		if me := (*router.ModelError)(nil); errors.As(err, &me) && me.Reason() != "" {
+			msg += ": " + protocol.Clip(me.Reason())
+		}
+		set(protocol.CodeInvalidRequest, msg, false)
 	case errors.Is(err, router.ErrThrottled), errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrNotReady):
 		set(protocol.CodeModelUnavailable, "the model is throttled or unavailable", true)
 	case errors.Is(err, router.ErrAccessDenied):

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -57,6 +60,11 @@ func TestProtocolErrorTable(t *testing.T) {
 	}
 	if e := ProtocolError(fmt.Errorf("decode: %w", protocol.Errorf(protocol.ErrInvalid, "messages must not be empty"))); e.Message != "messages must not be empty" {
 		t.Errorf("invalid_request message %q", e.Message)
+	}
+	refused := &router.ModelError{Kind: router.KindValidation, Model: "m",
+		Err: fmt.Errorf("%w: %w", router.ErrValidation, &types.ValidationException{Message: aws.String("messages.0.content.1.image: too many pixels")})}
+	if e := ProtocolError(refused); e.Message != "the model rejected the request: messages.0.content.1.image: too many pixels" {
+		t.Errorf("a model's validation message: %q", e.Message)
 	}
 	if e := ProtocolError(errors.New("db password is hunter2")); e.Message != "internal error" {
 		t.Errorf("internal detail leaked to the client: %q", e.Message)

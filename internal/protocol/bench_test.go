@@ -112,3 +112,15 @@ func BenchmarkDecodeTextRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBlockPieceChunk is a block-mode token: the piece kept for a
+// reasoning delta, then its chunk frame (what a text token costs in
+// BenchmarkAppendChunk).
+func BenchmarkBlockPieceChunk(b *testing.B) {
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := BlockPiece(Chunk{Kind: KindReasoning, Reasoning: " lorem"})
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", 42, p)
+	}
+}

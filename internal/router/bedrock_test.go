@@ -160,6 +160,10 @@ func TestFaultsBeforeTheFirstToken(t *testing.T) {
 			if !errors.As(err, c.sdkType) {
 				t.Errorf("error %v does not wrap the SDK's %T", err, c.sdkType)
 			}
+			// A refused request says why (the model's message), for the client.
+			if reason := me.Reason(); (c.kind == router.KindValidation) != (reason != "") {
+				t.Errorf("reason %q for a %s failure", reason, c.kind)
+			}
 		})
 	}
 	// One attempt each: the SDK retryer did not repeat the throttled call.

@@ -82,6 +82,25 @@ func (e *ModelError) Error() string {
 	return fmt.Sprintf("model %s: %s%s: %v", e.Model, e.Kind, after, e.Err)
 }
 
+// Reason is what the model said was wrong with a request it refused
+// (KindValidation: Bedrock's ValidationException message, or the adapter's
+// own when the call could not be built), "" for other kinds. It describes
+// the client's request, so the gateway may pass it on (clipped).
+func (e *ModelError) Reason() string {
+	if e.Kind != KindValidation || e.Err == nil {
+		return ""
+	}
+	var apiErr smithy.APIError
+	if errors.As(e.Err, &apiErr) {
+		return apiErr.ErrorMessage()
+	}
+	var invalid smithy.InvalidParamsError
+	if errors.As(e.Err, &invalid) {
+		return invalid.Error()
+	}
+	return ""
+}
+
 // Unwrap returns the Kind's sentinel and Err, so errors.Is(err, ErrThrottled)
 // and errors.As(err, &throttlingException) both work.
 func (e *ModelError) Unwrap() []error {
