@@ -36,10 +36,10 @@ type chatRequest struct {
 }
 
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`   // assistant
-	ToolCallID string          `json:"tool_call_id"` // tool
+	Role       string         `json:"role"`
+	Content    content        `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls"`   // assistant
+	ToolCallID string         `json:"tool_call_id"` // tool
 }
 
 // chatTool is one entry of `tools`.
@@ -197,24 +197,52 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	return req, in, nil
 }
 
+// content is a message's content, decoded in one pass over its bytes (an
+// image's data URL is not copied through a json.RawMessage first): a
+// string or content parts. Another shape sets bad, which the translation
+// refuses naming the message.
+type content struct {
+	text  string
+	parts []contentPart // nil: the string form (or null)
+	bad   bool
+}
+
+func (c *content) UnmarshalJSON(data []byte) error {
+	switch {
+	case string(data) == "null":
+	case data[0] == '"':
+		c.bad = json.Unmarshal(data, &c.text) != nil
+	case data[0] == '[':
+		c.bad = json.Unmarshal(data, &c.parts) != nil
+		if c.parts == nil {
+			c.parts = []contentPart{}
+		}
+	default:
+		c.bad = true
+	}
+	return nil
+}
+
+// contentPart is one entry of a content array.
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
+}
+
 // contentText reads a message's content: a string, or text content parts.
-func contentText(raw json.RawMessage, param string) (string, error) {
-	if len(raw) == 0 || compact(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+func contentText(c content, param string) (string, error) {
+	if c.bad {
 		return "", badParam(param+".content", "%s.content must be a string or an array of content parts", param)
 	}
+	if c.parts == nil {
+		return c.text, nil
+	}
 	var b strings.Builder
-	for j, p := range parts {
+	for j, p := range c.parts {
 		if p.Type != "text" {
 			return "", unsupported(fmt.Sprintf("%s.content[%d].type", param, j), fmt.Sprintf(" (content type %q: text only)", truncate(p.Type, 40)))
 		}

@@ -299,27 +299,14 @@ func toolChoice(raw json.RawMessage) (tc *protocol.ToolChoice, none bool, err er
 	return nil, false, badParam("tool_choice", shapes)
 }
 
-// contentPart is one entry of a user message's content array.
-type contentPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	ImageURL *struct {
-		URL    string `json:"url"`
-		Detail string `json:"detail"`
-	} `json:"image_url"`
-}
-
 // userContent reads a user message's content: a string, text parts (one
 // string, as before) or text and image_url parts (blocks).
-func userContent(raw json.RawMessage, param string) (string, []sourced, error) {
-	if len(raw) == 0 || raw[0] != '[' {
-		text, err := contentText(raw, param)
+func userContent(c content, param string) (string, []sourced, error) {
+	if c.bad || c.parts == nil {
+		text, err := contentText(c, param)
 		return text, nil, err
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", nil, badParam(param+".content", "%s.content must be a string or an array of content parts", param)
-	}
+	parts := c.parts
 	images := false
 	var text strings.Builder
 	for j, p := range parts {
