@@ -183,9 +183,10 @@ func TestOpenAINodeClient(t *testing.T) {
 	w := newWorld(t, mockmodelOptions{TTFT: time.Millisecond, PerToken: 2 * time.Millisecond})
 	g := w.start(map[string]string{"JETWAY_MAX_INFLIGHT_PER_USER": "2"})
 	tokens := map[string]string{
-		"JETWAY_TEST_TOKEN":      w.token("node-user", "contoso", "contoso-support", time.Hour),
-		"JETWAY_TEST_TOKEN_TINY": w.token("node-tiny", "fabrikam", "fabrikam-tiny", time.Hour),
-		"JETWAY_TEST_TOKEN_BUSY": w.token("node-busy", "contoso", "contoso-support", time.Hour),
+		"JETWAY_TEST_TOKEN":       w.token("node-user", "contoso", "contoso-support", time.Hour),
+		"JETWAY_TEST_TOKEN_TINY":  w.token("node-tiny", "fabrikam", "fabrikam-tiny", time.Hour),
+		"JETWAY_TEST_TOKEN_BUSY":  w.token("node-busy", "contoso", "contoso-support", time.Hour),
+		"JETWAY_TEST_TOKEN_AGENT": w.token("node-agent", "contoso", "contoso-agent", time.Hour),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -211,4 +212,67 @@ func tapCount(out []byte, what string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
+}
+
+// TestOpenAIGoToolCallEqualsWebSocket: the official Go package's stream
+// accumulator assembles the tool call the WebSocket's done frame holds for
+// the same prompt (id, name, arguments), finish_reason tool_calls; the
+// accumulated message sent back with a tool message is answered in text.
+func TestOpenAIGoToolCallEqualsWebSocket(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(nil)
+	const prompt = "international timezone conversion for Paris please"
+
+	wsCall, err := w.dialAgent(g, "tool-user", nil).Send(context.Background(), toolRequest(prompt, &frames{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsDone, err := waitCall(t, wsCall, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsCalls := wsDone.ToolCalls()
+	if len(wsCalls) != 1 {
+		t.Fatalf("the WebSocket's answer has %d tool calls", len(wsCalls))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := openaiClient(g, w.token("tool-user", "contoso", "contoso-agent", time.Hour))
+	var schema map[string]any
+	_ = json.Unmarshal(lookupTool.InputSchema, &schema)
+	tools := []oai.ChatCompletionToolUnionParam{oai.ChatCompletionFunctionTool(oai.FunctionDefinitionParam{
+		Name: lookupTool.Name, Description: oai.String(lookupTool.Description), Parameters: schema})}
+	params := oai.ChatCompletionNewParams{Model: "mock-tools", Tools: tools, Temperature: oai.Float(0),
+		Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage(prompt)}}
+	st := c.Chat.Completions.NewStreaming(ctx, params)
+	acc := oai.ChatCompletionAccumulator{}
+	finished := 0
+	for st.Next() {
+		acc.AddChunk(st.Current())
+		if _, ok := acc.JustFinishedToolCall(); ok {
+			finished++
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg := acc.Choices[0].Message
+	if len(msg.ToolCalls) != 1 || acc.Choices[0].FinishReason != "tool_calls" || finished != 1 || msg.Content != wsDone.Text {
+		t.Fatalf("accumulated %+v (finish %q, %d finished tool calls)", msg, acc.Choices[0].FinishReason, finished)
+	}
+	tc := msg.ToolCalls[0]
+	if tc.ID != wsCalls[0].ID || tc.Type != "function" || tc.Function.Name != wsCalls[0].Name || tc.Function.Arguments != string(wsCalls[0].Input) {
+		t.Fatalf("openai-go tool call %+v\nwebsocket tool call %+v", tc, wsCalls[0])
+	}
+
+	// The next turn: the accumulated message and the tool's result.
+	params.Messages = append(params.Messages, msg.ToParam(), oai.ToolMessage("14:02 in Paris", tc.ID))
+	res, err := c.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Choices[0].FinishReason != "stop" || len(res.Choices[0].Message.ToolCalls) != 0 || res.Choices[0].Message.Content == "" {
+		t.Fatalf("second turn %+v", res.Choices[0])
+	}
 }

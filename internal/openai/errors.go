@@ -121,6 +121,15 @@ func fromProtocol(pe protocol.Error, partial bool) apiError {
 	return e
 }
 
+// named gives an invalid_request whose message starts with a field of the
+// protocol request the OpenAI parameter it came from.
+func (e apiError) named(origin fieldMap) apiError {
+	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial {
+		e.param, e.msg = origin.rename(e.msg)
+	}
+	return e
+}
+
 func fromRequestError(err error) apiError {
 	var re *requestError
 	if errors.As(err, &re) {

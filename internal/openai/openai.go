@@ -236,10 +236,10 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	log, from, err := h.gw.Submit(gateway.Caller{Principal: p, SessionID: requestID}, gateway.Request{Inbound: in,
 		ReceivedAt: received, TopP: chatReq.TopP, Stop: chatReq.Stop, Door: gateway.DoorOpenAI})
 	if err != nil {
-		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false))
+		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false).named(chatReq.origin))
 		return
 	}
-	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID,
+	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID, origin: chatReq.origin,
 		created: received.Unix(), includeUsage: chatReq.StreamOptions != nil && chatReq.StreamOptions.IncludeUsage}
 	if chatReq.Stream {
 		rsp.stream(r.Context(), log, from)

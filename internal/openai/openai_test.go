@@ -145,13 +145,14 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct{ body, code, param string }{
 		{`{` + msgs + `,"n":2}`, "unsupported_parameter", "n"},
-		{`{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, "unsupported_parameter", "tools"},
+		{`{` + msgs + `,"functions":[{"name":"f"}]}`, "unsupported_parameter", "functions"},
+		{`{` + msgs + `,"parallel_tool_calls":false}`, "unsupported_parameter", "parallel_tool_calls"},
 		{`{` + msgs + `,"logprobs":true}`, "unsupported_parameter", "logprobs"},
 		{`{` + msgs + `,"response_format":{"type":"json_object"}}`, "unsupported_parameter", "response_format"},
 		{`{` + msgs + `,"audio":{"voice":"alloy"}}`, "unsupported_parameter", "audio"},
 		{`{` + msgs + `,"seed":3}`, "unsupported_parameter", "seed"},
-		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "unsupported_parameter", "messages[0].content[0].type"},
-		{`{"messages":[{"role":"tool","content":"x"}]}`, "unsupported_parameter", "messages[0].role"},
+		{`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "unsupported_parameter", "messages[0].content[0].type"},
+		{`{"messages":[{"role":"function","content":"x"}]}`, "unsupported_parameter", "messages[0].role"},
 		{`{` + msgs + `,"top_p":2}`, "invalid_request", "top_p"},
 		{`{` + msgs + `,"stop":["a","b","c","d","e"]}`, "invalid_request", "stop"},
 		{`{` + msgs + `,"max_tokens":0}`, "invalid_request", "max_tokens"},

@@ -27,12 +27,40 @@ type chatRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	User string `json:"user"`
+	User       string          `json:"user"`
+	Tools      []chatTool      `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+
+	// origin names the OpenAI parameters behind the protocol request's fields.
+	origin fieldMap
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string         `json:"role"`
+	Content    content        `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls"`   // assistant
+	ToolCallID string         `json:"tool_call_id"` // tool
+}
+
+// chatTool is one entry of `tools`.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// chatToolCall is one entry of an assistant message's `tool_calls`.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // stopList is `stop`: a string or an array of strings.
@@ -61,14 +89,15 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 // with a 400 naming it, unless it is null or one of its neutral values.
 var (
 	served = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
-		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true}
+		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true,
+		"tools": true, "tool_choice": true}
 	answerNeutral = map[string]bool{"metadata": true, "store": true, "service_tier": true,
-		"prompt_cache_key": true, "safety_identifier": true, "parallel_tool_calls": true}
+		"prompt_cache_key": true, "safety_identifier": true}
 	// neutralValues: values of otherwise unsupported parameters that ask for
 	// nothing Jetway does not do (compact JSON).
 	neutralValues = map[string][]string{
 		"n": {"1"}, "logprobs": {"false"}, "presence_penalty": {"0"}, "frequency_penalty": {"0"},
-		"tools": {"[]"}, "functions": {"[]"}, "tool_choice": {`"none"`},
+		"functions": {"[]"}, "parallel_tool_calls": {"true"},
 		"response_format": {`{"type":"text"}`}, "modalities": {`["text"]`},
 	}
 )
@@ -113,8 +142,10 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 		switch k {
 		case "n":
 			why = " (n > 1: one choice per request)"
-		case "tools", "tool_choice", "functions", "function_call":
-			why = " (tool calling)"
+		case "functions", "function_call":
+			why = " (the deprecated function calling: use tools)"
+		case "parallel_tool_calls":
+			why = " (parallel_tool_calls false: Bedrock cannot hold an answer to one tool call)"
 		}
 		return chatRequest{}, protocol.Inbound{}, unsupported(truncate(k, 64), why)
 	}
@@ -155,52 +186,63 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 			return req, in, badParam("stop", "stop sequences must not be empty")
 		}
 	}
-	var system []string
-	for i, m := range req.Messages {
-		param := fmt.Sprintf("messages[%d]", i)
-		text, err := contentText(m.Content, param)
-		if err != nil {
-			return req, in, err
-		}
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, text)
-		case "user", "assistant":
-			if text == "" {
-				return req, in, badParam(param+".content", "%s.content must not be empty", param)
-			}
-			in.Messages = append(in.Messages, protocol.Message{Role: m.Role, Content: text})
-		case "tool", "function":
-			return req, in, unsupported(param+".role", " (tool calling)")
-		default:
-			return req, in, badParam(param+".role", "%s.role must be system, developer, user or assistant", param)
-		}
-	}
-	in.System = strings.Join(system, "\n\n")
-	if err := protocol.ValidateRequest(&in); err != nil {
+	origin, err := translate(&req, &in)
+	req.origin = origin
+	if err != nil {
 		return req, in, err
+	}
+	if err := protocol.ValidateRequest(&in); err != nil {
+		return req, in, origin.requestErr(err)
 	}
 	return req, in, nil
 }
 
+// content is a message's content, decoded in one pass over its bytes (an
+// image's data URL is not copied through a json.RawMessage first): a
+// string or content parts. Another shape sets bad, which the translation
+// refuses naming the message.
+type content struct {
+	text  string
+	parts []contentPart // nil: the string form (or null)
+	bad   bool
+}
+
+func (c *content) UnmarshalJSON(data []byte) error {
+	switch {
+	case string(data) == "null":
+	case data[0] == '"':
+		c.bad = json.Unmarshal(data, &c.text) != nil
+	case data[0] == '[':
+		c.bad = json.Unmarshal(data, &c.parts) != nil
+		if c.parts == nil {
+			c.parts = []contentPart{}
+		}
+	default:
+		c.bad = true
+	}
+	return nil
+}
+
+// contentPart is one entry of a content array.
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
+}
+
 // contentText reads a message's content: a string, or text content parts.
-func contentText(raw json.RawMessage, param string) (string, error) {
-	if len(raw) == 0 || compact(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+func contentText(c content, param string) (string, error) {
+	if c.bad {
 		return "", badParam(param+".content", "%s.content must be a string or an array of content parts", param)
 	}
+	if c.parts == nil {
+		return c.text, nil
+	}
 	var b strings.Builder
-	for j, p := range parts {
+	for j, p := range c.parts {
 		if p.Type != "text" {
 			return "", unsupported(fmt.Sprintf("%s.content[%d].type", param, j), fmt.Sprintf(" (content type %q: text only)", truncate(p.Type, 40)))
 		}

@@ -24,9 +24,25 @@ type responder struct {
 	requestID    string
 	created      int64
 	includeUsage bool
+	origin       fieldMap // the request's OpenAI parameters, for refusals that name a field
 
-	model  string // the accepted frame's model
-	prefix []byte // a chunk event's JSON up to the delta's content value
+	model     string      // the accepted frame's model
+	prefix    []byte      // a chunk event's JSON up to the delta object
+	toolIndex map[int]int // the answer's block index -> its tool call's index in tool_calls
+}
+
+// toolCall is the index in delta.tool_calls of the tool call in answer
+// block `block`: tool calls are numbered 0, 1, ... in the order they start.
+func (s *responder) toolCall(block int) int {
+	i, ok := s.toolIndex[block]
+	if !ok {
+		if s.toolIndex == nil {
+			s.toolIndex = map[int]int{}
+		}
+		i = len(s.toolIndex)
+		s.toolIndex[block] = i
+	}
+	return i
 }
 
 func decodeTerminal(frame []byte) (done *protocol.Done, perr *protocol.Error) {
@@ -54,6 +70,15 @@ func decodeTerminal(frame []byte) (done *protocol.Done, perr *protocol.Error) {
 // resumed mid-answer) gets a plain HTTP error with its status.
 func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 	cursor, started := from, from > 0
+	if started {
+		// A resumed stream numbers its tool calls as the first stream did.
+		pieces := log.Pieces()
+		for _, p := range pieces[:min(from, len(pieces))] {
+			if c := protocol.DecodePiece(p); c.Kind == protocol.KindToolUse {
+				s.toolCall(c.Block)
+			}
+		}
+	}
 	var buf []byte
 	for {
 		snap := log.Read(cursor)
@@ -63,7 +88,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 		if !s.headersSent() {
 			if !started && len(snap.Chunks) == 0 && snap.Terminal != nil {
 				if _, perr := decodeTerminal(snap.Terminal); perr != nil {
-					s.h.refuse(s.w, s.requestID, fromProtocol(*perr, false)) // nothing streamed: a plain HTTP error
+					s.h.refuse(s.w, s.requestID, fromProtocol(*perr, false).named(s.origin)) // nothing streamed: a plain HTTP error
 					return
 				}
 			}
@@ -73,9 +98,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 		}
 		buf = buf[:0]
 		for i, piece := range snap.Chunks {
-			// This door takes no tools or reasoning, so its answers are
-			// text; a piece of another kind would add no content.
-			buf = s.appendChunk(buf, snap.First+i, protocol.PieceText(piece))
+			buf = s.appendChunk(buf, snap.First+i, protocol.DecodePiece(piece))
 		}
 		cursor += len(snap.Chunks)
 		if snap.Terminal != nil {
@@ -109,13 +132,30 @@ func (s *responder) whole(ctx context.Context, log *stream.Log) {
 			_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
 			if perr != nil {
 				partial := perr.Chunks != nil && *perr.Chunks > 0
-				s.h.refuse(s.w, s.requestID, fromProtocol(*perr, partial))
+				s.h.refuse(s.w, s.requestID, fromProtocol(*perr, partial).named(s.origin))
 				return
 			}
+			type function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			}
+			type toolCall struct {
+				ID       string   `json:"id"`
+				Type     string   `json:"type"`
+				Function function `json:"function"`
+			}
 			type message struct {
-				Role    string  `json:"role"`
-				Content string  `json:"content"`
-				Refusal *string `json:"refusal"`
+				Role      string     `json:"role"`
+				Content   *string    `json:"content"`
+				Refusal   *string    `json:"refusal"`
+				ToolCalls []toolCall `json:"tool_calls,omitempty"`
+			}
+			msg := message{Role: "assistant", Content: &done.Text}
+			for _, b := range done.ToolCalls() {
+				msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: b.ID, Type: "function", Function: function{Name: b.Name, Arguments: string(b.Input)}})
+			}
+			if done.Text == "" && len(msg.ToolCalls) > 0 {
+				msg.Content = nil // OpenAI's content of a message that only calls tools
 			}
 			type choice struct {
 				Index        int       `json:"index"`
@@ -131,7 +171,7 @@ func (s *responder) whole(ctx context.Context, log *stream.Log) {
 				Choices []choice `json:"choices"`
 				Usage   usage    `json:"usage"`
 			}{ID: "chatcmpl-" + s.requestID, Object: "chat.completion", Created: s.created, Model: done.Model,
-				Choices: []choice{{Message: message{Role: "assistant", Content: done.Text}, FinishReason: finishReason(done.StopReason)}},
+				Choices: []choice{{Message: msg, FinishReason: finishReason(done.StopReason)}},
 				Usage:   usageOf(done.Usage)})
 			return
 		}
@@ -176,20 +216,54 @@ func (s *responder) appendHead(dst []byte, model string) []byte {
 	return append(dst, `,"choices":[{"index":0,"delta":`...)
 }
 
-// appendChunk appends one chunk event. The first chunk also carries the role.
-func (s *responder) appendChunk(dst []byte, seq int, text string) []byte {
+// appendChunk appends one chunk event. The first chunk also carries the
+// role. A text piece is delta.content; a tool call's first piece is a
+// delta.tool_calls entry with its id, type and name, its input fragments
+// entries with function.arguments; a reasoning piece, which OpenAI's chat
+// API has no field for, is an event with an empty delta, so every seq
+// still has its event (a client counting events knows its Last-Event-ID).
+func (s *responder) appendChunk(dst []byte, seq int, c protocol.Chunk) []byte {
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, "\ndata: "...)
 	dst = append(dst, s.prefix...)
+	dst = append(dst, '{')
 	if seq == 1 {
-		dst = append(dst, `{"role":"assistant","content":`...)
-	} else {
-		dst = append(dst, `{"content":`...)
+		dst = append(dst, `"role":"assistant"`...)
 	}
-	t, _ := json.Marshal(text)
-	dst = append(dst, t...)
+	switch c.Kind {
+	case protocol.KindReasoning:
+	case protocol.KindToolUse:
+		if seq == 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"tool_calls":[{"index":`...)
+		dst = strconv.AppendInt(dst, int64(s.toolCall(c.Block)), 10)
+		if c.ID != "" || c.Name != "" {
+			dst = append(dst, `,"id":`...)
+			dst = appendString(dst, c.ID)
+			dst = append(dst, `,"type":"function","function":{"name":`...)
+			dst = appendString(dst, c.Name)
+			dst = append(dst, ',')
+		} else {
+			dst = append(dst, `,"function":{`...)
+		}
+		dst = append(dst, `"arguments":`...)
+		dst = appendString(dst, c.Input)
+		dst = append(dst, "}}]"...)
+	default:
+		if seq == 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"content":`...)
+		dst = appendString(dst, c.Text)
+	}
 	return append(dst, "},\"finish_reason\":null}]}\n\n"...)
+}
+
+func appendString(dst []byte, v string) []byte {
+	b, _ := json.Marshal(v)
+	return append(dst, b...)
 }
 
 // appendTerminal appends the finish event (and the usage event when asked
@@ -260,6 +334,8 @@ func finishReason(stop string) string {
 		return "length"
 	case "guardrail_intervened", "content_filtered":
 		return "content_filter"
+	case protocol.StopToolUse:
+		return "tool_calls"
 	default:
 		return "stop"
 	}

@@ -57,9 +57,12 @@ test('an unsupported parameter is a 400 naming it', async () => {
     assert.equal(err.param, 'n');
     return true;
   });
+  await assert.rejects(client().chat.completions.create(ask('one call at a time', { parallel_tool_calls: false })),
+    (err) => err instanceof OpenAI.BadRequestError && err.code === 'unsupported_parameter' && err.param === 'parallel_tool_calls');
+  // Tools for a model configured without the tools capability.
   await assert.rejects(client().chat.completions.create(ask('tools', {
     tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
-  })), (err) => err instanceof OpenAI.BadRequestError && err.param === 'tools');
+  })), (err) => err instanceof OpenAI.BadRequestError && err.code === 'invalid_request' && err.param === 'tools');
 });
 
 test('a model outside the app allowlist is refused (404) and /v1/models lists the allowlist', async () => {
@@ -116,4 +119,113 @@ test('a dropped stream resumes with Idempotency-Key and Last-Event-ID to the ide
   // The same key with another body is a conflict.
   await assert.rejects(client().chat.completions.create(ask('something else'), { headers }),
     (err) => err instanceof OpenAI.ConflictError && err.param === 'Idempotency-Key');
+});
+
+// The agent app's default model, mock-tools, calls the first tool it is
+// given with {"query": the first three words of the last message}, and
+// answers in text once the last message holds a tool result.
+const agent = () => client(process.env.JETWAY_TEST_TOKEN_AGENT);
+const lookup = { type: 'function', function: { name: 'lookup', description: 'looks a phrase up',
+  parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } } };
+const toolAsk = (content, extra = {}) => ({ model: 'mock-tools', tools: [lookup], messages: [{ role: 'user', content }], ...extra });
+
+// collect reads a stream: its text, its tool calls assembled by index, its finish_reason and event count.
+// A resumed stream continues `out` of the stream it resumes.
+async function collect(stream, stopAfter = Infinity, out = { text: '', calls: [], finish: null, events: 0 }) {
+  for await (const chunk of stream) {
+    const choice = chunk.choices[0];
+    out.text += choice?.delta?.content ?? '';
+    for (const tc of choice?.delta?.tool_calls ?? []) {
+      if (tc.id) {
+        assert.equal(tc.type, 'function');
+        out.calls[tc.index] = { id: tc.id, type: tc.type, function: { name: tc.function.name, arguments: tc.function.arguments ?? '' } };
+      } else {
+        assert.ok(out.calls[tc.index], `arguments for tool call ${tc.index} before its start`);
+        out.calls[tc.index].function.arguments += tc.function.arguments;
+      }
+    }
+    out.finish = choice?.finish_reason ?? out.finish;
+    if (++out.events === stopAfter) {
+      stream.controller.abort();
+      break;
+    }
+  }
+  return out;
+}
+
+test('a tool round trip: the call streams and arrives whole, the result is answered in text', async () => {
+  const prompt = 'international timezone conversion for Paris';
+  const streamed = await collect(await agent().chat.completions.create(toolAsk(prompt, { stream: true })));
+  assert.equal(streamed.finish, 'tool_calls');
+  assert.ok(streamed.text.length > 0, 'mock-tools says something before its call');
+  assert.deepEqual(streamed.calls, [{ id: 'tooluse_mock_1', type: 'function',
+    function: { name: 'lookup', arguments: JSON.stringify({ query: 'international timezone conversion' }) } }]);
+
+  const whole = await agent().chat.completions.create(toolAsk(prompt, { tool_choice: 'required' }));
+  const msg = whole.choices[0].message;
+  assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(msg.tool_calls, streamed.calls);
+  assert.equal(msg.content, streamed.text);
+
+  // The next turn: the assistant's message as received, then the tool's result.
+  const call = msg.tool_calls[0];
+  const args = JSON.parse(call.function.arguments);
+  const next = await agent().chat.completions.create({ model: 'mock-tools', tools: [lookup], messages: [
+    { role: 'user', content: prompt }, msg,
+    { role: 'tool', tool_call_id: call.id, content: `${args.query}: UTC+1` }] });
+  assert.equal(next.choices[0].finish_reason, 'stop');
+  assert.equal(next.choices[0].message.tool_calls, undefined);
+  assert.ok(next.choices[0].message.content.length > 0);
+});
+
+test('a stream dropped inside a tool call resumes with Last-Event-ID to the same call', async () => {
+  const key = 'toolresume-' + randomUUID();
+  const body = toolAsk('supercalifragilistic expialidocious antidisestablishmentarianism', { stream: true });
+  // 4 text chunks, the call's start, then its arguments: stop after the first fragment.
+  const first = await collect(await agent().chat.completions.create(body, { headers: { 'Idempotency-Key': key } }), 6);
+  assert.equal(first.events, 6);
+  assert.equal(first.calls.length, 1);
+  const textBefore = first.text;
+  const all = await collect(await agent().chat.completions.create(body,
+    { headers: { 'Idempotency-Key': key, 'Last-Event-ID': String(first.events) } }), Infinity, first);
+  const whole = await agent().chat.completions.create({ ...body, stream: false }, { headers: { 'Idempotency-Key': key } });
+  assert.equal(all.finish, 'tool_calls');
+  assert.ok(all.text === textBefore, 'no text after the call started');
+  assert.equal(all.text, whole.choices[0].message.content);
+  assert.deepEqual(all.calls, whole.choices[0].message.tool_calls);
+  assert.equal(whole.choices[0].message.tool_calls[0].function.arguments,
+    JSON.stringify({ query: 'supercalifragilistic expialidocious antidisestablishmentarianism' }));
+});
+
+// png is a 1x1 PNG.
+const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+const imageAsk = (url, extra = {}) => ({ messages: [{ role: 'user', content: [
+  { type: 'text', text: 'what is in this picture?' }, { type: 'image_url', image_url: { url } }] }], ...extra });
+
+test('an image as a data URL reaches a model with the images capability', async () => {
+  const res = await agent().chat.completions.create(imageAsk(`data:image/png;base64,${png}`, { model: 'mock-tools' }));
+  assert.equal(res.choices[0].finish_reason, 'stop');
+  assert.ok(res.choices[0].message.content.length > 0);
+  assert.ok(res.usage.prompt_tokens > 0);
+  // The support app's default model takes text only.
+  await assert.rejects(client().chat.completions.create(imageAsk(`data:image/png;base64,${png}`)),
+    (err) => err instanceof OpenAI.BadRequestError && err.code === 'invalid_request' && /images/.test(err.message));
+});
+
+test('refusals name the parameter: a remote image URL, a tool result for no call', async () => {
+  await assert.rejects(agent().chat.completions.create(imageAsk('https://example.com/cat.png', { model: 'mock-tools' })), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `got ${err}`);
+    assert.equal(err.code, 'unsupported_parameter');
+    assert.equal(err.param, 'messages[0].content[1].image_url.url');
+    assert.match(err.message, /does not fetch URLs/);
+    return true;
+  });
+  await assert.rejects(agent().chat.completions.create({ model: 'mock-tools', tools: [lookup], messages: [
+    { role: 'user', content: 'look it up' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{}' } }] },
+    { role: 'tool', tool_call_id: 'call_2', content: 'found' }] }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, `got ${err}`);
+    assert.equal(err.param, 'messages[2].tool_call_id');
+    return true;
+  });
 });
