@@ -93,6 +93,10 @@ func (fr frameReader) read(r io.Reader) (data []byte, held int64, err error) {
 		total += int64(n)
 		if total > fr.largest {
 			fr.budget.give(held)
+			// Drop up to one more bound of the frame (no memory: only
+			// reading, under the read deadline), so a client still
+			// sending it gets the close frame, not a reset that loses it.
+			_, _ = io.Copy(io.Discard, io.LimitReader(r, fr.largest))
 			return nil, 0, errFrameTooBig
 		}
 		if total > fr.plain {
