@@ -140,12 +140,8 @@ func (t *translation) assistant(m chatMessage, param string) error {
 	}
 	for j, c := range m.ToolCalls {
 		p := fmt.Sprintf("%s.tool_calls[%d]", param, j)
-		switch c.Type {
-		case "function":
-		case "":
-			return badParam(p+".type", `%s.type must be "function"`, p)
-		default:
-			return unsupported(p+".type", fmt.Sprintf(" (tool call type %q: function calls only)", truncate(c.Type, 40)))
+		if err := functionType(p, c.Type, "tool call type %q: function calls only"); err != nil {
+			return err
 		}
 		args := json.RawMessage(c.Function.Arguments)
 		if strings.TrimSpace(c.Function.Arguments) == "" {
@@ -236,12 +232,8 @@ func (t *translation) tools(in *protocol.Inbound, tools []chatTool, choice json.
 	}
 	for i, tl := range tools {
 		p := fmt.Sprintf("tools[%d]", i)
-		switch tl.Type {
-		case "function":
-		case "":
-			return badParam(p+".type", `%s.type must be "function"`, p)
-		default:
-			return unsupported(p+".type", fmt.Sprintf(" (tool type %q: function tools only)", truncate(tl.Type, 40)))
+		if err := functionType(p, tl.Type, "tool type %q: function tools only"); err != nil {
+			return err
 		}
 		f := tl.Function
 		if f.Strict != nil && *f.Strict {
@@ -430,4 +422,17 @@ func (f fieldMap) requestErr(err error) error {
 	}
 	param, msg := f.rename(ce.Msg)
 	return &requestError{code: "invalid_request", param: param, msg: msg}
+}
+
+// functionType checks the "type" of a tool or tool call at param p: only
+// "function" is taken; why (with %q for the type) says what else is not.
+func functionType(p, typ, why string) *requestError {
+	switch typ {
+	case "function":
+		return nil
+	case "":
+		return badParam(p+".type", `%s.type must be "function"`, p)
+	default:
+		return unsupported(p+".type", " ("+fmt.Sprintf(why, truncate(typ, 40))+")")
+	}
 }
