@@ -22,10 +22,11 @@ func (f *flight) checkBlocks() error {
 	if !feats.UsesBlocks() {
 		return nil
 	}
-	needs := []struct {
+	type need struct {
 		used         bool
 		field, capab string
-	}{
+	}
+	needs := []need{
 		{feats.Tools, "tools", config.CapabilityTools},
 		{feats.Reasoning, "reasoning", config.CapabilityReasoning},
 		{feats.Images > 0, "messages[].content: image blocks", config.CapabilityImages},
@@ -34,12 +35,7 @@ func (f *flight) checkBlocks() error {
 	chain := f.chain[:0:0]
 	for i, t := range f.chain {
 		m, _ := f.g.cfg.Model(t.ID) // policy checked that every model of the chain is configured
-		lacks := slices.IndexFunc(needs, func(n struct {
-			used         bool
-			field, capab string
-		}) bool {
-			return n.used && !m.Supports(n.capab)
-		})
+		lacks := slices.IndexFunc(needs, func(n need) bool { return n.used && !m.Supports(n.capab) })
 		switch {
 		case lacks < 0:
 			chain = append(chain, t)
