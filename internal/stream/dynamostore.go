@@ -79,13 +79,13 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		return nil, fmt.Errorf("create: %w", ErrTooLarge)
 	}
 	item := map[string]types.AttributeValue{
-		attrPK:         str(recordKey(r.Owner, r.RequestID)),
-		attrServer:     str(r.Server),
-		attrEndedMS:    num(runningEndedMS),
-		attrState:      str(StateRunning),
-		attrChunks:     &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		attrSeq:        num(0),
-		attrItemBytes:  num(int64(size)),
+		attrPK:        str(recordKey(r.Owner, r.RequestID)),
+		attrServer:    str(r.Server),
+		attrEndedMS:   num(runningEndedMS),
+		attrState:     str(StateRunning),
+		attrChunks:    &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+		attrSeq:       num(0),
+		attrItemBytes: num(int64(size)),
 	}
 	if r.BodyHash != "" {
 		item[attrBodyHash] = str(r.BodyHash)
