@@ -51,8 +51,8 @@ type Options struct {
 	FirstTokenTimeout     time.Duration // a model's own setting wins
 	ReserveTimeout        time.Duration // the quota reservation's budget
 	SettleTimeout         time.Duration // how long settlement keeps retrying (until the window ends, at most this)
-	ServerID              string // the task's id, in usage records
-	Instance              string // this process's fleet id: the owner of its request records (default ServerID)
+	ServerID              string        // the task's id, in usage records
+	Instance              string        // this process's fleet id: the owner of its request records (default ServerID)
 	StoreTimeout          time.Duration // one request-store call
 	PollInterval          time.Duration // following a record owned by another server
 	CheckpointInterval    time.Duration
