@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -137,6 +138,7 @@ type env struct {
 	usage   *usageLog
 	records gateway.Records
 	cache   *memCache
+	logger  *zap.Logger // nil: the test's log
 }
 
 func newEnv(t *testing.T) *env {
@@ -153,8 +155,12 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		o.ServerID = "server-1"
 	}
 	logs := stream.NewRegistry(stream.RegistryOptions{})
+	logger := e.logger
+	if logger == nil {
+		logger = zaptest.NewLogger(e.t)
+	}
 	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records,
-		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
+		Cache: e.cache, Usage: e.usage, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()

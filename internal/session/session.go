@@ -40,6 +40,7 @@ type Gateway interface {
 	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
 	Rejoin(c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(c gateway.Caller, requestID string) error
+	Refuse(c gateway.Caller, req gateway.Request, err error) error
 }
 
 // The defaults of Options, written once: the gateway's settings and

@@ -27,6 +27,7 @@ import (
 type fakeGateway struct {
 	submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error)
 	resume func(gateway.Caller, string) (*stream.Log, error)
+	refuse func(gateway.Caller, gateway.Request, error) error // nil: the refusal as it is
 }
 
 var errNoSuchRequest = errors.New("no such request")
@@ -49,6 +50,13 @@ func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
 func (g fakeGateway) Rejoin(c gateway.Caller, id string) (*stream.Log, error) { return g.Resume(c, id) }
 
 func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
+
+func (g fakeGateway) Refuse(c gateway.Caller, r gateway.Request, err error) error {
+	if g.refuse == nil {
+		return err
+	}
+	return g.refuse(c, r, err)
+}
 
 // fakeVerifier accepts for user u1 the token "good" (valid for an hour) and
 // "brief" (valid for 200ms), and for user u2 the token "other".
