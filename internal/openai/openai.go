@@ -89,13 +89,16 @@ type Handler struct {
 	apps     Apps
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
+	refusals *zap.Logger // sampled: the lines of credential refusals (telemetry.UnauthenticatedLogger)
 	opts     Options
 }
 
 // New returns the door. metrics may be nil.
 func New(v Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
 	o.defaults()
-	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger.With(zap.String("door", gateway.DoorOpenAI)), opts: o}
+	logger = logger.With(zap.String("door", gateway.DoorOpenAI))
+	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger,
+		refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
 }
 
 // ServeHTTP routes by path and method.
@@ -132,7 +135,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate applies the WebSocket's credential rules to a bearer header.
+// Every refusal is counted; its lines are sampled (anyone can send bad tokens).
 func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
+	p, aerr := h.credentials(r)
+	if aerr != nil {
+		h.metrics.UnauthenticatedRefusal(gateway.DoorOpenAI)
+	}
+	return p, aerr
+}
+
+func (h *Handler) credentials(r *http.Request) (auth.Principal, *apiError) {
 	q := r.URL.Query()
 	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key"} {
 		if q.Has(k) {
@@ -149,7 +161,7 @@ func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
 	defer cancel()
 	p, err := h.verifier.Verify(ctx, strings.TrimSpace(tok))
 	if err != nil {
-		h.logger.Info("token_rejected", zap.Error(err))
+		h.refusals.Info("token_rejected", zap.Error(err))
 		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
 			return auth.Principal{}, &apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "user has no tenant or app here"}
 		}

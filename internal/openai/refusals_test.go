@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // A body that fails validation here is refused through the gateway
@@ -130,5 +133,43 @@ func TestTrickledBodyIsATimeout(t *testing.T) {
 	}
 	if resp := post(t, srv.URL, body, nil); resp.StatusCode != 200 {
 		t.Fatalf("the next request: %d", resp.StatusCode)
+	}
+}
+
+// Bad tokens at this door: every one counted, their lines sampled (issue 23).
+func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+		return finished(req, "ok"), 0, nil
+	}}, fakeApps{}, telemetry.NewMetrics(reg), zap.New(core), Options{}))
+	t.Cleanup(srv.Close)
+	const n = 300
+	start := time.Now()
+	for range n {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+PathChat, strings.NewReader(hello+"}"))
+		req.Header.Set("Authorization", "Bearer forged")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a bad token: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	bound := (int(time.Since(start)/time.Second) + 2) * telemetry.UnauthenticatedLinesPerSecond
+	if lines := logs.FilterMessage("token_rejected").Len(); lines == 0 || lines > bound || logs.Len() != lines {
+		t.Fatalf("%d token_rejected lines of %d for %d bad tokens, want 1..%d and nothing else", lines, logs.Len(), n, bound)
+	}
+	fams, _ := reg.Gather()
+	var got float64
+	for _, f := range fams {
+		if f.GetName() == "jetway_unauthenticated_refusals_total" {
+			got = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got != n {
+		t.Fatalf("jetway_unauthenticated_refusals_total = %v, want %d", got, n)
+	}
+	if resp := post(t, srv.URL, hello+"}", nil); resp.StatusCode != 200 {
+		t.Fatalf("a good token after the flood: %d", resp.StatusCode)
 	}
 }
