@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -138,6 +139,7 @@ type env struct {
 	records gateway.Records
 	cache   *memCache
 	fleet   *fakeFleet
+	logger  *zap.Logger // nil: the test's log
 }
 
 // fakeFleet is the fleet's membership: the servers named gone are gone.
@@ -180,8 +182,12 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		o.ServerID = "server-1"
 	}
 	logs := stream.NewRegistry(stream.RegistryOptions{})
+	logger := e.logger
+	if logger == nil {
+		logger = zaptest.NewLogger(e.t)
+	}
 	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
-		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
+		Cache: e.cache, Usage: e.usage, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
