@@ -138,7 +138,7 @@ func refusedByModel(err error) bool {
 // a request that sent a chunk has ttft_ms >= 1 (a cached answer's first
 // chunk is often under a millisecond), so 0 keeps meaning "no chunk".
 func ttftMs(d time.Duration) int64 {
-	return max(1, (d+time.Millisecond-1).Milliseconds())
+	return max(1, (d + time.Millisecond - 1).Milliseconds())
 }
 
 // reject ends a request that was never accepted: its only frame is the error.
