@@ -166,11 +166,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		qs.SetObserver(metrics)
 		qstore = qs
 	}
-	var leaseGone func(string, time.Time) bool
-	if fleetStore != nil {
-		leaseGone = members.Gone
-	}
-	lease := s.quotaLease(instance, leaseGone)
+	lease := s.quotaLease(instance)
 	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
 	g.Go(func() error { return quotas.Run(gctx) })
 
@@ -231,17 +227,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		default:
 		}
 	}
-	// A gone member's requests are ended and its quota given back in the
-	// background: the heartbeat goes on meanwhile.
-	members.OnGone(func(id string) {
-		gw.Sweep(id)
-		g.Go(func() error {
-			ctx, cancel := context.WithTimeout(gctx, 30*time.Second)
-			defer cancel()
-			quotas.ReclaimGone(ctx, id)
-			return nil
-		})
-	})
+	// A gone member's requests are ended and its quota leases taken back
+	// in the background: the heartbeat goes on meanwhile.
+	members.OnGone(gw.Sweep)
 	members.OnExpelled(func() { requestDrain("expelled_from_fleet") })
 	if err := members.Join(bg); err != nil {
 		return err

@@ -320,15 +320,14 @@ func (s *settings) checkFleet() error {
 
 // quotaLease returns the quota lease options: off without a quota table
 // (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
-// false. The owner is the instance id; gone reports whether another
-// owner left the fleet.
-func (s *settings) quotaLease(owner string, gone func(owner string, since time.Time) bool) quota.LeaseOptions {
+// false. The owner is the instance id.
+func (s *settings) quotaLease(owner string) quota.LeaseOptions {
 	if s.QuotaTable == "" || !s.QuotaLease {
 		return quota.LeaseOptions{}
 	}
 	return quota.LeaseOptions{Owner: owner, TTL: s.QuotaLeaseTTL,
 		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
-		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems, Gone: gone}
+		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}
 }
 
 // attachmentFrameBytes is the session's MaxAttachmentFrameBytes: 0 means

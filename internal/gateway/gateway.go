@@ -49,6 +49,10 @@ type Quotas interface {
 	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
 	Release(ctx context.Context, r *quota.Reservation) error
 	Restore(data []byte) (*quota.Reservation, error)
+	// GoneLeases and ReclaimGone take back the quota leases of a server
+	// the fleet judged gone (see Sweep).
+	GoneLeases(ctx context.Context, owner string, items []quota.Item) []quota.HeldLease
+	ReclaimGone(ctx context.Context, h quota.HeldLease, keep quota.Amount) error
 }
 
 // Cache is the response cache.
