@@ -175,8 +175,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	// no chunk reaches the client before it is.
 	f.ctx, f.cancel = context.WithTimeout(g.base, g.opts.RequestTimeout)
 	f.cancelled = make(chan struct{})
-	var once sync.Once
-	f.stop = func() { once.Do(func() { close(f.cancelled) }); f.cancel() }
+	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
 	g.wg.Add(1)
 	go f.fly()
@@ -185,6 +184,16 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
 	}
 	return log, 0, nil // a new request: everything, whatever after_seq said
+}
+
+// stopper is a request's cancel hook (the client's cancel): it closes
+// cancelled, once, then stops the model call. It holds these two and not
+// the flight: the log keeps the hook, and a log may outlive its request's
+// model call by the resume window, which must not keep the request's
+// messages and attachments.
+func stopper(cancelled chan struct{}, cancel context.CancelFunc) func() {
+	var once sync.Once
+	return func() { once.Do(func() { close(cancelled) }); cancel() }
 }
 
 // Resume returns the user's log for requestID so the caller can replay it.
