@@ -25,6 +25,7 @@ type Session struct {
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
+	share  *userShare // the user's share of the attachment budget
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -61,11 +62,11 @@ type follow struct {
 	cancel context.CancelFunc
 }
 
-func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
+func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, _ := conn.NetConn().(*batchConn)
 	s := &Session{
-		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
+		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
@@ -117,43 +118,66 @@ func (s *Session) run() {
 }
 
 // readLoop handles inbound frames until the connection fails or closes.
+// Between frames the read deadline is the heartbeat's, moved on by every
+// pong; from a frame's first byte it is also at most FrameReadTimeout
+// away, which pongs do not move: a frame that takes longer closes the
+// socket (DisconnectFrameTimeout) and gives its bytes back.
 func (s *Session) readLoop() {
 	opts := s.hub.opts
-	deadline := func() time.Time { return time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2) }
+	var frameDue time.Time // while a frame is read: when it must have arrived whole
+	deadline := func() time.Time {
+		d := time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2)
+		if !frameDue.IsZero() && frameDue.Before(d) {
+			return frameDue
+		}
+		return d
+	}
 	// The frame reader enforces the bounds itself (see frames.go), so it
 	// can tell which bound a frame passed.
 	s.conn.SetReadLimit(0)
 	_ = s.conn.SetReadDeadline(deadline())
+	// Called on this goroutine, from inside the reads below.
 	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
 	for {
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
-			s.readFailed(err)
+			s.readFailed(err, false)
 			return
 		}
-		data, held, err := s.hub.frames.read(r)
+		frameDue = time.Now().Add(opts.FrameReadTimeout)
+		_ = s.conn.SetReadDeadline(deadline())
+		data, held, err := s.hub.frames.read(r, s.share)
+		late := !time.Now().Before(frameDue)
+		frameDue = time.Time{}
 		var spent *budgetSpentError
 		switch {
 		case errors.As(err, &spent):
 			// Nothing was admitted and the socket stays open: the client
-			// sends the request again, here or elsewhere.
+			// sends the request again, here or elsewhere (busy), or once
+			// its other large frames are through (rate_limited).
 			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
-				zap.Int64("budget", opts.AttachmentBytesInFlight))
+				zap.Bool("user_share", spent.By == userSpent), zap.Int64("budget", opts.AttachmentBytesInFlight),
+				zap.Int64("user_share_bytes", opts.AttachmentBytesPerUser))
 			s.hub.metrics.AttachmentFrameRefused()
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
-				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
+			refusal := fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)
+			if spent.By == userSpent {
+				refusal = protocol.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
+					opts.AttachmentBytesPerUser)
+			}
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(refusal))
+			_ = s.conn.SetReadDeadline(deadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
 			s.closeNow(protocol.DisconnectFrameTooBig)
 			return
 		case err != nil:
-			s.readFailed(err)
+			s.readFailed(err, late)
 			return
 		}
 		_ = s.conn.SetReadDeadline(deadline())
 		ok := s.handleFrame(mt, data, opts.Now())
-		s.hub.frames.budget.give(held)
+		s.hub.frames.give(s.share, held)
 		if !ok {
 			return
 		}
@@ -194,7 +218,9 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 	return true
 }
 
-func (s *Session) readFailed(err error) {
+// readFailed ends a read that failed; frameLate: a frame was being read
+// past its FrameReadTimeout.
+func (s *Session) readFailed(err error, frameLate bool) {
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -202,6 +228,11 @@ func (s *Session) readFailed(err error) {
 	default:
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
+			if frameLate {
+				s.logger.Info("frame_read_timeout", zap.Duration("timeout", s.hub.opts.FrameReadTimeout))
+				s.closeNow(protocol.DisconnectFrameTimeout)
+				return
+			}
 			s.logger.Info("heartbeat_timeout")
 			s.closeNow(protocol.DisconnectHeartbeat)
 			return
