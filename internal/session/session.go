@@ -60,11 +60,11 @@ const (
 	// DefaultFrameReadTimeout is the time an inbound frame may take from
 	// its first byte to its last: an 8 MiB frame at 1.2 Mbit/s.
 	DefaultFrameReadTimeout = 60 * time.Second
-	DefaultSendQueueFrames         = 1024
-	DefaultSendQueueBytes          = 4 << 20
-	DefaultWriteTimeout            = 10 * time.Second
-	DefaultMaxConnsPerUser         = 16
-	DefaultReconnectAfter          = time.Second
+	DefaultSendQueueFrames  = 1024
+	DefaultSendQueueBytes   = 4 << 20
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultMaxConnsPerUser  = 16
+	DefaultReconnectAfter   = time.Second
 )
 
 // Options bound every session. Zero values mean the Default constants.
@@ -84,15 +84,15 @@ type Options struct {
 	// FrameReadTimeout bounds the time from an inbound frame's first byte
 	// to its last; pings and pongs do not extend it. Past it: close 1008.
 	FrameReadTimeout time.Duration
-	SendQueueFrames         int           // send queue bound in frames; over it: 4008
-	SendQueueBytes          int           // send queue bound in bytes; over it: 4008
-	WriteTimeout            time.Duration // longest wait for room in the queue, and for one socket write
-	MaxConnsPerUser         int           // open WebSockets per user on this server
-	AllowedOrigins          []string      // exact origins, or "*"
-	AllowLoopback           bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter          time.Duration // the hint in draining frames
-	SocketSendBuffer        int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
-	Now                     func() time.Time
+	SendQueueFrames  int           // send queue bound in frames; over it: 4008
+	SendQueueBytes   int           // send queue bound in bytes; over it: 4008
+	WriteTimeout     time.Duration // longest wait for room in the queue, and for one socket write
+	MaxConnsPerUser  int           // open WebSockets per user on this server
+	AllowedOrigins   []string      // exact origins, or "*"
+	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
+	ReconnectAfter   time.Duration // the hint in draining frames
+	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
+	Now              func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -149,7 +149,7 @@ type Hub struct {
 	draining bool
 	sessions map[*Session]struct{}
 	perUser  map[string]*userShare // by auth.Principal.Owner, while the user has a session
-	idle     chan struct{} // closed when draining and the last session ends
+	idle     chan struct{}         // closed when draining and the last session ends
 }
 
 // NewHub returns the endpoint. metrics may be nil.
