@@ -2,16 +2,20 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/jetway-gateway/jetway/internal/session"
 )
 
 // imageRequest is a request frame of the knowledge bot (mock-cheap takes
@@ -130,4 +134,139 @@ func writeHeapProfile(t *testing.T) {
 		return
 	}
 	t.Logf("heap profile: go tool pprof -sample_index=inuse_space %s", path)
+}
+
+// floodFrame is a request frame of about 7.7 MB for the flood: two
+// images of 2.88 MB each (5.76 MB decoded, both under Bedrock's limit).
+// Its request id is the same length for every i, so one frame is built
+// and only the id is rewritten.
+func floodFrame(frame []byte, i int) []byte {
+	copy(frame[len(`{"type":"request","request_id":"`):], fmt.Sprintf("flood-%06d", i))
+	return frame
+}
+
+func newFloodFrame() []byte {
+	img := base64.StdEncoding.EncodeToString(make([]byte, 2_880_000))
+	return []byte(`{"type":"request","request_id":"flood-000000","messages":[{"role":"user","content":[{"type":"text","text":"what is in the pictures?"},` +
+		`{"type":"image","format":"png","data":"` + img + `"},{"type":"image","format":"png","data":"` + img + `"}]}]}`)
+}
+
+// procMemory is VmRSS and VmHWM (the peak of VmRSS) of a process, in bytes.
+func procMemory(t *testing.T, pid int) (rss, hwm int64) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err) // the bound is Linux's VmHWM
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		for key, p := range map[string]*int64{"VmRSS:": &rss, "VmHWM:": &hwm} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				var kb int64
+				_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+				*p = kb << 10
+			}
+		}
+	}
+	return rss, hwm
+}
+
+// TestAttachmentFloodMemory (issue 23): a gateway process's real memory
+// under a flood of ~7.7 MB image frames stays within 10% of
+// docs/configuration.md's "Sizing the attachment bounds", computed here
+// from the settings: 40 and 100 sessions (one user each), every one
+// sending a frame at once, with model calls (the knowledge bot takes
+// images) and without (the support assistant's model takes none: each
+// request is decoded, then refused).
+func TestAttachmentFloodMemory(t *testing.T) {
+	frame := newFloodFrame()
+	for _, c := range []struct {
+		sessions int
+		clientID string
+		calls    bool
+	}{
+		{40, "contoso-support", false},
+		{100, "contoso-support", false},
+		{40, "contoso-kb", true},
+		{100, "contoso-kb", true},
+	} {
+		name := fmt.Sprintf("%d sessions, model calls %v", c.sessions, c.calls)
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, fastPace())
+			// As docs/configuration.md says to run it: GOMEMLIMIT at 90%
+			// of the formula plus the idle process (the runtime overshoots
+			// its soft limit by up to about 10% under a flood).
+			limit := (idleProcessBytes + attachmentMemoryBound(c.sessions)) * 9 / 10
+			p := w.startProcess(map[string]string{"GOMEMLIMIT": strconv.FormatInt(limit, 10)})
+			conns := make([]*websocket.Conn, c.sessions)
+			for i := range conns {
+				rc := w.raw(p.gw, w.token(fmt.Sprintf("flood-%03d", i), "contoso", c.clientID, time.Hour), nil)
+				conns[i] = rc.ws
+			}
+			idle, _ := procMemory(t, p.p.PID())
+
+			answers := map[string]int{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i, ws := range conns {
+				own := append([]byte(nil), floodFrame(frame, i)...)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code := "write failed"
+					if ws.WriteMessage(websocket.TextMessage, own) == nil {
+						code = floodAnswer(ws)
+					}
+					mu.Lock()
+					answers[code]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			_, peak := procMemory(t, p.p.PID())
+			bound := idle + attachmentMemoryBound(c.sessions)
+			t.Logf("%s: answers %v; RSS idle %.0f MB, peak (VmHWM) %.0f MB; formula %.0f MB (%.0f%%)",
+				name, answers, float64(idle)/1e6, float64(peak)/1e6, float64(bound)/1e6, 100*float64(peak)/float64(bound))
+			// Every frame's and every model call's bytes are given back.
+			for deadline := time.Now().Add(30 * time.Second); scrapeMetric(t, p.Admin, "jetway_attachment_bytes_in_flight") != 0; {
+				if time.Now().After(deadline) {
+					t.Fatalf("jetway_attachment_bytes_in_flight is %v after every answer", scrapeMetric(t, p.Admin, "jetway_attachment_bytes_in_flight"))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if peak > bound+bound/10 {
+				t.Fatalf("peak RSS %.0f MB is over docs/configuration.md's bound of %.0f MB by more than 10%%", float64(peak)/1e6, float64(bound)/1e6)
+			}
+		})
+	}
+}
+
+// floodAnswer reads a flooded socket until its request's answer: "done",
+// or the error's code.
+func floodAnswer(ws *websocket.Conn) string {
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(60 * time.Second))
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			return "socket: " + err.Error()
+		}
+		var f map[string]any
+		_ = json.Unmarshal(data, &f)
+		switch f["type"] {
+		case "done":
+			return "done"
+		case "error":
+			code, _ := f["code"].(string)
+			return code
+		}
+	}
+}
+
+// idleProcessBytes is the idle gateway's memory that docs/configuration.md
+// adds to the formula for GOMEMLIMIT (measured: 28-30 MB RSS).
+const idleProcessBytes = 32 << 20
+
+// attachmentMemoryBound is docs/configuration.md's "Sizing the attachment
+// bounds" with the default settings: what a flood adds to the idle process.
+func attachmentMemoryBound(sessions int) int64 {
+	return 2 * (int64(sessions)*session.DefaultMaxFrameBytes + session.DefaultAttachmentBytesInFlight)
 }

@@ -131,6 +131,11 @@ type Request struct {
 	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
 	Stop       []string // stop sequences (the OpenAI door's stop)
 	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
+	// Release, when set, is called once when the request's content is
+	// used no more: its model call ended, or it never started (refused,
+	// re-sent, following another server). The session gives the
+	// attachments' share of its budget back there.
+	Release func()
 }
 
 // The doors a request can come through (telemetry.UsageRecord.Door).
@@ -152,6 +157,12 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // which stops the model call started beside it and follows that server's
 // record. The same id with a different body is a conflict.
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
+	flying := false // then the flight releases the request
+	defer func() {
+		if !flying && req.Release != nil {
+			req.Release()
+		}
+	}()
 	if err := g.refusalGate(c, req.RequestID); err != nil {
 		return nil, 0, err
 	}
@@ -178,6 +189,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
 	g.wg.Add(1)
+	flying = true
 	go f.fly()
 	f.land()
 	if f.following {

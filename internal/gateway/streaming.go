@@ -21,6 +21,7 @@ import (
 func (f *flight) fly() {
 	g := f.g
 	defer g.wg.Done()
+	defer f.dropContent() // whatever way the flight ends
 	defer func() {
 		// A bug must not leave an accepted request without its terminal.
 		if v := recover(); v != nil {
@@ -70,11 +71,16 @@ func (f *flight) fly() {
 
 // dropContent forgets what the request asked once its model call ended
 // (and land decided): its messages with their attachments, the model
-// call's copy of them, its system prompt and tools. What resume, the
-// record and the usage record need (id, arrival, model, features) stays.
+// call's copy of them, its system prompt and tools, and releases the
+// request (Request.Release). What resume, the record and the usage
+// record need (id, arrival, model, features) stays.
 func (f *flight) dropContent() {
 	f.messages = nil
 	f.req.Messages, f.req.System, f.req.Tools, f.req.ToolChoice = nil, "", nil, nil
+	if release := f.req.Release; release != nil {
+		f.req.Release = nil
+		release()
+	}
 }
 
 // end builds the request's outcome and finishes it, once per flight (a

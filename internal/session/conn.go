@@ -176,16 +176,20 @@ func (s *Session) readLoop() {
 			return
 		}
 		_ = s.conn.SetReadDeadline(deadline())
-		ok := s.handleFrame(mt, data, opts.Now())
-		s.hub.frames.give(s.share, held)
-		if !ok {
+		if !s.handleFrame(mt, data, opts.Now(), held) {
 			return
 		}
 	}
 }
 
-// handleFrame decodes and handles one frame; false when it closed the session.
-func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
+// handleFrame decodes and handles one frame; false when it closed the
+// session. held is what the frame took of the attachment budget: given
+// back once the frame is handled, except its decoded attachments' share,
+// which a request holds until its model call ends (Request.Release), so
+// the budget bounds the attachments of model calls too.
+func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int64) bool {
+	keep := int64(0)
+	defer func() { s.hub.frames.give(s.share, held-keep) }()
 	plain := s.hub.opts.MaxFrameBytes
 	size := int64(len(data))
 	if mt != websocket.TextMessage {
@@ -214,7 +218,13 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 		s.sendError(in.RequestID, gateway.ProtocolError(err))
 		return true
 	}
-	s.handle(in, received)
+	var release func()
+	if in.Type == protocol.TypeRequest {
+		if keep = min(held, in.Features().AttachmentBytes); keep > 0 {
+			release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
+		}
+	}
+	s.handle(in, received, release)
 	return true
 }
 
@@ -241,7 +251,9 @@ func (s *Session) readFailed(err error, frameLate bool) {
 	}
 }
 
-func (s *Session) handle(in protocol.Inbound, received time.Time) {
+// handle handles a decoded frame; release (nil for none) is a request's
+// Request.Release, called here when the request goes no further.
+func (s *Session) handle(in protocol.Inbound, received time.Time, release func()) {
 	switch in.Type {
 	case protocol.TypePing:
 		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
@@ -260,6 +272,9 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
 		if s.isDraining() {
+			if release != nil {
+				release()
+			}
 			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
@@ -268,7 +283,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
+		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release})
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 			return
