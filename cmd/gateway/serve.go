@@ -207,7 +207,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		CheckpointChunks: s.CheckpointChunks, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
 	hub = session.NewHub(verifier, gw, metrics, logger, session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
-		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), SendQueueFrames: s.SendQueueFrames,
+		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), AttachmentBytesPerUser: int64(s.AttachBytesPerUser),
+		FrameReadTimeout: s.FrameReadTimeout, SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
 		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
 

@@ -43,6 +43,8 @@ type settings struct {
 	MaxFrameBytes         int
 	MaxAttachFrameBytes   int
 	AttachBytesInFlight   int
+	AttachBytesPerUser    int
+	FrameReadTimeout      time.Duration
 	SendQueueFrames       int
 	SendQueueBytes        int
 	WriteTimeout          time.Duration
@@ -239,6 +241,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", session.DefaultMaxFrameBytes, "largest inbound frame in bytes")
 	num(&s.MaxAttachFrameBytes, "JETWAY_MAX_ATTACHMENT_FRAME_BYTES", session.DefaultMaxAttachmentFrameBytes, "largest inbound frame with an image or document, bytes (0: the plain frame bound)")
 	num(&s.AttachBytesInFlight, "JETWAY_ATTACHMENT_BYTES_IN_FLIGHT", session.DefaultAttachmentBytesInFlight, "server-wide bytes of frames past the plain bound being read or admitted; past it: busy")
+	num(&s.AttachBytesPerUser, "JETWAY_ATTACHMENT_BYTES_PER_USER", 0, "one user's share of that budget over all its sessions, bytes (0: a quarter of it); past it: rate_limited")
+	dur(&s.FrameReadTimeout, "JETWAY_FRAME_READ_TIMEOUT", session.DefaultFrameReadTimeout, "longest time from an inbound frame's first byte to its last (pings do not extend it); past it: close 1008")
 	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", session.DefaultSendQueueFrames, "per-connection send queue bound, frames")
 	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", session.DefaultSendQueueBytes, "per-connection send queue bound, bytes")
 	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take")

@@ -22,7 +22,8 @@ import (
 type flight struct {
 	g      *Gateway
 	caller Caller
-	req    Request
+	req    Request // its content (messages, system, tools) is dropped once the model call ended
+	feats  protocol.Features
 	log    *stream.Log
 	logger *zap.Logger
 
@@ -52,7 +53,7 @@ type flight struct {
 }
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	return &flight{g: g, caller: c, req: req, log: log,
+	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log,
 		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
 }
 

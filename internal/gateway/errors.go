@@ -31,6 +31,10 @@ var (
 	// ErrBusy: this server is at an admission limit (for one, its budget
 	// for frames with attachments); retryable, here or elsewhere.
 	ErrBusy = errBusy
+	// ErrRateLimited: the caller is at one of its own limits (for one,
+	// its share of the budget for frames with attachments); retryable
+	// once its other work is through.
+	ErrRateLimited = errRateLimited
 )
 
 // RetryAfterBusyMs is the retry hint sent with busy and rate_limited errors.

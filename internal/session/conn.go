@@ -25,6 +25,7 @@ type Session struct {
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
+	share  *userShare // the user's share of the attachment budget
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -61,11 +62,11 @@ type follow struct {
 	cancel context.CancelFunc
 }
 
-func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
+func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, _ := conn.NetConn().(*batchConn)
 	s := &Session{
-		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
+		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
@@ -117,51 +118,78 @@ func (s *Session) run() {
 }
 
 // readLoop handles inbound frames until the connection fails or closes.
+// Between frames the read deadline is the heartbeat's, moved on by every
+// pong; from a frame's first byte it is also at most FrameReadTimeout
+// away, which pongs do not move: a frame that takes longer closes the
+// socket (DisconnectFrameTimeout) and gives its bytes back.
 func (s *Session) readLoop() {
 	opts := s.hub.opts
-	deadline := func() time.Time { return time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2) }
+	var frameDue time.Time // while a frame is read: when it must have arrived whole
+	deadline := func() time.Time {
+		d := time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2)
+		if !frameDue.IsZero() && frameDue.Before(d) {
+			return frameDue
+		}
+		return d
+	}
 	// The frame reader enforces the bounds itself (see frames.go), so it
 	// can tell which bound a frame passed.
 	s.conn.SetReadLimit(0)
 	_ = s.conn.SetReadDeadline(deadline())
+	// Called on this goroutine, from inside the reads below.
 	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
 	for {
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
-			s.readFailed(err)
+			s.readFailed(err, false)
 			return
 		}
-		data, held, err := s.hub.frames.read(r)
+		frameDue = time.Now().Add(opts.FrameReadTimeout)
+		_ = s.conn.SetReadDeadline(deadline())
+		data, held, err := s.hub.frames.read(r, s.share)
+		late := !time.Now().Before(frameDue)
+		frameDue = time.Time{}
 		var spent *budgetSpentError
 		switch {
 		case errors.As(err, &spent):
 			// Nothing was admitted and the socket stays open: the client
-			// sends the request again, here or elsewhere.
+			// sends the request again, here or elsewhere (busy), or once
+			// its other large frames are through (rate_limited).
 			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
-				zap.Int64("budget", opts.AttachmentBytesInFlight))
+				zap.Bool("user_share", spent.By == userSpent), zap.Int64("budget", opts.AttachmentBytesInFlight),
+				zap.Int64("user_share_bytes", opts.AttachmentBytesPerUser))
 			s.hub.metrics.AttachmentFrameRefused()
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
-				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
+			refusal := fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)
+			if spent.By == userSpent {
+				refusal = protocol.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
+					opts.AttachmentBytesPerUser)
+			}
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(refusal))
+			_ = s.conn.SetReadDeadline(deadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
 			s.closeNow(protocol.DisconnectFrameTooBig)
 			return
 		case err != nil:
-			s.readFailed(err)
+			s.readFailed(err, late)
 			return
 		}
 		_ = s.conn.SetReadDeadline(deadline())
-		ok := s.handleFrame(mt, data, opts.Now())
-		s.hub.frames.budget.give(held)
-		if !ok {
+		if !s.handleFrame(mt, data, opts.Now(), held) {
 			return
 		}
 	}
 }
 
-// handleFrame decodes and handles one frame; false when it closed the session.
-func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
+// handleFrame decodes and handles one frame; false when it closed the
+// session. held is what the frame took of the attachment budget: given
+// back once the frame is handled, except its decoded attachments' share,
+// which a request holds until its model call ends (Request.Release), so
+// the budget bounds the attachments of model calls too.
+func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int64) bool {
+	keep := int64(0)
+	defer func() { s.hub.frames.give(s.share, held-keep) }()
 	plain := s.hub.opts.MaxFrameBytes
 	size := int64(len(data))
 	if mt != websocket.TextMessage {
@@ -190,7 +218,13 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 		s.refuse(gateway.Request{Inbound: in, ReceivedAt: received}, err)
 		return true
 	}
-	s.handle(in, received)
+	var release func()
+	if in.Type == protocol.TypeRequest {
+		if keep = min(held, in.Features().AttachmentBytes); keep > 0 {
+			release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
+		}
+	}
+	s.handle(in, received, release)
 	return true
 }
 
@@ -202,7 +236,9 @@ func (s *Session) refuse(req gateway.Request, err error) {
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
 
-func (s *Session) readFailed(err error) {
+// readFailed ends a read that failed; frameLate: a frame was being read
+// past its FrameReadTimeout.
+func (s *Session) readFailed(err error, frameLate bool) {
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -210,6 +246,11 @@ func (s *Session) readFailed(err error) {
 	default:
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
+			if frameLate {
+				s.logger.Info("frame_read_timeout", zap.Duration("timeout", s.hub.opts.FrameReadTimeout))
+				s.closeNow(protocol.DisconnectFrameTimeout)
+				return
+			}
 			s.logger.Info("heartbeat_timeout")
 			s.closeNow(protocol.DisconnectHeartbeat)
 			return
@@ -218,7 +259,9 @@ func (s *Session) readFailed(err error) {
 	}
 }
 
-func (s *Session) handle(in protocol.Inbound, received time.Time) {
+// handle handles a decoded frame; release (nil for none) is a request's
+// Request.Release, called here when the request goes no further.
+func (s *Session) handle(in protocol.Inbound, received time.Time, release func()) {
 	switch in.Type {
 	case protocol.TypePing:
 		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
@@ -237,6 +280,9 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
 		if s.isDraining() {
+			if release != nil {
+				release()
+			}
 			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
@@ -245,7 +291,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
+		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release})
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 			return

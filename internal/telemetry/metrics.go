@@ -165,7 +165,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		attachmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "attachment_bytes_in_flight",
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
-			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
+			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT (their request answered busy) or the user's share of it, JETWAY_ATTACHMENT_BYTES_PER_USER (rate_limited), was spent."}),
 		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
 			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 	}
@@ -443,8 +443,9 @@ func (m *Metrics) AttachmentBytesInFlight(n int64) {
 	m.attachmentBytes.Set(float64(n))
 }
 
-// AttachmentFrameRefused counts a frame dropped, and its request answered
-// busy, because the server's budget for large frames was spent.
+// AttachmentFrameRefused counts a frame dropped, and its request refused,
+// because the server's budget for large frames, or the user's share of
+// it, was spent.
 func (m *Metrics) AttachmentFrameRefused() {
 	if m == nil {
 		return
