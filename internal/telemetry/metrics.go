@@ -84,6 +84,7 @@ type Metrics struct {
 	takenOver         prometheus.Counter
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
+	unauthenticated   *prometheus.CounterVec // door
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -117,6 +118,7 @@ type Metrics struct {
 //	requests_taken_over_total             counter
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
+//	unauthenticated_refusals_total        counter   door (ws|openai)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -164,12 +166,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
 			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
+		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
+			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
+			m.unauthenticated)
 	}
 	return m
 }
@@ -301,6 +306,16 @@ func (m *Metrics) ConnectionRejected(reason string) {
 		return
 	}
 	m.connRejected.WithLabelValues(label(reason)).Inc()
+}
+
+// UnauthenticatedRefusal counts a connection or request refused for its
+// credentials at door (a fixed name: "ws", "openai"). Every one is
+// counted; their log lines are sampled (UnauthenticatedLogger).
+func (m *Metrics) UnauthenticatedRefusal(door string) {
+	if m == nil {
+		return
+	}
+	m.unauthenticated.WithLabelValues(label(door)).Inc()
 }
 
 // QuotaRejected counts a request refused by a quota; scope is the kind of
