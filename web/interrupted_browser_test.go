@@ -148,4 +148,3 @@ func TestPageInterruptedKeepsTheLongerAnswer(t *testing.T) {
 	}
 	p.noProblems()
 }
-
