@@ -387,6 +387,20 @@ func checkTimeoutsMatchServer(t *testing.T, s *stack) {
 			t.Errorf("%s = %q, want %q", setting, got, want)
 		}
 	}
+	// Only the ALB's own checks arm self-drain: the task is told their
+	// User-Agent prefix explicitly, from the alb module, and it is the
+	// server's documented default (what every ALB check sends).
+	agent := doc.defaultOf(t, "JETWAY_HEALTH_CHECK_USER_AGENT")
+	if got := asString(t, "alb local.health_check_user_agent", eval(t, "health_check_user_agent", alb.local(t, "health_check_user_agent"), nil)); got != agent {
+		t.Errorf("modules/alb health_check_user_agent %q, want the server's default %q", got, agent)
+	}
+	if src := ecs.source(env["JETWAY_HEALTH_CHECK_USER_AGENT"].Range()); src != "var.health_check_user_agent" {
+		t.Errorf("JETWAY_HEALTH_CHECK_USER_AGENT = %s, want var.health_check_user_agent", src)
+	}
+	jwECS := s.dir(t, "modules/jetway").block(t, "module", "ecs")
+	if src := s.dir(t, "modules/jetway").source(attr(t, "module ecs", jwECS.Body, "health_check_user_agent").Expr.Range()); src != "module.alb.health_check_user_agent" {
+		t.Errorf("modules/jetway passes health_check_user_agent = %s, want module.alb.health_check_user_agent", src)
+	}
 	detection := time.Duration(misses+1) * interval
 	dereg := time.Duration(asInt(t, "deregistration_delay", defaultOf(t, alb, "deregistration_delay"))) * time.Second
 	if dereg < detection+drain+10*time.Second {

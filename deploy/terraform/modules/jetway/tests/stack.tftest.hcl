@@ -112,6 +112,7 @@ run "ecs" {
     quota_table_name      = "q"
     requests_table_name   = "r"
     cache_table_name      = "c"
+    members_table_name    = "m"
     firehose_stream_name  = "f"
     config_yaml           = "models: []"
   }
@@ -123,6 +124,14 @@ run "ecs" {
   assert {
     condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_INTERVAL"] == "${var.health_check_interval}s"
     error_message = "the task must know the health check interval"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_USER_AGENT"] == "ELB-HealthChecker/"
+    error_message = "the task must be told, explicitly, the User-Agent prefix of the ALB's health checks (only they arm self-drain)"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_MEMBERS_TABLE"] == "m"
+    error_message = "the task must get the members table"
   }
   # Deregistration: the ALB stops health checks; the task notices within
   # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
