@@ -236,7 +236,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	g.Go(func() error { return members.Run(gctx) })
-	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses()})
+	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses(),
+		UserAgent: s.HealthCheckUserAgent})
 	g.Go(func() error {
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
 		return nil
@@ -258,7 +259,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	admin.Use(gin.Recovery())
 	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	admin.GET("/readyz", func(c *gin.Context) {
-		healthChecks.Checked()
+		// Only the load balancer's own checks arm the self-drain watch;
+		// anyone else asking gets the same answer and arms nothing.
+		if healthChecks.Checked(c.Request.UserAgent()) {
+			logger.Info("self_drain_armed", zap.String("user_agent", s.HealthCheckUserAgent),
+				zap.Duration("silence", healthChecks.Silence()))
+		}
 		if !ready.Load() {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
 			return

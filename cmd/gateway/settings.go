@@ -64,6 +64,7 @@ type settings struct {
 	DrainTimeout          time.Duration
 	HealthCheckInterval   time.Duration
 	SelfDrainMisses       int
+	HealthCheckUserAgent  string
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int
 	FleetHeartbeat        time.Duration
@@ -267,6 +268,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
 	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
+	str(&s.HealthCheckUserAgent, "JETWAY_HEALTH_CHECK_USER_AGENT", selfdrain.DefaultUserAgent, "User-Agent prefix of the load balancer's health checks; only these arm self-drain")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")

@@ -416,12 +416,24 @@ function answer(c, messages, tools, opts, round) {
       a.dataset.code = err.code;
       a.removeAttribute('aria-busy');
       stop.remove();
-      if (err.text) view.text(err.text);
+      // view.finish painted call.text: jetway.js keeps the longer of what
+      // arrived and what an interrupted terminal saved, so it never shrinks.
       meta.textContent = call.ttftMs !== null ? `First token ${call.ttftMs} ms · stopped after ${seconds(call.latencyMs ?? 0)}` : '';
       const box = el('p', 'error');
       box.setAttribute('role', 'alert');
       a.append(box);
       renderError(box, err);
+      if (err.interrupted) {
+        // The server died mid-answer: the same question again, as a new
+        // request (a new request id), in a new answer below this one.
+        const retry = /** @type {HTMLButtonElement} */ (el('button', 'link retry', 'Retry'));
+        retry.type = 'button';
+        retry.addEventListener('click', () => {
+          retry.remove();
+          answer(c, messages, tools, opts, round);
+        }, { once: true });
+        a.append(retry);
+      }
       if (follow) scrollToEnd();
     },
   });

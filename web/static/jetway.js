@@ -451,6 +451,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} terminals terminal frames received (replays included)
  * @property {number} refusals retryable refusals of an accepted call's resume (resumed again after retry_after_ms)
  * @property {boolean} mismatch done.text differed from the chunks joined, or done.blocks from the blocks they assembled
+ * @property {boolean} keptLonger the terminal error (`interrupted`) held fewer chunks than the call had received: the call and the error keep the call's longer text
  */
 
 // ---------------------------------------------------------------------------
@@ -498,6 +499,16 @@ export class JetwayError extends Error {
     this.chunks = frame.chunks;
     /** @type {Partial<ErrorFrame>} */
     this.frame = frame;
+  }
+
+  /**
+   * The server that owned the answer died mid-answer (`interrupted`,
+   * retryable): `text` is the longest answer known (the server's saved
+   * text, or the call's own when it had received more). Retry by sending
+   * the question again as a new request (a new request id).
+   */
+  get interrupted() {
+    return this.code === 'interrupted';
   }
 }
 
@@ -727,7 +738,7 @@ export class Call {
     /** @type {boolean} */
     this.finished = false;
     /** @type {CallStats} */
-    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, refusals: 0, mismatch: false };
+    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, refusals: 0, mismatch: false, keptLonger: false };
     /** @type {number} when send() was called (performance.now() ms) */
     this.sentAt = now();
     /** @type {number|null} */
@@ -1587,7 +1598,9 @@ export class Client {
       if (c && c !== conn) this._transmit(call, c);
       return;
     }
-    this._finish(call, null, new JetwayError(f));
+    const err = new JetwayError(f);
+    if (f.chunks != null) keepLonger(call, err);
+    this._finish(call, null, err);
   }
 
   /**
@@ -1640,6 +1653,28 @@ export class Client {
       callback(call.onError, err, call);
     }
     wake(call);
+  }
+}
+
+/**
+ * An accepted call's terminal error holds the text streamed before it
+ * ended; an `interrupted` one holds what the dead owner had saved, which
+ * can be less than this call received (PROTOCOL.md v1.1). The longer
+ * contiguous answer wins, in the call (text, blocks) and in the error (text,
+ * chunks), so an answer never shrinks.
+ * @param {Call} call
+ * @param {JetwayError} err
+ */
+function keepLonger(call, err) {
+  const saved = err.chunks ?? 0;
+  if (call.lastSeq > saved) {
+    err.text = call.text;
+    err.chunks = call.lastSeq;
+    call.stats.keptLonger = true;
+  } else if (saved > call.lastSeq && typeof err.text === 'string') {
+    // Chunks this call never saw (a resume of an answer that had ended).
+    call.text = err.text;
+    if (call.blocks.every((b) => b.type === 'text')) call.blocks = err.text ? [{ type: 'text', text: err.text }] : [];
   }
 }
 
