@@ -5,7 +5,8 @@
 // reasoning (collapsible), an attached image, a tool the model can call that
 // runs in the page (a calculator), time to first token and latency, the
 // quota, plain errors (a 429 with the time until the window resets), the
-// connection state, and the app's model allowlist.
+// connection state, and the app's model allowlist; Copy and Retry under
+// every answer, example questions in an empty conversation.
 //
 // Query parameters: ws=<url>[,<url>...] gateway WebSocket endpoints
 // (default: this page's host); ttl=<seconds> dev token lifetime.
