@@ -61,6 +61,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := s.checkFleet(); err != nil {
+		return err
+	}
 	logger, err := telemetry.NewLogger(s.LogLevel, stdout)
 	if err != nil {
 		return err
@@ -139,9 +142,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The fleet: this server's membership item, renewed with a client of
 	// its own so heartbeats never wait behind request writes. Its load is
 	// read at each heartbeat (hub and gw are set below, before Join).
-	if err := s.checkFleet(); err != nil {
-		return err
-	}
 	instance, err := s.instanceID()
 	if err != nil {
 		return err

@@ -936,6 +936,8 @@ export class Client {
     this._flaps = 0;
     /** @private the next getToken call must return a fresh token */
     this._force = false;
+    /** @private @type {string|null} the last token getToken gave */
+    this._lastToken = null;
     /** @private */
     this._everConnected = false;
     /** @private @type {Array<{resolve: (r: ReadyFrame) => void, reject: (e: Error) => void}>} */
@@ -1169,7 +1171,44 @@ export class Client {
     let token = await this._o.getToken({ force, reason });
     if (!force && expiresWithin(token, 2000)) token = await this._o.getToken({ force: true, reason: 'rejected' });
     if (typeof token !== 'string' || token === '') throw new TypeError('jetway: getToken returned no token');
+    this._lastToken = token;
     return token;
+  }
+
+  /**
+   * The token for a connection attempt. When getToken fails (its server may
+   * be the one that died) the last token it gave is used while it has not
+   * expired, so the client still moves on to the next url; the next attempt
+   * asks getToken again.
+   * @private
+   * @returns {Promise<string>}
+   */
+  async _dialToken() {
+    const force = this._force;
+    const last = this._lastToken;
+    const fresh = this._token(force, force ? 'rejected' : 'connect');
+    if (last === null || expiresWithin(last, 2000)) {
+      const token = await fresh;
+      this._force = false;
+      return token;
+    }
+    // With a token in hand, a getToken that hangs counts as failed too.
+    /** @type {ReturnType<typeof setTimeout>|undefined} */
+    let timer;
+    const slow = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`jetway: getToken took over ${this._o.connectTimeoutMs} ms`)), this._o.connectTimeoutMs);
+    });
+    try {
+      const token = await Promise.race([fresh, slow]);
+      this._force = false;
+      return token;
+    } catch {
+      fresh.catch(() => {}); // it may still fail after the timeout
+      this._force = true;
+      return last;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -1189,9 +1228,7 @@ export class Client {
         if (this._closed) return;
         const url = this._urls[this._urlIndex % this._urls.length];
         try {
-          const force = this._force;
-          const token = await this._token(force, force ? 'rejected' : 'connect');
-          this._force = false;
+          const token = await this._dialToken();
           if (this._closed) return;
           await this._open(url, token);
           return;
