@@ -141,7 +141,7 @@ func (s *Session) readLoop() {
 				zap.Int64("budget", opts.AttachmentBytesInFlight))
 			s.hub.metrics.AttachmentFrameRefused()
 			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
-				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
+				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight)))
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))

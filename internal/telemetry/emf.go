@@ -50,7 +50,8 @@ func (o *EMFOptions) defaults() {
 //   - one server line, Dimensions [["Server"], []] (per task, and the
 //     dimensionless fleet-wide series autoscaling and alarms read):
 //     ActiveSessions, InFlight (gauges at write time), Requests, Errors
-//     (status >= 500), QuotaRejections (status 429), TTFT, Latency;
+//     (status >= 500), QuotaRejections (status 429), SessionsMoved
+//     (sessions asked to move to another server), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
 //     Errors, QuotaRejections, TTFT, Latency.
@@ -68,6 +69,7 @@ type EMF struct {
 
 	sessions atomic.Int64
 	inflight atomic.Int64
+	moved    atomic.Int64 // sessions asked to move in this interval
 
 	mu     sync.Mutex
 	server emfAgg
@@ -131,6 +133,7 @@ func (e *EMF) Flush() error {
 		props: map[string]any{"Server": e.o.Server}}
 	doc.count("ActiveSessions", e.sessions.Load())
 	doc.count("InFlight", e.inflight.Load())
+	doc.count("SessionsMoved", e.moved.Swap(0))
 	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
@@ -179,6 +182,12 @@ func (a *emfAgg) put(d *emfDoc) {
 func (e *EMF) addSessions(n int64) {
 	if e != nil {
 		e.sessions.Add(n)
+	}
+}
+
+func (e *EMF) addMoved() {
+	if e != nil {
+		e.moved.Add(1)
 	}
 }
 

@@ -83,6 +83,7 @@ type Metrics struct {
 	followed          prometheus.Counter
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
+	sessionsMoved     *prometheus.CounterVec // reason
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -115,6 +116,7 @@ type Metrics struct {
 //	requests_followed_total               counter
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
+//	sessions_moved_total                  counter   reason (balance|busy)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -160,12 +162,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
 			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
+		sessionsMoved: counter("sessions_moved_total", "Sessions asked to move to another server (a draining frame for that session), "+
+			"by reason: balance (this server above the fleet's mean), busy (answered busy while another server had room).", "reason"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused, m.sessionsMoved)
 	}
 	return m
 }
@@ -421,4 +425,28 @@ func (m *Metrics) AttachmentFrameRefused() {
 		return
 	}
 	m.attachmentRefused.Inc()
+}
+
+// Why a session was asked to move: the reason label of
+// jetway_sessions_moved_total, a fixed set.
+const (
+	// MoveBalance: this server held more sessions than the fleet's mean by
+	// the balance margin.
+	MoveBalance = "balance"
+	// MoveBusy: the session's request was answered busy while another
+	// server had room.
+	MoveBusy = "busy"
+)
+
+// SessionMoved counts a session asked to move to another server; reason is
+// MoveBalance or MoveBusy (anything else is counted as "other").
+func (m *Metrics) SessionMoved(reason string) {
+	if m == nil {
+		return
+	}
+	if reason != MoveBalance && reason != MoveBusy {
+		reason = "other"
+	}
+	m.sessionsMoved.WithLabelValues(reason).Inc()
+	m.emf.Load().addMoved()
 }

@@ -1,0 +1,286 @@
+package fleet
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// The balancer's defaults, written once: the gateway's settings and
+// docs/configuration.md use these.
+const (
+	// DefaultBalanceInterval is how often a server compares its sessions
+	// with the fleet's. Reading the roster is a copy in memory, so a short
+	// interval costs nothing; the move rate, not the interval, bounds the
+	// moves.
+	DefaultBalanceInterval = time.Second
+	// DefaultBalanceMargin: a server moves sessions only while it holds
+	// more than the mean by this fraction (10%): within it the fleet is
+	// even enough, and servers do not trade sessions back and forth.
+	DefaultBalanceMargin = 0.10
+	// DefaultMovesPerSecond bounds the sessions one server asks to move per
+	// second (a token bucket holding at most one interval's worth). A move
+	// costs its client one new WebSocket and one token check on another
+	// server; 20 a second moves 1,000 excess sessions in under a minute,
+	// and N hot servers send the fleet at most 20 x N reconnects a second.
+	DefaultMovesPerSecond = 20.0
+)
+
+// Fixed bounds of the balance rule (not settings).
+const (
+	// BalanceMinExcess: a server also moves sessions only while it holds
+	// more than the mean plus this many, so a small fleet with a handful of
+	// sessions is left alone (10% of 8 is less than one session).
+	BalanceMinExcess = 5
+	// MaxMemberSessions and MaxMemberInFlight bound the load a membership
+	// item may claim; an item claiming more is ignored (with a log line):
+	// no server holds that many, and one bad item must not make every
+	// other server look idle or hot.
+	MaxMemberSessions = 1 << 20
+	MaxMemberInFlight = 1 << 20
+	// MaxClockSkew: an item whose heartbeat is later than this server's
+	// clock by more than this is from the future, and ignored.
+	MaxClockSkew = time.Minute
+)
+
+// Spread is this server's sessions against the fleet's, as the balancer
+// last read them: the facts of a move's log line.
+type Spread struct {
+	// Sessions is this server's sessions that stay (not asked to move).
+	Sessions int
+	// Mean is the fleet's sessions per live, non-draining member, this
+	// server included.
+	Mean float64
+	// Members is how many members the mean counts.
+	Members int
+}
+
+// Mover is the session hub as the balancer uses it.
+type Mover interface {
+	// Staying is the number of open sessions not asked to move.
+	Staying() int
+	// MoveIdle asks up to n idle sessions (nothing in flight) to move to
+	// another server, idle longest first, and returns how many it asked.
+	// reason is telemetry.MoveBalance or telemetry.MoveBusy; at is logged
+	// with each move.
+	MoveIdle(n int, reason string, at Spread) int
+}
+
+// BalanceOptions bound the balancer. Zero values mean the Default constants.
+type BalanceOptions struct {
+	Interval       time.Duration // how often the roster is read and moves decided
+	Margin         float64       // move only while above mean x (1 + Margin)
+	MovesPerSecond float64       // sessions asked to move per second, at most
+	Now            func() time.Time
+}
+
+func (o *BalanceOptions) defaults() {
+	if o.Interval <= 0 {
+		o.Interval = DefaultBalanceInterval
+	}
+	if o.Margin <= 0 {
+		o.Margin = DefaultBalanceMargin
+	}
+	if o.MovesPerSecond <= 0 {
+		o.MovesPerSecond = DefaultMovesPerSecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Balancer spreads sessions over the fleet: every interval it compares this
+// server's sessions with the fleet's mean (from the roster) and, while this
+// server is above it by the margin, asks idle sessions to move, at most
+// enough to reach the mean and at most MovesPerSecond a second. A moved
+// session's client reconnects through the load balancer, which sends it
+// wherever it sends new connections. It also says whether a `busy` answer
+// can move its session (RoomElsewhere), from the same rate.
+type Balancer struct {
+	roster Roster
+	mover  Mover
+	logger *zap.Logger
+	o      BalanceOptions
+
+	mu     sync.Mutex
+	tokens float64   // moves allowed now
+	filled time.Time // when tokens was last refilled
+	last   verdict   // the latest decision
+	warned map[string]string
+}
+
+// NewBalancer returns a balancer of mover's sessions over roster's members.
+func NewBalancer(roster Roster, mover Mover, logger *zap.Logger, o BalanceOptions) *Balancer {
+	o.defaults()
+	return &Balancer{roster: roster, mover: mover, logger: logger, o: o, filled: o.Now(), warned: map[string]string{}}
+}
+
+// Run decides and moves every interval until ctx ends; it returns nil.
+func (b *Balancer) Run(ctx context.Context) error {
+	t := time.NewTicker(b.o.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			b.step()
+		}
+	}
+}
+
+// step reads the roster, decides, and moves what the rate allows; it
+// returns how many sessions it asked to move.
+func (b *Balancer) step() int {
+	now := b.o.Now()
+	v := decide(b.roster.Self(), b.mover.Staying(), b.roster.Members(), now, b.o.Margin)
+	b.mu.Lock()
+	b.last = v
+	b.refill(now)
+	n := min(v.excess, int(b.tokens))
+	b.tokens -= float64(n)
+	b.noteIgnored(v.ignored)
+	b.mu.Unlock()
+	if n == 0 {
+		return 0
+	}
+	moved := b.mover.MoveIdle(n, telemetry.MoveBalance, v.spread)
+	if moved < n {
+		// Fewer idle sessions than allowed: the rest of the allowance stays.
+		b.mu.Lock()
+		b.tokens = min(b.capacity(), b.tokens+float64(n-moved))
+		b.mu.Unlock()
+	}
+	return moved
+}
+
+// RoomElsewhere reports whether a session answered `busy` here should move:
+// at the latest decision a live, non-draining sibling had fewer requests in
+// flight than this server, and the move rate allows one more move (it is
+// taken). The Spread is for the move's log line.
+func (b *Balancer) RoomElsewhere() (Spread, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.room {
+		return b.last.spread, false
+	}
+	b.refill(b.o.Now())
+	if b.tokens < 1 {
+		return b.last.spread, false
+	}
+	b.tokens--
+	return b.last.spread, true
+}
+
+// capacity is the token bucket's size: one interval's moves, at least one.
+func (b *Balancer) capacity() float64 {
+	return max(1, b.o.MovesPerSecond*b.o.Interval.Seconds())
+}
+
+// refill adds the tokens earned since the last refill. Call with mu held.
+func (b *Balancer) refill(now time.Time) {
+	if d := now.Sub(b.filled); d > 0 {
+		b.tokens = min(b.capacity(), b.tokens+d.Seconds()*b.o.MovesPerSecond)
+		b.filled = now
+	}
+}
+
+// noteIgnored logs each ignored member once (again only if the reason
+// changes); members no longer in the roster are forgotten, so the set is
+// bounded by the fleet. Call with mu held.
+func (b *Balancer) noteIgnored(ignored map[string]string) {
+	for id, why := range ignored {
+		if b.warned[id] == why {
+			continue
+		}
+		b.warned[id] = why
+		b.logger.Warn("fleet_member_ignored", zap.String("member", id), zap.String("reason", why))
+	}
+	for id := range b.warned {
+		if _, ok := ignored[id]; !ok {
+			delete(b.warned, id)
+		}
+	}
+}
+
+// verdict is one decision of the balance rule.
+type verdict struct {
+	spread  Spread
+	excess  int               // sessions to move to reach the mean; 0 within the margin
+	room    bool              // a sibling has fewer requests in flight than this server
+	ignored map[string]string // member id -> why its item was not counted
+}
+
+// decide is the balance rule, a pure function of what the balancer read:
+// self is this server's id, staying its sessions not asked to move, members
+// the roster (self included or not yet), margin the fraction above the mean
+// tolerated.
+//
+// The mean is taken over the members' reported sessions, this server's
+// reported count included, so every term has the same age: sessions in
+// transit are still counted where they were, and the fleet's total does
+// not change when sessions move. This server's own side of the comparison
+// is its live count, which drops as soon as it asks sessions to move; so
+// a stale roster never makes it move more than its excess over the mean.
+// Draining members take no new sessions and are left out; so are items
+// that are malformed, from the future, or claim a huge load.
+func decide(self string, staying int, members []Member, now time.Time, margin float64) verdict {
+	v := verdict{}
+	var total, counted int
+	selfReported, selfInFlight, selfSeen := staying, 0, false
+	minSiblingInFlight := math.MaxInt
+	for _, m := range members {
+		if why := implausible(m, now); why != "" {
+			if v.ignored == nil {
+				v.ignored = map[string]string{}
+			}
+			v.ignored[m.ID] = why
+			continue
+		}
+		if m.ID == self {
+			selfSeen, selfReported, selfInFlight = true, m.Load.Sessions, m.Load.InFlight
+			continue
+		}
+		if m.Draining {
+			continue
+		}
+		total += m.Load.Sessions
+		counted++
+		minSiblingInFlight = min(minSiblingInFlight, m.Load.InFlight)
+	}
+	if !selfSeen {
+		selfReported = staying
+	}
+	total += selfReported
+	counted++
+	mean := float64(total) / float64(counted)
+	v.spread = Spread{Sessions: staying, Mean: mean, Members: counted}
+	v.room = counted > 1 && (minSiblingInFlight < selfInFlight || !selfSeen)
+	over := float64(staying)
+	if counted > 1 && over > mean*(1+margin) && over > mean+BalanceMinExcess {
+		v.excess = staying - int(math.Ceil(mean))
+	}
+	return v
+}
+
+// implausible says why a member's item cannot be counted, or "".
+func implausible(m Member, now time.Time) string {
+	switch {
+	case m.ID == "":
+		return "malformed: no server id"
+	case m.Started.IsZero() || m.Heartbeat.IsZero() || m.Heartbeat.Before(m.Started):
+		return "malformed: start and heartbeat out of order"
+	case m.Load.Sessions < 0 || m.Load.Streams < 0 || m.Load.InFlight < 0:
+		return "malformed: negative load"
+	case m.Heartbeat.After(now.Add(MaxClockSkew)):
+		return "from the future: heartbeat ahead of this server's clock by more than " + MaxClockSkew.String()
+	case m.Load.Sessions > MaxMemberSessions || m.Load.InFlight > MaxMemberInFlight || m.Load.Streams > MaxMemberInFlight:
+		return "claims a huge load"
+	}
+	return ""
+}
