@@ -15,6 +15,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // Session is one WebSocket connection: one chat session of one user.
@@ -34,6 +35,8 @@ type Session struct {
 	expiry    *time.Timer
 	pinger    *time.Timer // sends a WebSocket ping every heartbeat
 	draining  bool
+	moved     bool               // asked to move to another server (guarded by hub.mu, not mu)
+	activeAt  time.Time          // when a request was last delivered, or the session opened
 	follows   map[string]*follow // request id -> the follower delivering it
 	closing   bool
 	slow      bool          // closed as a slow consumer
@@ -67,7 +70,7 @@ func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Sess
 	s := &Session{
 		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
-		follows: map[string]*follow{},
+		follows: map[string]*follow{}, activeAt: h.opts.Now(),
 	}
 	s.queue = newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes, s.writeLoop)
 	return s
@@ -140,8 +143,8 @@ func (s *Session) readLoop() {
 			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
 				zap.Int64("budget", opts.AttachmentBytesInFlight))
 			s.hub.metrics.AttachmentFrameRefused()
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
-				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight)))
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(s.moveIfBusy(
+				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))))
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
@@ -239,7 +242,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		}
 		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
 		if err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
@@ -297,6 +300,7 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 		old.cancel()
 	}
 	s.follows[log.RequestID] = f
+	s.activeAt = s.hub.opts.Now()
 	s.mu.Unlock()
 	go func() {
 		defer func() {
@@ -305,6 +309,7 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 			if s.follows[log.RequestID] == f {
 				delete(s.follows, log.RequestID)
 			}
+			s.activeAt = s.hub.opts.Now()
 			idle := s.draining && len(s.follows) == 0 && s.idle != nil
 			s.mu.Unlock()
 			if idle {
@@ -553,12 +558,41 @@ func (s *Session) isDraining() bool {
 	return s.draining
 }
 
-// drain tells the client to move to another server.
-func (s *Session) drain() {
+// moveIfBusy moves the session when err is a busy at this server's
+// capacity and another server has room: the `draining` frame goes out
+// before the refusal, so the client sends the request again on its new
+// connection. It returns the refusal to send.
+func (s *Session) moveIfBusy(err error) error {
+	if !errors.Is(err, gateway.ErrAtCapacity) || s.hub.opts.RoomElsewhere == nil || s.isDraining() {
+		return err
+	}
+	at, ok := s.hub.opts.RoomElsewhere()
+	if !ok || !s.hub.move(s, telemetry.MoveBusy, at, false) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, gateway.ErrRoomElsewhere)
+}
+
+// idleSince is when the session last delivered a request (or opened),
+// if it delivers nothing now and is not draining.
+func (s *Session) idleSince() (time.Time, bool) {
 	s.mu.Lock()
-	if s.draining {
+	defer s.mu.Unlock()
+	return s.activeAt, len(s.follows) == 0 && !s.draining && !s.closing
+}
+
+// drain tells the client to move to another server.
+func (s *Session) drain() { s.startDrain(false) }
+
+// startDrain marks the session draining and sends the `draining` frame,
+// once; with idleOnly, only if nothing is being delivered (checked under
+// the same lock, so a request arriving now is refused draining). False
+// when it did not start a drain.
+func (s *Session) startDrain(idleOnly bool) bool {
+	s.mu.Lock()
+	if s.draining || s.closing || (idleOnly && len(s.follows) > 0) {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.draining = true
 	s.idle = make(chan struct{})
@@ -569,6 +603,7 @@ func (s *Session) drain() {
 	if empty {
 		s.signalIdle()
 	}
+	return true
 }
 
 func (s *Session) signalIdle() {
