@@ -37,15 +37,10 @@ const (
 	// more than the mean plus this many, so a small fleet with a handful of
 	// sessions is left alone (10% of 8 is less than one session).
 	BalanceMinExcess = 5
-	// MaxMemberSessions and MaxMemberInFlight bound the load a membership
-	// item may claim; an item claiming more is ignored (with a log line):
-	// no server holds that many, and one bad item must not make every
-	// other server look idle or hot.
-	MaxMemberSessions = 1 << 20
-	MaxMemberInFlight = 1 << 20
-	// MaxClockSkew: an item whose heartbeat is later than this server's
-	// clock by more than this is from the future, and ignored.
-	MaxClockSkew = time.Minute
+	// movesRemembered is how long the balancer counts its own moves as in
+	// transit (see decide): far longer than any live member's heartbeat
+	// age, and it bounds the memory to one entry per step or busy move.
+	movesRemembered = time.Minute
 )
 
 // Spread is this server's sessions against the fleet's, as the balancer
@@ -111,7 +106,14 @@ type Balancer struct {
 	tokens float64   // moves allowed now
 	filled time.Time // when tokens was last refilled
 	last   verdict   // the latest decision
+	recent []moved   // this server's moves within movesRemembered, oldest first
 	warned map[string]string
+}
+
+// moved is n sessions asked to move at a time.
+type moved struct {
+	at time.Time
+	n  int
 }
 
 // NewBalancer returns a balancer of mover's sessions over roster's members.
@@ -138,8 +140,10 @@ func (b *Balancer) Run(ctx context.Context) error {
 // returns how many sessions it asked to move.
 func (b *Balancer) step() int {
 	now := b.o.Now()
-	v := decide(b.roster.Self(), b.mover.Staying(), b.roster.Members(), now, b.o.Margin)
+	staying, members := b.mover.Staying(), b.roster.Members()
 	b.mu.Lock()
+	b.forget(now)
+	v := decide(b.roster.Self(), staying, members, b.recent, b.o.Margin)
 	b.last = v
 	b.refill(now)
 	n := min(v.excess, int(b.tokens))
@@ -149,14 +153,26 @@ func (b *Balancer) step() int {
 	if n == 0 {
 		return 0
 	}
-	moved := b.mover.MoveIdle(n, telemetry.MoveBalance, v.spread)
-	if moved < n {
-		// Fewer idle sessions than allowed: the rest of the allowance stays.
-		b.mu.Lock()
-		b.tokens = min(b.capacity(), b.tokens+float64(n-moved))
-		b.mu.Unlock()
+	k := b.mover.MoveIdle(n, telemetry.MoveBalance, v.spread)
+	b.mu.Lock()
+	if k > 0 {
+		b.recent = append(b.recent, moved{at: now, n: k})
 	}
-	return moved
+	if k < n {
+		// Fewer idle sessions than allowed: the rest of the allowance stays.
+		b.tokens = min(b.capacity(), b.tokens+float64(n-k))
+	}
+	b.mu.Unlock()
+	return k
+}
+
+// forget drops the moves older than movesRemembered. Call with mu held.
+func (b *Balancer) forget(now time.Time) {
+	i := 0
+	for i < len(b.recent) && now.Sub(b.recent[i].at) > movesRemembered {
+		i++
+	}
+	b.recent = append(b.recent[:0], b.recent[i:]...)
 }
 
 // RoomElsewhere reports whether a session answered `busy` here should move:
@@ -169,11 +185,13 @@ func (b *Balancer) RoomElsewhere() (Spread, bool) {
 	if !b.last.room {
 		return b.last.spread, false
 	}
-	b.refill(b.o.Now())
+	now := b.o.Now()
+	b.refill(now)
 	if b.tokens < 1 {
 		return b.last.spread, false
 	}
 	b.tokens--
+	b.recent = append(b.recent, moved{at: now, n: 1})
 	return b.last.spread, true
 }
 
@@ -217,25 +235,27 @@ type verdict struct {
 }
 
 // decide is the balance rule, a pure function of what the balancer read:
-// self is this server's id, staying its sessions not asked to move, members
-// the roster (self included or not yet), margin the fraction above the mean
-// tolerated.
+// self is this server's id, staying its live sessions not asked to move,
+// members the roster (self included or not yet), recent this server's own
+// moves (oldest first), margin the fraction above the mean tolerated.
 //
-// The mean is taken over the members' reported sessions, this server's
-// reported count included, so every term has the same age: sessions in
-// transit are still counted where they were, and the fleet's total does
-// not change when sessions move. This server's own side of the comparison
-// is its live count, which drops as soon as it asks sessions to move; so
-// a stale roster never makes it move more than its excess over the mean.
-// Draining members take no new sessions and are left out; so are items
-// that are malformed, from the future, or claim a huge load.
-func decide(self string, staying int, members []Member, now time.Time, margin float64) verdict {
+// Siblings' loads are as old as their last heartbeat, while this server's
+// count is live: a session it moved is no longer counted here but not yet
+// in any sibling's report. So its moves since the oldest sibling
+// heartbeat count as in transit in the fleet's total; otherwise a stale
+// roster would show a mean too low and make it move more than its excess.
+// The estimate errs high (a moved session that came back is counted
+// twice), which only slows the balance: the next step, on fresher
+// reports, moves the rest. Draining members take no new sessions and are
+// left out; so are items with no id or an impossible load.
+func decide(self string, staying int, members []Member, recent []moved, margin float64) verdict {
 	v := verdict{}
-	var total, counted int
-	selfReported, selfInFlight, selfSeen := staying, 0, false
+	total, counted := staying, 1
+	selfInFlight, selfSeen := 0, false
 	minSiblingInFlight := math.MaxInt
+	var oldest time.Time
 	for _, m := range members {
-		if why := implausible(m, now); why != "" {
+		if why := implausible(m); why != "" {
 			if v.ignored == nil {
 				v.ignored = map[string]string{}
 			}
@@ -243,7 +263,7 @@ func decide(self string, staying int, members []Member, now time.Time, margin fl
 			continue
 		}
 		if m.ID == self {
-			selfSeen, selfReported, selfInFlight = true, m.Load.Sessions, m.Load.InFlight
+			selfSeen, selfInFlight = true, m.Load.InFlight
 			continue
 		}
 		if m.Draining {
@@ -252,12 +272,15 @@ func decide(self string, staying int, members []Member, now time.Time, margin fl
 		total += m.Load.Sessions
 		counted++
 		minSiblingInFlight = min(minSiblingInFlight, m.Load.InFlight)
+		if oldest.IsZero() || m.Heartbeat.Before(oldest) {
+			oldest = m.Heartbeat
+		}
 	}
-	if !selfSeen {
-		selfReported = staying
+	for _, r := range recent {
+		if counted > 1 && !r.at.Before(oldest) {
+			total += r.n
+		}
 	}
-	total += selfReported
-	counted++
 	mean := float64(total) / float64(counted)
 	v.spread = Spread{Sessions: staying, Mean: mean, Members: counted}
 	v.room = counted > 1 && (minSiblingInFlight < selfInFlight || !selfSeen)
@@ -268,19 +291,16 @@ func decide(self string, staying int, members []Member, now time.Time, margin fl
 	return v
 }
 
-// implausible says why a member's item cannot be counted, or "".
-func implausible(m Member, now time.Time) string {
+// implausible says why a member's item cannot be counted, or "". The
+// roster leaves out malformed items already; this only keeps one that
+// slipped through from skewing the mean.
+func implausible(m Member) string {
 	switch {
 	case m.ID == "":
-		return "malformed: no server id"
-	case m.Started.IsZero() || m.Heartbeat.IsZero() || m.Heartbeat.Before(m.Started):
-		return "malformed: start and heartbeat out of order"
-	case m.Load.Sessions < 0 || m.Load.Streams < 0 || m.Load.InFlight < 0:
-		return "malformed: negative load"
-	case m.Heartbeat.After(now.Add(MaxClockSkew)):
-		return "from the future: heartbeat ahead of this server's clock by more than " + MaxClockSkew.String()
-	case m.Load.Sessions > MaxMemberSessions || m.Load.InFlight > MaxMemberInFlight || m.Load.Streams > MaxMemberInFlight:
-		return "claims a huge load"
+		return "no server id"
+	case m.Load.Sessions < 0 || m.Load.Streams < 0 || m.Load.InFlight < 0 ||
+		m.Load.Sessions > MaxLoad || m.Load.Streams > MaxLoad || m.Load.InFlight > MaxLoad:
+		return "load out of bounds"
 	}
 	return ""
 }
