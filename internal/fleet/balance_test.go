@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-// member is a live member with sessions and requests in flight.
+// loaded is a live member with sessions and requests in flight.
 func loaded(id string, sessions, inflight int) Member {
 	return Member{ID: id, Started: t0.Add(-time.Hour), Heartbeat: t0.Add(-time.Second),
 		Load: Load{Sessions: sessions, InFlight: inflight, Streams: inflight}}
@@ -60,7 +60,7 @@ func TestDecide(t *testing.T) {
 			members: []Member{loaded("me", 150, 10), loaded("a", 150, 20), draining}, mean: 150},
 		{name: "bad items are ignored", staying: 300,
 			members: []Member{loaded("me", 300, 5), loaded("a", 0, 0), huge, negative, noID},
-			excess: 150, mean: 150, room: true, nIgnored: 3},
+			excess:  150, mean: 150, room: true, nIgnored: 3},
 		{name: "room: a sibling has fewer in flight", staying: 100,
 			members: []Member{loaded("me", 100, 2000), loaded("a", 100, 1999)}, mean: 100, room: true},
 		{name: "no room: siblings as busy", staying: 100,
