@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -73,13 +74,14 @@ func envOr(getenv func(string) string, key, def string) string {
 // whatever endpoint the SDK is configured for (AWS_ENDPOINT_URL_DYNAMODB).
 func tables(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name]")
+		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name] [--members-table name]")
 	}
 	fs := flag.NewFlagSet("gateway tables create", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
 	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
+	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet membership table (JETWAY_MEMBERS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
@@ -94,7 +96,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	for _, t := range []struct {
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
-	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}} {
+	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}, {*membersTable, fleet.CreateTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return err // it names the table and the step
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/openai"
@@ -179,11 +180,45 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, CheckpointInterval: s.CheckpointInterval,
 		CheckpointChunks: s.CheckpointChunks, Lease: s.Lease, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
-	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{
+	// The fleet: this server's membership item, and the balancer that
+	// spreads sessions over the members (only with a members table:
+	// without one the fleet is this server alone and nothing moves).
+	var hub *session.Hub
+	var membersStore fleet.Store
+	if s.MembersTable != "" {
+		ms := fleet.NewDynamoStore(dynamo, s.MembersTable)
+		ms.SetObserver(metrics)
+		membersStore = ms
+	}
+	instance, err := s.instanceID(lease)
+	if err != nil {
+		return err
+	}
+	members := fleet.NewMembership(membersStore, fleet.Options{ID: instance,
+		Load: func() fleet.Load { return fleet.Load{Sessions: hub.Staying(), InFlight: gw.Inflight()} }}, logger)
+	var balancer *fleet.Balancer
+	sessionOpts := session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
 		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
-		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
+		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()}
+	if membersStore != nil {
+		sessionOpts.RoomElsewhere = func() (fleet.Spread, bool) { return balancer.RoomElsewhere() }
+	}
+	hub = session.NewHub(verifier, gw, metrics, logger, sessionOpts)
+	if membersStore != nil {
+		balancer = fleet.NewBalancer(members, hub, logger, fleet.BalanceOptions{Interval: s.BalanceInterval,
+			Margin: s.BalanceMargin, MovesPerSecond: float64(s.BalanceMovesPerSec)})
+		// A server serves nothing before it is a member.
+		if err := members.Join(bg); err != nil {
+			return err
+		}
+		g.Go(func() error {
+			_ = members.Run(gctx) // ends with gctx
+			return nil
+		})
+		g.Go(func() error { return balancer.Run(gctx) })
+	}
 
 	if s.EMF == "stdout" {
 		emf := telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.ServerID}, logger)
@@ -272,6 +307,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// means no request is admitted here any more.
 		gw.Drain()
 		hub.Drain()
+		members.SetDraining()
 		ready.Store(false)
 		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
 		defer cancelDrain()
@@ -310,6 +346,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	_ = adminSrv.Shutdown(shutCtx)
 	stopBG()
 	gErr := g.Wait()
+	// Gone at once for the others, instead of after the stale bound.
+	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 2*time.Second)
+	if err := members.Leave(leaveCtx); err != nil {
+		logger.Warn("fleet_leave_failed", zap.Error(err))
+	}
+	cancelLeave()
 	stopSink()
 	if err := <-sinkDone; err != nil {
 		logger.Warn("usage_flush_failed", zap.Error(err))

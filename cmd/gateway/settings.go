@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -84,6 +85,10 @@ type settings struct {
 	QuotaLeaseMaxItems   int
 	RequestsTable        string
 	CacheTable           string
+	MembersTable         string
+	BalanceInterval      time.Duration
+	BalanceMargin        float64
+	BalanceMovesPerSec   int
 	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
@@ -277,6 +282,10 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.QuotaLeaseMaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
+	str(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet membership table (unset: a fleet of one)")
+	dur(&s.BalanceInterval, "JETWAY_BALANCE_INTERVAL", fleet.DefaultBalanceInterval, "with a members table: how often this server compares its sessions with the fleet's mean")
+	fraction(&s.BalanceMargin, "JETWAY_BALANCE_MARGIN", fleet.DefaultBalanceMargin, "with a members table: move idle sessions only while above the fleet's mean by this fraction")
+	num(&s.BalanceMovesPerSec, "JETWAY_BALANCE_MOVES_PER_SECOND", fleet.DefaultMovesPerSecond, "with a members table: sessions asked to move per second, at most (balance and busy moves together)")
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
@@ -307,6 +316,20 @@ func (s *settings) quotaLease() (quota.LeaseOptions, error) {
 	return quota.LeaseOptions{Owner: s.ServerID + "-" + hex.EncodeToString(b[:]), TTL: s.QuotaLeaseTTL,
 		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
 		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}, nil
+}
+
+// instanceID is this process's id in the fleet: the quota lease owner when
+// there is one (the server id plus a per-process suffix), else made the
+// same way, so a restarted task is a new member.
+func (s *settings) instanceID(lease quota.LeaseOptions) (string, error) {
+	if lease.Owner != "" {
+		return lease.Owner, nil
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	return s.ServerID + "-" + hex.EncodeToString(b[:]), nil
 }
 
 // attachmentFrameBytes is the session's MaxAttachmentFrameBytes: 0 means
