@@ -38,6 +38,7 @@ type Session struct {
 	moved     bool               // asked to move to another server (guarded by hub.mu, not mu)
 	activeAt  time.Time          // when a request was last delivered, or the session opened
 	follows   map[string]*follow // request id -> the follower delivering it
+	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
 	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
@@ -224,6 +225,8 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 		}
 	case protocol.TypeResume:
+		s.admitting(true)
+		defer s.admitting(false)
 		log, err := s.hub.gw.Resume(s.caller(), in.RequestID)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
@@ -231,7 +234,9 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		}
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
-		if s.isDraining() {
+		draining := s.admitting(true)
+		defer s.admitting(false)
+		if draining {
 			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
@@ -310,7 +315,7 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 				delete(s.follows, log.RequestID)
 			}
 			s.activeAt = s.hub.opts.Now()
-			idle := s.draining && len(s.follows) == 0 && s.idle != nil
+			idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
 			s.mu.Unlock()
 			if idle {
 				s.signalIdle()
@@ -558,6 +563,28 @@ func (s *Session) isDraining() bool {
 	return s.draining
 }
 
+// admitting marks a request or resume being handled (start true) or done
+// with (start false): from reading it to following its log or refusing it,
+// the session is not idle, so neither a move nor the drain's close takes
+// it meanwhile. It returns whether the session is draining (at the start:
+// a request is then refused draining, with the mark held).
+func (s *Session) admitting(start bool) (draining bool) {
+	s.mu.Lock()
+	if start {
+		s.pending++
+		draining = s.draining
+		s.mu.Unlock()
+		return draining
+	}
+	s.pending--
+	idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
+	s.mu.Unlock()
+	if idle {
+		s.signalIdle()
+	}
+	return false
+}
+
 // moveIfBusy moves the session when err is a busy at this server's
 // capacity and another server has room: the `draining` frame goes out
 // before the refusal, so the client sends the request again on its new
@@ -578,7 +605,7 @@ func (s *Session) moveIfBusy(err error) error {
 func (s *Session) idleSince() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.activeAt, len(s.follows) == 0 && !s.draining && !s.closing
+	return s.activeAt, len(s.follows) == 0 && s.pending == 0 && !s.draining && !s.closing
 }
 
 // drain tells the client to move to another server.
@@ -590,13 +617,13 @@ func (s *Session) drain() { s.startDrain(false) }
 // when it did not start a drain.
 func (s *Session) startDrain(idleOnly bool) bool {
 	s.mu.Lock()
-	if s.draining || s.closing || (idleOnly && len(s.follows) > 0) {
+	if s.draining || s.closing || (idleOnly && (len(s.follows) > 0 || s.pending > 0)) {
 		s.mu.Unlock()
 		return false
 	}
 	s.draining = true
 	s.idle = make(chan struct{})
-	empty := len(s.follows) == 0
+	empty := len(s.follows) == 0 && s.pending == 0
 	s.mu.Unlock()
 	s.send(protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
 		ReconnectAfterMs: s.hub.opts.ReconnectAfter.Milliseconds()}))
