@@ -81,7 +81,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
 	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
-	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet membership table (JETWAY_MEMBERS_TABLE)")
+	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet members table (JETWAY_MEMBERS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
@@ -96,7 +96,8 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	for _, t := range []struct {
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
-	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}, {*membersTable, fleet.CreateTable}} {
+	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable},
+		{*membersTable, fleet.CreateTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return err // it names the table and the step
 		}

@@ -217,7 +217,7 @@ func (b *Balancer) noteIgnored(ignored map[string]string) {
 			continue
 		}
 		b.warned[id] = why
-		b.logger.Warn("fleet_member_ignored", zap.String("member", id), zap.String("reason", why))
+		b.logger.Warn("fleet_member_ignored", zap.String("member", id), zap.String("why", why))
 	}
 	for id := range b.warned {
 		if _, ok := ignored[id]; !ok {

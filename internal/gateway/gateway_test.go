@@ -137,6 +137,32 @@ type env struct {
 	usage   *usageLog
 	records gateway.Records
 	cache   *memCache
+	fleet   *fakeFleet
+}
+
+// fakeFleet is the fleet's membership: the servers named gone are gone.
+type fakeFleet struct {
+	mu        sync.Mutex
+	gone      map[string]bool
+	unhealthy bool
+}
+
+func (f *fakeFleet) Gone(server string, _ time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[server]
+}
+
+func (f *fakeFleet) Healthy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.unhealthy
+}
+
+func (f *fakeFleet) kill(server string) {
+	f.mu.Lock()
+	f.gone[server] = true
+	f.mu.Unlock()
 }
 
 func newEnv(t *testing.T) *env {
@@ -144,7 +170,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cfg: cfg, quotas: newLedger(), usage: &usageLog{}, cache: &memCache{m: map[string]router.CachedAnswer{}}}
+	return &env{t: t, cfg: cfg, quotas: newLedger(), usage: &usageLog{}, cache: &memCache{m: map[string]router.CachedAnswer{}},
+		fleet: &fakeFleet{gone: map[string]bool{}}}
 }
 
 func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
@@ -153,7 +180,7 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		o.ServerID = "server-1"
 	}
 	logs := stream.NewRegistry(stream.RegistryOptions{})
-	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records,
+	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
 		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
@@ -390,8 +417,9 @@ func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
 	}
 }
 
-// TestLostLeaseAndInterruptEndOnce: server A stops renewing its lease; B,
-// asked to resume, interrupts the record; A then learns it lost the lease.
+// TestLostLeaseAndInterruptEndOnce: the fleet judges server A gone (while
+// it runs on, as after a long pause); B, asked to resume, interrupts the
+// record; A then learns it lost the record.
 // Between them: one terminal (the same on both), one usage record, one
 // settlement.
 func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
@@ -404,7 +432,8 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 		onDelta(" lost") // its checkpoint finds the lease lost and cancels this call
 		<-ctx.Done()
 		return router.Outcome{Model: "cheap"}, ctx.Err()
-	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-lease", ""))
@@ -628,7 +657,8 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 		onDelta(" late")
 		<-ctx.Done()
 		return router.Outcome{Model: "cheap"}, ctx.Err()
-	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-dead", ""))

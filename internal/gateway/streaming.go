@@ -230,8 +230,8 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 		}
 		if len(snap.Chunks) >= g.opts.CheckpointChunks || time.Since(lastWrite) >= g.opts.CheckpointInterval {
 			ctx, cancel := g.storeCtx()
-			err := g.records.Checkpoint(ctx, f.caller.Principal.Owner(), f.req.RequestID, g.opts.ServerID, stored,
-				snap.Chunks, g.opts.Now().Add(g.opts.Lease))
+			err := g.records.Checkpoint(ctx, f.caller.Principal.Owner(), f.req.RequestID, g.opts.Instance, stored,
+				snap.Chunks)
 			cancel()
 			switch {
 			case err == nil:
@@ -248,6 +248,7 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 				f.log.Cancel()
 				return stored
 			case errors.Is(err, stream.ErrLostLease):
+				// Only when the fleet judged this server gone (expelled).
 				f.logger.Warn("lease_lost")
 				f.lostLease.Store(true)
 				f.log.Cancel()
@@ -256,6 +257,8 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 				f.logger.Warn("checkpoint_too_large", zap.Int("seq", stored))
 				lastWrite = time.Now()
 			default:
+				// Retried at the next tick with everything since: the
+				// record catches up; the answer streams on meanwhile.
 				f.logger.Warn("checkpoint_failed", zap.Error(err))
 			}
 		}

@@ -49,9 +49,10 @@ func (o *EMFOptions) defaults() {
 //
 //   - one server line, Dimensions [["Server"], []] (per task, and the
 //     dimensionless fleet-wide series autoscaling and alarms read):
-//     ActiveSessions, InFlight (gauges at write time), Requests, Errors
-//     (status >= 500), QuotaRejections (status 429), SessionsMoved
-//     (sessions asked to move to another server), TTFT, Latency;
+//     ActiveSessions, InFlight (gauges at write time), Takeovers (records
+//     of gone servers this one ended), SessionsMoved (sessions asked to
+//     move to another server), Requests, Errors (status >= 500),
+//     QuotaRejections (status 429), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
 //     Errors, QuotaRejections, TTFT, Latency.
@@ -69,7 +70,6 @@ type EMF struct {
 
 	sessions atomic.Int64
 	inflight atomic.Int64
-	moved    atomic.Int64 // sessions asked to move in this interval
 
 	mu     sync.Mutex
 	server emfAgg
@@ -82,6 +82,8 @@ type appKey struct{ tenant, app string }
 
 type emfAgg struct {
 	requests, errors, quota int64
+	takeovers               int64 // server line only: records of gone servers this one ended
+	moved                   int64 // server line only: sessions asked to move to another server
 	ttft, latency           dist
 }
 
@@ -133,7 +135,8 @@ func (e *EMF) Flush() error {
 		props: map[string]any{"Server": e.o.Server}}
 	doc.count("ActiveSessions", e.sessions.Load())
 	doc.count("InFlight", e.inflight.Load())
-	doc.count("SessionsMoved", e.moved.Swap(0))
+	doc.count("Takeovers", server.takeovers)
+	doc.count("SessionsMoved", server.moved)
 	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
@@ -179,15 +182,27 @@ func (a *emfAgg) put(d *emfDoc) {
 
 // The feed, called by Metrics. All are no-ops on a nil *EMF.
 
+func (e *EMF) addMoved() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.server.moved++
+	e.mu.Unlock()
+}
+
+func (e *EMF) addTakeover() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.server.takeovers++
+	e.mu.Unlock()
+}
+
 func (e *EMF) addSessions(n int64) {
 	if e != nil {
 		e.sessions.Add(n)
-	}
-}
-
-func (e *EMF) addMoved() {
-	if e != nil {
-		e.moved.Add(1)
 	}
 }
 

@@ -81,6 +81,7 @@ type Metrics struct {
 	retainedEvicted   prometheus.Counter
 	refusalsLimited   prometheus.Counter
 	followed          prometheus.Counter
+	takenOver         prometheus.Counter
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
 	sessionsMoved     *prometheus.CounterVec // reason
@@ -114,6 +115,7 @@ type Metrics struct {
 //	retained_answers_evicted_total        counter
 //	refusals_limited_total                counter
 //	requests_followed_total               counter
+//	requests_taken_over_total             counter
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
@@ -158,6 +160,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
 		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
 			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
+		takenOver: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_taken_over_total",
+			Help: "Records of servers the fleet judged gone that this server ended (interrupted), settling their quota."}),
 		attachmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "attachment_bytes_in_flight",
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
@@ -169,7 +173,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused, m.sessionsMoved)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused, m.sessionsMoved)
 	}
 	return m
 }
@@ -407,6 +411,16 @@ func (m *Metrics) RequestFollowed() {
 		return
 	}
 	m.followed.Inc()
+}
+
+// RequestTakenOver counts a record of a gone server that this server
+// ended as interrupted.
+func (m *Metrics) RequestTakenOver() {
+	if m == nil {
+		return
+	}
+	m.takenOver.Inc()
+	m.emf.Load().addTakeover()
 }
 
 // AttachmentBytesInFlight records the bytes past the plain frame bound of
