@@ -289,10 +289,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
 	})
-	admin.POST("/drain", func(c *gin.Context) {
-		requestDrain("admin")
-		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
-	})
+	admin.POST("/drain", drainHandler(requestDrain))
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if s.Pprof {
 		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))

@@ -20,6 +20,7 @@ type ending int
 const (
 	// endRejected: refused before acceptance. The error frame is the only
 	// frame, the log is forgotten, the reservation (if any) is released.
+	// A request refused at the door (Gateway.Refuse) has no log.
 	endRejected ending = iota
 	// endOwned: this server ran the request. The log ends, then the record
 	// (if any) gets the terminal, then the quota is settled.
@@ -84,8 +85,10 @@ func (g *Gateway) finish(o outcome) bool {
 	}
 	switch o.how {
 	case endRejected:
-		o.log.Reject(frame, o.end)
-		g.logs.Forget(o.log)
+		if o.log != nil { // nil: refused at the door (Refuse), which sends the error itself
+			o.log.Reject(frame, o.end)
+			g.logs.Forget(o.log)
+		}
 	case endInterrupted:
 		o.log.Finish(frame, o.end)
 	case endOwned:

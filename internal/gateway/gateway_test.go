@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -138,6 +140,7 @@ type env struct {
 	records gateway.Records
 	cache   *memCache
 	fleet   *fakeFleet
+	logger  *zap.Logger // nil: the test's log
 }
 
 // fakeFleet is the fleet's membership: the servers named gone are gone.
@@ -180,8 +183,12 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		o.ServerID = "server-1"
 	}
 	logs := stream.NewRegistry(stream.RegistryOptions{})
+	logger := e.logger
+	if logger == nil {
+		logger = zaptest.NewLogger(e.t)
+	}
 	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
-		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
+		Cache: e.cache, Usage: e.usage, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
@@ -334,6 +341,59 @@ func TestCachedAnswerEndsOnce(t *testing.T) {
 	}
 	if len(recs) != 2 || hit.RequestID != "req-cache-2" || !hit.Cached || hit.OutputTokens != 0 {
 		t.Errorf("usage records %+v, want the hit charged only its input estimate", recs)
+	}
+	// Its chunks were sent, so its time to the first one is not "no chunk"
+	// (0), however quick the cache was.
+	if hit.Chunks != 2 || hit.TTFTMs < 1 || hit.TTFTMs > hit.LatencyMs+1 {
+		t.Errorf("cache hit: chunks %d, ttft_ms %d, latency_ms %d; want 2 chunks and 1 <= ttft_ms", hit.Chunks, hit.TTFTMs, hit.LatencyMs)
+	}
+}
+
+// TestRefusedByEveryModelChargesNothing: a call every model refused before
+// its first chunk (throttled, unavailable, invalid) costs nothing at
+// Bedrock, so the request is charged nothing; a call a model may have
+// started on (its first token came too late) keeps the input estimate.
+func TestRefusedByEveryModelChargesNothing(t *testing.T) {
+	refused := func(kinds ...router.ErrorKind) streamFunc {
+		return func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+			var err error
+			for i, k := range kinds {
+				err = &router.ModelError{Kind: k, Model: chain[i].ID, Err: errors.New(string(k))}
+			}
+			if len(kinds) > 1 {
+				err = fmt.Errorf("%w: %w", router.ErrAllUnavailable, err)
+			}
+			return router.Outcome{Model: chain[len(kinds)-1].ID, FallbackFrom: chain[0].ID}, err
+		}
+	}
+	cases := []struct {
+		name    string
+		router  streamFunc
+		code    string
+		charged bool
+	}{
+		{"all throttled", refused(router.KindThrottled, router.KindThrottled), protocol.CodeModelUnavailable, false},
+		{"throttled then unavailable", refused(router.KindThrottled, router.KindUnavailable), protocol.CodeModelUnavailable, false},
+		{"invalid", refused(router.KindValidation), protocol.CodeInvalidRequest, false},
+		{"no first token in time", refused(router.KindTimeout), protocol.CodeTimeout, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := e.gateway(c.router, gateway.Options{})
+			log, _, _ := g.Submit(caller("chat"), request("req-refused", ""))
+			if f := terminal(t, log); f["code"] != c.code || f["chunks"] != 0.0 {
+				t.Errorf("terminal %v, want %s with no chunk", f, c.code)
+			}
+			recs := e.settle(g) // also: settled exactly the record's tokens and cost
+			if len(recs) != 1 {
+				t.Fatalf("usage records %+v", recs)
+			}
+			r := recs[0]
+			if got := r.InputTokens > 0 && r.CostUSD > 0; got != c.charged || r.OutputTokens != 0 || r.TTFTMs != 0 {
+				t.Errorf("record %+v: charged %v, want %v (and no output, ttft_ms 0)", r, got, c.charged)
+			}
+		})
 	}
 }
 

@@ -85,6 +85,7 @@ type Metrics struct {
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
 	sessionsMoved     *prometheus.CounterVec // reason
+	unauthenticated   *prometheus.CounterVec // door
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -119,6 +120,7 @@ type Metrics struct {
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
+//	unauthenticated_refusals_total        counter   door (ws|openai)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -168,12 +170,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
 		sessionsMoved: counter("sessions_moved_total", "Sessions asked to move to another server (a draining frame for that session), "+
 			"by reason: balance (this server above the fleet's mean), busy (answered busy while another server had room).", "reason"),
+		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
+			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused, m.sessionsMoved)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
+			m.unauthenticated, m.sessionsMoved)
 	}
 	return m
 }
@@ -305,6 +310,16 @@ func (m *Metrics) ConnectionRejected(reason string) {
 		return
 	}
 	m.connRejected.WithLabelValues(label(reason)).Inc()
+}
+
+// UnauthenticatedRefusal counts a connection or request refused for its
+// credentials at door (a fixed name: "ws", "openai"). Every one is
+// counted; their log lines are sampled (UnauthenticatedLogger).
+func (m *Metrics) UnauthenticatedRefusal(door string) {
+	if m == nil {
+		return
+	}
+	m.unauthenticated.WithLabelValues(label(door)).Inc()
 }
 
 // QuotaRejected counts a request refused by a quota; scope is the kind of
