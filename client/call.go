@@ -274,8 +274,11 @@ func (c *Call) onError(e *Error, from *conn) {
 	e = c.keepLonger(e)
 	c.mu.Unlock()
 	// draining refuses new work on a server that is shutting down (before
-	// acceptance, so nothing ran): send it again on the next connection.
-	if e.Code == protocol.CodeDraining && !resumeOnly && !accepted && c.client.opts.Reconnect {
+	// acceptance, so nothing ran): send it again on the next connection. So
+	// does busy on a connection the server asked to move (it has room
+	// elsewhere; the draining frame came first).
+	moved := e.Code == protocol.CodeBusy && e.Retryable && from != nil && from.draining.Load()
+	if (e.Code == protocol.CodeDraining || moved) && !resumeOnly && !accepted && c.client.opts.Reconnect {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.mu.Unlock()

@@ -393,6 +393,39 @@ func TestDrainingRefusalIsSentAgainElsewhere(t *testing.T) {
 	}
 }
 
+// A busy server with room elsewhere moves the session: the draining frame,
+// then busy. The client sends the request again on its new connection; a
+// busy on a connection not asked to move stays the caller's error.
+func TestBusyAfterDrainingIsSentAgainElsewhere(t *testing.T) {
+	const id = "moved-busy-1"
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(protocol.Draining{Type: protocol.TypeDraining, ReconnectAfterMs: 1})
+			p.send(busy(id))
+			p.waitClose()
+		},
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id {
+				t.Errorf("on the new connection %+v, want the request", in)
+			}
+			p.send(accepted(id))
+			p.send(done(id, 0, ""))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	if st := call.Stats(); st.Resends != 1 {
+		t.Fatalf("stats %+v, want one resend", st)
+	}
+}
+
 func busy(id string) protocol.Error {
 	return protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeBusy, Status: 503,
 		Retryable: true, RetryAfterMs: 1}

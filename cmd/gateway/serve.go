@@ -157,7 +157,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	members := fleet.NewMembership(fleetStore, fleet.Options{ID: instance, Heartbeat: s.FleetHeartbeat, StaleAfter: s.FleetStaleAfter,
 		Load: func() fleet.Load {
 			n := gw.Inflight()
-			return fleet.Load{Sessions: hub.Sessions(), Streams: n, InFlight: n}
+			// Sessions asked to move are leaving: the balancer counts what stays.
+			return fleet.Load{Sessions: hub.Staying(), Streams: n, InFlight: n}
 		}}, logger)
 
 	var qstore quota.Store = quota.NewMemoryStore()
@@ -205,12 +206,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, Instance: instance, CheckpointInterval: s.CheckpointInterval,
 		CheckpointChunks: s.CheckpointChunks, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
-	hub = session.NewHub(verifier, gw, metrics, logger, session.Options{
+	// With a members table the balancer spreads sessions over the fleet
+	// (without one the fleet is this server alone and nothing moves).
+	var balancer *fleet.Balancer
+	sessionOpts := session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
 		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), AttachmentBytesPerUser: int64(s.AttachBytesPerUser),
 		FrameReadTimeout: s.FrameReadTimeout, SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
-		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
+		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()}
+	if fleetStore != nil {
+		sessionOpts.RoomElsewhere = func() (fleet.Spread, bool) { return balancer.RoomElsewhere() }
+	}
+	hub = session.NewHub(verifier, gw, metrics, logger, sessionOpts)
+	if fleetStore != nil {
+		balancer = fleet.NewBalancer(members, hub, logger, fleet.BalanceOptions{Interval: s.BalanceInterval,
+			Margin: s.BalanceMargin, MovesPerSecond: float64(s.BalanceMovesPerSec)})
+		g.Go(func() error { return balancer.Run(gctx) })
+	}
 
 	if s.EMF == "stdout" {
 		emf := telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.ServerID}, logger)

@@ -90,6 +90,9 @@ type settings struct {
 	RequestsTable        string
 	CacheTable           string
 	MembersTable         string
+	BalanceInterval      time.Duration
+	BalanceMargin        float64
+	BalanceMovesPerSec   int
 	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
@@ -288,6 +291,9 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
 	str(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet members table (unset: a fleet of one); required with a requests table")
+	dur(&s.BalanceInterval, "JETWAY_BALANCE_INTERVAL", fleet.DefaultBalanceInterval, "with a members table: how often this server compares its sessions with the fleet's mean")
+	fraction(&s.BalanceMargin, "JETWAY_BALANCE_MARGIN", fleet.DefaultBalanceMargin, "with a members table: move idle sessions only while above the fleet's mean by this fraction")
+	num(&s.BalanceMovesPerSec, "JETWAY_BALANCE_MOVES_PER_SECOND", fleet.DefaultMovesPerSecond, "with a members table: sessions asked to move per second, at most (balance and busy moves together)")
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")

@@ -305,9 +305,9 @@ func (g *Gateway) acquire(f *flight) error {
 	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:
 		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", g.opts.MaxInflightPerUser)
 	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[f.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
-		return fmt.Errorf("%w: tenant at its in-flight cap", errBusy)
+		return fmt.Errorf("%w: tenant at its in-flight cap", ErrAtCapacity)
 	case g.inflight >= g.opts.MaxInflight:
-		return fmt.Errorf("%w: server at its in-flight cap of %d", errBusy, g.opts.MaxInflight)
+		return fmt.Errorf("%w: server at its in-flight cap of %d", ErrAtCapacity, g.opts.MaxInflight)
 	}
 	g.inflight++
 	g.byTenant[f.caller.Principal.Tenant]++

@@ -15,6 +15,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // Session is one WebSocket connection: one chat session of one user.
@@ -35,7 +36,10 @@ type Session struct {
 	expiry    *time.Timer
 	pinger    *time.Timer // sends a WebSocket ping every heartbeat
 	draining  bool
+	moved     bool               // asked to move to another server (guarded by hub.mu, not mu)
+	activeAt  time.Time          // when a request was last delivered, or the session opened
 	follows   map[string]*follow // request id -> the follower delivering it
+	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
 	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
@@ -68,7 +72,7 @@ func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share
 	s := &Session{
 		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
-		follows: map[string]*follow{},
+		follows: map[string]*follow{}, activeAt: h.opts.Now(),
 	}
 	s.queue = newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes, s.writeLoop)
 	return s
@@ -159,10 +163,12 @@ func (s *Session) readLoop() {
 				zap.Bool("user_share", spent.By == userSpent), zap.Int64("budget", opts.AttachmentBytesInFlight),
 				zap.Int64("user_share_bytes", opts.AttachmentBytesPerUser))
 			s.hub.metrics.AttachmentFrameRefused()
-			refusal := fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)
+			var refusal error
 			if spent.By == userSpent {
 				refusal = protocol.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
 					opts.AttachmentBytesPerUser)
+			} else {
+				refusal = s.moveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
 			}
 			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(refusal))
 			_ = s.conn.SetReadDeadline(deadline())
@@ -272,6 +278,8 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 		}
 	case protocol.TypeResume:
+		s.admitting(true)
+		defer s.admitting(false)
 		log, err := s.hub.gw.Resume(s.caller(), in.RequestID)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
@@ -279,7 +287,9 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 		}
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
-		if s.isDraining() {
+		draining := s.admitting(true)
+		defer s.admitting(false)
+		if draining {
 			if release != nil {
 				release()
 			}
@@ -293,7 +303,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 		}
 		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release})
 		if err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
@@ -351,6 +361,7 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 		old.cancel()
 	}
 	s.follows[log.RequestID] = f
+	s.activeAt = s.hub.opts.Now()
 	s.mu.Unlock()
 	go func() {
 		defer func() {
@@ -359,7 +370,8 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 			if s.follows[log.RequestID] == f {
 				delete(s.follows, log.RequestID)
 			}
-			idle := s.draining && len(s.follows) == 0 && s.idle != nil
+			s.activeAt = s.hub.opts.Now()
+			idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
 			s.mu.Unlock()
 			if idle {
 				s.signalIdle()
@@ -607,22 +619,74 @@ func (s *Session) isDraining() bool {
 	return s.draining
 }
 
-// drain tells the client to move to another server.
-func (s *Session) drain() {
+// admitting marks a request or resume being handled (start true) or done
+// with (start false): from reading it to following its log or refusing it,
+// the session is not idle, so neither a move nor the drain's close takes
+// it meanwhile. It returns whether the session is draining (at the start:
+// a request is then refused draining, with the mark held).
+func (s *Session) admitting(start bool) (draining bool) {
 	s.mu.Lock()
-	if s.draining {
+	if start {
+		s.pending++
+		draining = s.draining
 		s.mu.Unlock()
-		return
+		return draining
+	}
+	s.pending--
+	idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
+	s.mu.Unlock()
+	if idle {
+		s.signalIdle()
+	}
+	return false
+}
+
+// moveIfBusy moves the session when err is a busy at this server's
+// capacity and another server has room: the `draining` frame goes out
+// before the refusal, so the client sends the request again on its new
+// connection. It returns the refusal to send.
+func (s *Session) moveIfBusy(err error) error {
+	if !errors.Is(err, gateway.ErrAtCapacity) || s.hub.opts.RoomElsewhere == nil || s.isDraining() {
+		return err
+	}
+	at, ok := s.hub.opts.RoomElsewhere()
+	if !ok || !s.hub.move(s, telemetry.MoveBusy, at, false) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, gateway.ErrRoomElsewhere)
+}
+
+// idleSince is when the session last delivered a request (or opened),
+// if it delivers nothing now and is not draining.
+func (s *Session) idleSince() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.activeAt, len(s.follows) == 0 && s.pending == 0 && !s.draining && !s.closing
+}
+
+// drain tells the client to move to another server.
+func (s *Session) drain() { s.startDrain(false) }
+
+// startDrain marks the session draining and sends the `draining` frame,
+// once; with idleOnly, only if nothing is being delivered (checked under
+// the same lock, so a request arriving now is refused draining). False
+// when it did not start a drain.
+func (s *Session) startDrain(idleOnly bool) bool {
+	s.mu.Lock()
+	if s.draining || s.closing || (idleOnly && (len(s.follows) > 0 || s.pending > 0)) {
+		s.mu.Unlock()
+		return false
 	}
 	s.draining = true
 	s.idle = make(chan struct{})
-	empty := len(s.follows) == 0
+	empty := len(s.follows) == 0 && s.pending == 0
 	s.mu.Unlock()
 	s.send(protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
 		ReconnectAfterMs: s.hub.opts.ReconnectAfter.Milliseconds()}))
 	if empty {
 		s.signalIdle()
 	}
+	return true
 }
 
 func (s *Session) signalIdle() {

@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -93,7 +96,12 @@ type Options struct {
 	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
 	ReconnectAfter   time.Duration // the hint in draining frames
 	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
-	Now              func() time.Time
+	// RoomElsewhere, when set, is asked when a request is refused busy at
+	// this server's capacity: true when another server has room and the
+	// move rate allows a move (the balancer's RoomElsewhere). The session
+	// is then moved, and its busy says so (a short retry_after_ms).
+	RoomElsewhere func() (fleet.Spread, bool)
+	Now           func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -150,6 +158,7 @@ type Hub struct {
 	mu       sync.Mutex
 	draining bool
 	sessions map[*Session]struct{}
+	moving   int                   // of sessions, how many were asked to move (Session.moved)
 	perUser  map[string]*userShare // by auth.Principal.Owner, while the user has a session
 	idle     chan struct{}         // closed when draining and the last session ends
 }
@@ -383,6 +392,9 @@ func (h *Hub) unregister(p auth.Principal, s *Session) {
 		return
 	}
 	delete(h.sessions, s)
+	if s.moved {
+		h.moving--
+	}
 	if h.metrics != nil {
 		h.metrics.SessionClosed()
 	}
@@ -400,6 +412,77 @@ func (h *Hub) Sessions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.sessions)
+}
+
+// Staying is the number of open sessions not asked to move.
+func (h *Hub) Staying() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions) - h.moving
+}
+
+// MoveIdle asks up to n idle sessions (no request being delivered) to move
+// to another server, those idle longest first, and returns how many it
+// asked. A moved session is drained as at shutdown: a `draining` frame,
+// new requests on it refused `draining`, and a close with 1001 once what
+// it delivers has ended (its answers stay resumable). reason is
+// telemetry.MoveBalance or telemetry.MoveBusy; at is logged with each move.
+func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
+	if n <= 0 {
+		return 0
+	}
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		return 0
+	}
+	all := make([]*Session, 0, len(h.sessions)-h.moving)
+	for s := range h.sessions {
+		if !s.moved {
+			all = append(all, s)
+		}
+	}
+	h.mu.Unlock()
+	type candidate struct {
+		s     *Session
+		since time.Time
+	}
+	idle := make([]candidate, 0, len(all))
+	for _, s := range all {
+		if since, ok := s.idleSince(); ok {
+			idle = append(idle, candidate{s, since})
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].since.Before(idle[j].since) })
+	moved := 0
+	for _, c := range idle {
+		if moved == n {
+			break
+		}
+		if h.move(c.s, reason, at, true) {
+			moved++
+		}
+	}
+	return moved
+}
+
+// move drains one session for a move (with idleOnly, only if it has
+// nothing in flight), counts and logs it; false if it was not moved.
+func (h *Hub) move(s *Session, reason string, at fleet.Spread, idleOnly bool) bool {
+	if !s.startDrain(idleOnly) {
+		return false
+	}
+	h.mu.Lock()
+	if _, open := h.sessions[s]; open && !s.moved {
+		s.moved = true
+		h.moving++
+	}
+	h.mu.Unlock()
+	h.metrics.SessionMoved(reason)
+	s.logger.Info("session_moved", zap.String("reason", reason), zap.Int("sessions", at.Sessions),
+		zap.Float64("fleet_mean", math.Round(at.Mean*10)/10), zap.Int("members", at.Members))
+	go s.closeWhenIdle(context.Background())
+	return true
 }
 
 // Drain refuses new upgrades (503 draining) and tells every session to

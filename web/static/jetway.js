@@ -1627,8 +1627,10 @@ export class Client {
       else call[kIn].conn = null;
       return;
     }
-    if (f.code === 'draining' && !call.accepted) {
-      // It reached a server that is shutting down: send it to the next one.
+    if ((f.code === 'draining' || (f.code === 'busy' && f.retryable && conn.draining)) && !call.accepted) {
+      // It reached a server that is shutting down, or a busy one that asked
+      // this connection to move (it has room elsewhere; the draining frame
+      // came first): send it to the next one.
       call.stats.terminals--;
       call[kIn].conn = null;
       const c = this._sendable();
