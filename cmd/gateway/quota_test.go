@@ -373,7 +373,7 @@ func TestQuotaLeasesScopesWindowsUSD(t *testing.T) {
 	table := dynalitetest.TableName(t)
 	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
 	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table})
-	owner, _ := g.logs.Find("listening", "")[0]["quota_lease_owner"].(string)
+	owner, _ := g.logs.Find("listening", "")[0]["instance"].(string)
 	if owner == "" {
 		t.Fatal("quota leases are off with a quota table")
 	}
