@@ -50,9 +50,9 @@ func TestArticleTest2Kill(t *testing.T) {
 	// it had admitted but not yet recorded when it died (a round trip's
 	// worth; their clients send them again elsewhere) and of requests
 	// whose end was too close to its last lease write to tell: measured
-	// 127-953 tokens (docs/benchmarks.md), bounded here at three
-	// reservations (~530 tokens each).
-	if lost := r.used - r.usable; lost > 3*530 {
+	// 127-1,864 tokens (docs/benchmarks.md). Each of its sessions (7 of
+	// 20) holds at most one such reservation (~530 tokens).
+	if lost := r.used - r.usable; lost > 7*530 {
 		t.Fatalf("%d tokens counted that no request used (settled %d, used by requests %d)", lost, r.used, r.usable)
 	}
 }
