@@ -287,10 +287,17 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 	}
 	// A request re-sent to another server before its accepted frame arrived
 	// starts a model call there beside the record's put; the put finds the
-	// record and that call is stopped before it delivers anything.
+	// record and that call is stopped before it delivers anything. So does
+	// one refused busy because its put failed (a slow store on a busy
+	// machine): the client sends it again.
 	stopped := 0
 	for _, s := range cl.servers {
 		stopped += len(s.logs.Find("follows_other_server", ""))
+		for _, l := range s.logs.Find("rejected", "") {
+			if l["code"] == "busy" {
+				stopped++
+			}
+		}
 	}
 	if n := w.mock.Requests("mock-a"); n < users*perUser || n > int64(users*perUser+stopped) {
 		t.Fatalf("model calls %d, want %d (one per request) plus at most the %d stopped duplicates", n, users*perUser, stopped)
