@@ -211,6 +211,11 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		t.Fatal(err)
 	}
 	r.used, r.leases, r.calls = st.Used.Tokens, st.Leases, w.mock.Requests("mock-a")
+	for _, p := range survivors {
+		for _, l := range p.logs.Find("quota_lease_reclaimed", "") {
+			t.Logf("reclaimed: owner %v, %v tokens back, %v kept (%v)", l["owner"], l["tokens"], l["kept"], l["why"])
+		}
+	}
 
 	r.usable = r.charged
 	for _, recs := range readUsage(t, w.env["JETWAY_USAGE_DIR"]) {
