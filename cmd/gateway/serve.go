@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -206,37 +206,38 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
 		return nil
 	})
-	gin.SetMode(gin.ReleaseMode)
-	main := gin.New()
-	main.Use(gin.Recovery())
-	main.GET("/v1/ws", gin.WrapH(hub))
-	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
+	main := http.NewServeMux()
+	main.Handle("GET /v1/ws", hub)
+	door := openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
 	for _, p := range []string{openai.PathChat, openai.PathModels} {
-		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodOptions} {
+			main.Handle(method+" "+p, door)
+		}
 	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
 	}
-	admin := gin.New()
-	admin.Use(gin.Recovery())
-	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	admin.GET("/readyz", func(c *gin.Context) {
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	admin.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		healthChecks.Checked()
 		if !ready.Load() {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
 	})
-	admin.POST("/drain", func(c *gin.Context) {
+	admin.HandleFunc("POST /drain", func(w http.ResponseWriter, r *http.Request) {
 		requestDrain("admin")
-		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
+		writeJSON(w, http.StatusAccepted, map[string]any{"status": "draining"})
 	})
-	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if s.Pprof {
-		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
+		admin.Handle("GET /debug/pprof/", pprofHandler())
 	}
 
 	mainLn, err := net.Listen("tcp", s.Listen)
@@ -414,6 +415,18 @@ func trustingClient(caFile string) (*awshttp.BuildableClient, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}), nil
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // pprofHandler serves net/http/pprof's profiles (JETWAY_PPROF).
