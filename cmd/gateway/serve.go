@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -260,6 +261,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	ready.Store(true)
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
 		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("quota_lease_owner", lease.Owner))
+	if s.ServeDemo {
+		logger.Info("demo_page", zap.String("url", demoPageURL(mainLn.Addr())))
+	}
 
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
@@ -376,13 +380,28 @@ func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, logger 
 		}
 		ac.Issuer, ac.KeySet = dev.Issuer(), dev.KeySet()
 		logger.Warn("dev_mode", zap.String("issuer", dev.Issuer()), zap.String("key_file", s.DevKeyFile),
-			zap.String("hint", "mint a token with: go run ./cmd/gateway token --sub alice --tenant contoso --app support-assistant"))
+			zap.String("hint", `try it: ./bin/gateway chat "Hello" (after make build; or go run ./cmd/gateway chat "Hello"); `+
+				"mint a token with: gateway token --sub alice --tenant contoso --app support-assistant"))
 	}
 	v, err := auth.NewVerifier(ctx, ac, cfg, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}
 	return v, dev, nil
+}
+
+// demoPageURL is the demo page's address on the main listener; a wildcard
+// listener is reached on loopback.
+func demoPageURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String() + "/"
+	}
+	ip := tcp.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)) + "/"
 }
 
 func isLoopback(addr string) bool {
