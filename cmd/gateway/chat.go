@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jetway-gateway/jetway/client"
@@ -19,6 +21,10 @@ import (
 
 // defaultChatURL is where `gateway chat` connects: the dev gateway's default listener.
 const defaultChatURL = "ws://127.0.0.1:8080/v1/ws"
+
+// defaultChatConnectWait is how long chat waits for a gateway that refuses
+// connections (started a moment ago, still compiling or binding) by default.
+const defaultChatConnectWait = 30 * time.Second
 
 // maxChatToolRounds bounds the tool calls one prompt may lead to, as the
 // demo page bounds them: past it the turn ends with an error.
@@ -57,8 +63,10 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 	token := fs.String("token", "", "bearer token (default: mint dev tokens for --sub, --tenant and --app, as `gateway token` does)")
 	model := fs.String("model", "", "model id (default: the app's default model)")
 	system := fs.String("system", "", "system prompt")
+	reasoning := fs.Int("reasoning", 0, "reasoning budget in tokens for a reasoning model (0: none; the protocol's minimum is 1024)")
 	tools := fs.String("tools", "", "tools to offer: a demo tool chat runs itself ("+strings.Join(demoToolNames(), ", ")+
 		"), or a JSON file holding an array of {name, description, input_schema} (their calls are answered with an error result)")
+	wait := fs.Duration("wait", defaultChatConnectWait, "how long to wait for a gateway that is not listening yet (just started)")
 	var u devUser
 	u.flags(fs, getenv, false)
 	// Flags may come after the prompt's words too: `gateway chat Hello --model mock-tools`.
@@ -84,8 +92,11 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 		tokenFn = func(context.Context) (string, error) { return u.mint(getenv) }
 	}
 	s := &chatSession{out: stdout, model: *model, system: *system, tools: offered}
+	if *reasoning > 0 {
+		s.reasoning = &client.Reasoning{BudgetTokens: *reasoning}
+	}
 	var lost atomic.Bool
-	c, err := client.Dial(ctx, client.Options{URLs: []string{*url}, Token: tokenFn, Reconnect: true,
+	c, err := dialGateway(ctx, *wait, stderr, client.Options{URLs: []string{*url}, Token: tokenFn, Reconnect: true,
 		OnState: func(state string, err error) {
 			switch state {
 			case "connected":
@@ -134,14 +145,40 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 }
 
+// dialGateway connects, waiting up to wait while the gateway refuses
+// connections: the README starts it in the background and chats at once.
+func dialGateway(ctx context.Context, wait time.Duration, stderr io.Writer, o client.Options) (*client.Client, error) {
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		c, err := client.Dial(ctx, o)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return c, err
+		}
+		if !said {
+			fmt.Fprintf(stderr, "[waiting up to %s for the gateway at %s]\n", wait, o.URLs[0])
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(chatConnectRetry):
+		}
+	}
+}
+
+// chatConnectRetry is the pause between connection attempts while waiting.
+const chatConnectRetry = 250 * time.Millisecond
+
 // chatSession is one conversation: its history and how to print answers.
 type chatSession struct {
-	client  *client.Client
-	out     io.Writer
-	model   string
-	system  string
-	tools   []client.Tool
-	history []client.Message
+	client    *client.Client
+	out       io.Writer
+	model     string
+	system    string
+	tools     []client.Tool
+	reasoning *client.Reasoning
+	history   []client.Message
 
 	// What the answer printed so far ended with: the block and its kind.
 	started bool
@@ -184,7 +221,7 @@ func (s *chatSession) ask(ctx context.Context, prompt string) error {
 func (s *chatSession) answer(ctx context.Context) (*client.Done, error) {
 	s.started = false
 	call, err := s.client.Send(ctx, client.Request{Messages: s.history, Model: s.model, System: s.system,
-		Tools: s.tools, OnChunkFrame: s.print})
+		Tools: s.tools, Reasoning: s.reasoning, OnChunkFrame: s.print})
 	if err != nil {
 		return nil, err
 	}

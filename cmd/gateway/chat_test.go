@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -45,11 +46,11 @@ func (t *terminal) String() string {
 }
 
 // devGateway runs the gateway binary in dev mode (dev issuer, in-process
-// mock Bedrock at perToken) with its key file under home.
-func devGateway(t *testing.T, home string, perToken time.Duration) *gatewaytest.Process {
+// mock Bedrock at perToken) on listen with its key file under home.
+func devGateway(t *testing.T, home, listen string, perToken time.Duration) *gatewaytest.Process {
 	t.Helper()
 	return gatewaytest.Start(t, gatewaytest.Options{KillAtEnd: true, Env: map[string]string{"HOME": home,
-		"JETWAY_LISTEN": "127.0.0.1:0", "JETWAY_ADMIN_LISTEN": "127.0.0.1:0", "JETWAY_USAGE_DIR": t.TempDir(),
+		"JETWAY_LISTEN": listen, "JETWAY_ADMIN_LISTEN": "127.0.0.1:0", "JETWAY_USAGE_DIR": t.TempDir(),
 		"JETWAY_MOCK_TTFT": "5ms", "JETWAY_MOCK_PER_TOKEN": perToken.String()}})
 }
 
@@ -82,7 +83,7 @@ func awaitChat(t *testing.T, ended <-chan error, errOut *terminal) {
 // keeping the conversation (the mock's answer depends on every turn).
 func TestChat(t *testing.T) {
 	home := t.TempDir()
-	g := devGateway(t, home, 20*time.Millisecond)
+	g := devGateway(t, home, "127.0.0.1:0", 20*time.Millisecond)
 	proxy, err := delayproxy.Start(g.Addr, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +135,33 @@ func TestChat(t *testing.T) {
 		}
 		if _, err := time.Parse(time.RFC1123, strings.TrimSuffix(strings.TrimPrefix(lines[2], "[clock -> "), "]")); err != nil {
 			t.Errorf("the clock's result: %v", err)
+		}
+	})
+	// The README starts the gateway in the background and chats at once:
+	// chat waits for a gateway that is not listening yet.
+	t.Run("waits for the gateway to listen", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		out, errOut := newTerminal(1<<30), newTerminal(1)
+		ended := runChat(t, home, []string{"--url", "ws://" + addr + "/v1/ws", "--wait", "2m", "Hello"}, "", out, errOut)
+		select {
+		case <-errOut.past: // it says it waits
+		case err := <-ended:
+			t.Fatalf("chat ended with no gateway listening: %v", err)
+		case <-time.After(chatAnswerWithin):
+			t.Fatalf("chat said nothing within %s", chatAnswerWithin)
+		}
+		devGateway(t, home, addr, time.Millisecond)
+		awaitChat(t, ended, errOut)
+		if got := out.String(); got != want+"\n" {
+			t.Fatalf("after waiting chat printed %q, want the answer", got)
+		}
+		if !strings.Contains(errOut.String(), "waiting up to 2m0s for the gateway at ws://"+addr+"/v1/ws") {
+			t.Errorf("stderr %q", errOut)
 		}
 	})
 }

@@ -104,7 +104,7 @@ func TestCommandLineEdges(t *testing.T) {
 		{[]string{"usage", "--dir", filepath.Join(dir, "nowhere")}, "no usage records at " + filepath.Join(dir, "nowhere") + ": the gateway writes them to JETWAY_USAGE_DIR"},
 		{[]string{"usage"}, "no usage records at " + filepath.Join(dir, "absent") + ": the gateway writes them to JETWAY_USAGE_DIR (default ./usage, under the directory it was started in); run this there, or point --dir or JETWAY_USAGE_DIR at them"},
 		{[]string{"chat", "--tools", "nope", "Hi"}, `no demo tool "nope" and no such file (demo tools: clock)`},
-		{[]string{"chat", "--url", "ws://127.0.0.1:1/v1/ws", "Hi"}, "connect ws://127.0.0.1:1/v1/ws"},
+		{[]string{"chat", "--wait", "0s", "--url", "ws://127.0.0.1:1/v1/ws", "Hi"}, "connect ws://127.0.0.1:1/v1/ws: jetway: dial"},
 	} {
 		if _, err := runArgs(c.args...); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "non-loopback") {
 			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
