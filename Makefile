@@ -14,10 +14,12 @@ build:
 	$(BUILD)
 
 NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || \
-	[ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+	[ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || \
+	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
-# Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door; Chromium for the page tests.
+# Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door, DuckDB (@duckdb/node-api,
+# prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests.
 test-deps:
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
 	@$(NPM_CI)

@@ -139,14 +139,19 @@ const (
 	devTokenMaxSub  = 128 // bytes: the sub becomes a log field and a usage-record value
 )
 
-// mintDevToken mints a dev token for the page. Only the page itself (same
-// origin) or a loopback origin may ask: another site open in the same
-// browser must not get tokens.
+// mintDevToken mints a dev token for the page. Only the page itself, served
+// from this loopback listener, may ask: another site open in the same
+// browser must not get tokens, nor one whose name resolves to 127.0.0.1
+// (DNS rebinding: its Origin and Host agree, but neither is a loopback name).
 func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	fail := func(status int, code, msg string) {
 		writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !sameOrLoopbackOrigin(origin, r.Host) {
+	if !loopbackHost(r.Host) {
+		fail(http.StatusForbidden, "forbidden", "host not allowed: ask a loopback name or address (localhost, 127.0.0.1, [::1])")
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !ownLoopbackOrigin(origin, listenerPort(r)) {
 		fail(http.StatusForbidden, "forbidden", "origin not allowed")
 		return
 	}
@@ -196,16 +201,42 @@ func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "expires_in": int64(ttl / time.Second)})
 }
 
-// sameOrLoopbackOrigin reports whether origin is the page's own (host is
-// the request's Host) or a loopback one.
-func sameOrLoopbackOrigin(origin, host string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
+// loopbackHost reports whether host (a Host header: name or address, with
+// an optional port) is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
 	}
-	if strings.EqualFold(u.Host, host) || u.Hostname() == "localhost" {
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if strings.EqualFold(name, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(u.Hostname())
+	ip := net.ParseIP(name)
 	return ip != nil && ip.IsLoopback()
+}
+
+// listenerPort is the port the request arrived on (the listener's own),
+// "" when unknown.
+func listenerPort(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, port, err := net.SplitHostPort(a.String()); err == nil {
+			return port
+		}
+	}
+	return ""
+}
+
+// ownLoopbackOrigin reports whether origin is this listener's own: http(s),
+// a loopback name or address, and the listener's port.
+func ownLoopbackOrigin(origin, port string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHost(u.Host) {
+		return false
+	}
+	p := u.Port()
+	if p == "" {
+		p = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return port != "" && p == port
 }

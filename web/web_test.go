@@ -166,6 +166,7 @@ func TestDevTokenBounds(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	good := `{"sub":"ana","tenant":"contoso","app":"support-assistant"}`
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	cases := []struct {
 		name, body, origin string
 		status             int
@@ -173,7 +174,10 @@ func TestDevTokenBounds(t *testing.T) {
 	}{
 		{"other site", good, "https://evil.example.com", 403, "origin not allowed"},
 		{"same origin", good, srv.URL, 200, "token"},
-		{"loopback origin", good, "http://localhost:3000", 200, "token"},
+		{"own port by name", good, "http://localhost:" + port, 200, "token"},
+		{"own port over IPv6", good, "http://[::1]:" + port, 200, "token"},
+		{"another loopback port", good, "http://localhost:3000", 403, "origin not allowed"},
+		{"loopback origin, https scheme on another port", good, "https://127.0.0.1:1", 403, "origin not allowed"},
 		{"big body", `{"sub":"` + strings.Repeat("a", 8<<10) + `"}`, "", 413, "body over 4096 bytes"},
 		{"overflowing ttl", `{"sub":"ana","tenant":"contoso","app":"support-assistant","ttl_s":99999999999}`, "", 400, "ttl_s must be between 1 and 86400"},
 		{"negative ttl", `{"sub":"ana","tenant":"contoso","app":"support-assistant","ttl_s":-5}`, "", 400, "ttl_s"},
@@ -209,5 +213,41 @@ func TestProductionHasNoDevEndpoints(t *testing.T) {
 	want := `{"cognito":{"domain":"https://d.auth.eu-west-1.amazoncognito.com","client_id":"c1","redirect_uri":"","scopes":""},"dev":false}`
 	if body != want {
 		t.Errorf("config.json %s\nwant %s", body, want)
+	}
+}
+
+// A DNS-rebinding page (evil.example resolved to 127.0.0.1) sends an Origin
+// and a Host that agree but name no loopback host: refused (issue 23).
+// The page itself, by any loopback name, still gets its token.
+func TestDevTokenRefusesDNSRebinding(t *testing.T) {
+	srv, _, _ := devServer(t)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	good := `{"sub":"ana","tenant":"contoso","app":"support-assistant"}`
+	for _, c := range []struct {
+		host, origin string
+		status       int
+	}{
+		{"evil.example:" + port, "http://evil.example:" + port, 403},
+		{"evil.example:" + port, "", 403},
+		{"127.0.0.1.nip.io:" + port, "http://127.0.0.1.nip.io:" + port, 403},
+		{"localhost:" + port, "http://localhost:" + port, 200},
+		{"127.0.0.1:" + port, "http://127.0.0.1:" + port, 200},
+		{"127.0.0.1:" + port, "", 200},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/dev/token", strings.NewReader(good))
+		req.Host = c.host
+		req.Header.Set("Content-Type", "application/json")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || c.status == 403 && !strings.Contains(string(b), "not allowed") {
+			t.Errorf("Host %s, Origin %q: %d %s, want %d", c.host, c.origin, resp.StatusCode, b, c.status)
+		}
 	}
 }

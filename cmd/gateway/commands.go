@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -113,12 +114,13 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
 	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
+	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet members table (JETWAY_MEMBERS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			return parseFlags(fs, args, stdout) // prints the flags, flag.ErrHelp
 		}
-		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name] (see gateway tables -h)")
+		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name] [--members-table name] (see gateway tables -h)")
 	}
 	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
@@ -133,7 +135,8 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	for _, t := range []struct {
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
-	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable}} {
+	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable},
+		{*membersTable, fleet.CreateTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return err // it names the table and the step
 		}

@@ -106,6 +106,11 @@ func (w *world) merged(overrides map[string]string) map[string]string {
 	for k, v := range overrides {
 		env[k] = v
 	}
+	// Servers sharing request records are a fleet: they need its members
+	// table, one per requests table (so per test).
+	if t := env["JETWAY_REQUESTS_TABLE"]; t != "" && env["JETWAY_MEMBERS_TABLE"] == "" {
+		env["JETWAY_MEMBERS_TABLE"] = t + "-members"
+	}
 	return env
 }
 

@@ -35,16 +35,23 @@ func TestArticleTest2(t *testing.T) {
 }
 
 // TestArticleTest2Kill is Test 2 with one of the three servers killed
-// (SIGKILL) mid-run: its clients move to the others, its lease expires
-// (a 2 s TTL here) and a survivor reclaims the uncommitted part, so the
-// limit is still used up and never passed.
+// (SIGKILL) mid-run, with the default settings: its clients move to the
+// others and follow its records; once the fleet judges it gone, a
+// survivor ends its requests (interrupted, settled at what they
+// generated) and reclaims its lease at once, so the limit is still used
+// up and never passed.
 func TestArticleTest2Kill(t *testing.T) {
-	r := runTest2(t, map[string]string{"JETWAY_QUOTA_LEASE_TTL": "2s"}, true)
+	r := runTest2(t, nil, true)
 	if _, held := r.leases[r.killedOwner]; held {
 		t.Fatalf("the killed server's lease %+v was never reclaimed", r.leases[r.killedOwner])
 	}
 	if r.used < r.charged {
 		t.Fatalf("settled usage %d < charged in done frames %d", r.used, r.charged)
+	}
+	// What the dead server holds for nothing: its unspent commitment
+	// ahead (at least 4 requests of ~530 tokens), at most.
+	if lost := r.used - r.usable; lost > 4*600 {
+		t.Fatalf("%d tokens counted that no request used (settled %d, used by requests %d)", lost, r.used, r.usable)
 	}
 }
 
@@ -52,7 +59,9 @@ func TestArticleTest2Kill(t *testing.T) {
 // and leases after the surviving servers drained, and the model calls.
 type test2Result struct {
 	boarded, rejected429, rateLimited, other, neverHeard, charged int64
+	interrupted                                                   int64
 	used, calls                                                   int64
+	usable                                                        int64 // tokens requests used: done frames plus interrupted records
 	leases                                                        map[string]quota.Lease
 	killedOwner                                                   string
 }
@@ -62,7 +71,9 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: time.Millisecond})
 	endpoint := dynalitetest.Start(t)
 	table := dynalitetest.TableName(t)
-	aws := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}
+	// The production shape: quota leases, request records and the fleet.
+	aws := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table,
+		"JETWAY_REQUESTS_TABLE": table + "-req"}
 	out := w.runCommand(aws, "tables", "create")
 	if !strings.Contains(out, table) {
 		t.Fatalf("tables create: %s", out)
@@ -70,8 +81,10 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 	w.runCommand(aws, "tables", "create") // idempotent
 	var servers []*proc
 	for i := 0; i < 3; i++ {
-		e := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table,
-			"JETWAY_SERVER_ID": fmt.Sprintf("task-%d", i), "JETWAY_MAX_INFLIGHT_PER_USER": "20"}
+		e := map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("task-%d", i), "JETWAY_MAX_INFLIGHT_PER_USER": "20"}
+		for k, v := range aws {
+			e[k] = v
+		}
 		for k, v := range env {
 			e[k] = v
 		}
@@ -82,7 +95,7 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		if len(l) == 0 {
 			t.Fatalf("no listening line")
 		}
-		o, _ := l[0]["quota_lease_owner"].(string)
+		o, _ := l[0]["instance"].(string)
 		if o == "" && env["JETWAY_QUOTA_LEASE"] != "false" {
 			t.Fatalf("quota leases are off: %v", l[0])
 		}
@@ -95,7 +108,14 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 	var wg sync.WaitGroup
 	killAt := make(chan struct{})
 	var killOnce sync.Once
-	deadline := time.Now().Add(8 * time.Second)
+	// Clients keep asking for 8 s; with a kill, long enough past it for the
+	// fleet to judge the dead server gone (10 s stale bound) and the
+	// survivors to use what comes back.
+	run := 8 * time.Second
+	if kill {
+		run = 25 * time.Second
+	}
+	deadline := time.Now().Add(run)
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -136,6 +156,10 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 					if e.Status != 429 || e.Message != "Token quota exceeded" || e.RetryAfterMs <= 0 || e.Scope != "app" || e.Window != "hour" {
 						t.Errorf("unclean 429: %+v", e)
 					}
+				case e != nil && e.Code == "interrupted" && kill:
+					// Its server was killed: a survivor ended it with
+					// what was saved (charged in its usage record).
+					r.interrupted++
 				case e != nil && e.Code == "rate_limited":
 					// Clients that keep asking after a refusal hit the
 					// per-user refusal budget: also a clean, immediate 429.
@@ -183,8 +207,17 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		t.Fatal(err)
 	}
 	r.used, r.leases, r.calls = st.Used.Tokens, st.Leases, w.mock.Requests("mock-a")
-	t.Logf("Test 2 (kill=%v): boarded=%d clean429=%d rate_limited=%d past_limit=%d never_heard=%d charged=%d settled=%d/%d model_calls=%d leases=%d",
-		kill, r.boarded, r.rejected429, r.rateLimited, max(0, r.used-limit), r.neverHeard, r.charged, r.used, limit, r.calls, len(r.leases))
+	r.usable = r.charged
+	for _, recs := range readUsage(t, w.env["JETWAY_USAGE_DIR"]) {
+		for _, u := range recs {
+			if u.Outcome == "interrupted" && u.Tenant == "fabrikam" {
+				r.usable += u.InputTokens + u.OutputTokens
+			}
+		}
+	}
+	t.Logf("Test 2 (kill=%v): boarded=%d interrupted=%d clean429=%d rate_limited=%d past_limit=%d never_heard=%d charged=%d settled=%d/%d usable=%d (%.1f%%) model_calls=%d leases=%d",
+		kill, r.boarded, r.interrupted, r.rejected429, r.rateLimited, max(0, r.used-limit), r.neverHeard, r.charged, r.used, limit,
+		r.usable, 100*float64(r.usable)/limit, r.calls, len(r.leases))
 	if r.boarded == 0 || r.rejected429 == 0 || r.neverHeard != 0 || r.other != 0 {
 		t.Fatalf("Test 2 tally %+v", r)
 	}

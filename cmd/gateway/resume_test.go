@@ -28,7 +28,7 @@ func (w *world) cluster(n int, extra map[string]string) *cluster {
 	w.t.Helper()
 	cl := &cluster{endpoint: dynalitetest.Start(w.t), quota: dynalitetest.TableName(w.t), requests: dynalitetest.TableName(w.t) + "-req"}
 	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": cl.endpoint, "JETWAY_QUOTA_TABLE": cl.quota,
-		"JETWAY_REQUESTS_TABLE": cl.requests, "JETWAY_LEASE": "2s", "JETWAY_CHECKPOINT_INTERVAL": "300ms",
+		"JETWAY_REQUESTS_TABLE": cl.requests, "JETWAY_CHECKPOINT_INTERVAL": "300ms",
 		"JETWAY_RESUME_POLL_INTERVAL": "100ms"}
 	for k, v := range extra {
 		env[k] = v
@@ -112,7 +112,7 @@ func TestResumeOnAnotherServer(t *testing.T) {
 // with the saved text), quota is settled, and no record stays running.
 func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 10 * time.Millisecond})
-	cl := w.cluster(2, map[string]string{"JETWAY_QUOTA_LEASE_TTL": "2s"})
+	cl := w.cluster(2, nil) // the fleet's default stale bound (10 s) and lease TTL (30 s)
 	const n = 10
 	var calls []*client.Call
 	var clients []*client.Client
@@ -156,12 +156,12 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 		default:
 			t.Fatalf("%s: %v, want done or interrupted", call.ID, err)
 		}
-		if took > 10*time.Second {
-			t.Fatalf("%s resolved %s after the kill, want within 10s", call.ID, took)
+		if took > 15*time.Second {
+			t.Fatalf("%s resolved %s after the kill, want within 15s", call.ID, took)
 		}
 		worst = max(worst, took)
 	}
-	t.Logf("SIGKILL: %d streams resolved through the other server, the last %s after the kill (lease 2s)", n, worst)
+	t.Logf("SIGKILL: %d streams resolved through the other server, the last %s after the kill", n, worst)
 	// No record is left running, and the quota was settled (nothing stays reserved at max_tokens).
 	store := stream.NewDynamoStore(dynalitetest.Client(t, cl.endpoint), cl.requests)
 	for i, call := range calls {
@@ -172,13 +172,12 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 	}
 	// With quota leases (the default) the killed server's lease committed
 	// its requests in flight at their reservations (~1,030 tokens each)
-	// plus what it committed ahead (at least 4 requests): a resolved request
-	// charges only usage beyond its reservation, and those committed tokens
-	// stay counted until the window ends (docs/architecture.md). The rest of
-	// its block comes back once its lease expired (2 s here) and the
-	// survivor, writing its own lease, sees it.
+	// plus what it committed ahead (at least 4 requests). Once the fleet
+	// judged it gone, a survivor ended each request at what it generated
+	// (its reservation's rest refunded) and reclaimed the lease's
+	// uncommitted room at once, well before the lease's 30 s TTL.
 	ownerOf := func(p *proc) string {
-		o, _ := p.logs.Find("listening", "")[0]["quota_lease_owner"].(string)
+		o, _ := p.logs.Find("listening", "")[0]["instance"].(string)
 		return o
 	}
 	dead, alive := ownerOf(cl.servers[0]), ownerOf(cl.servers[1])
@@ -195,18 +194,22 @@ func TestSIGKILLOwnerResolvesElsewhere(t *testing.T) {
 		if _, held := st.Leases[dead]; !held {
 			break
 		}
-		if time.Since(killedAt) > 20*time.Second {
-			t.Fatalf("the killed server's lease %+v was not reclaimed within 20s of the kill", st.Leases[dead])
+		if time.Since(killedAt) > 25*time.Second {
+			t.Fatalf("the killed server's lease %+v was not reclaimed within 25s of the kill (its TTL is 30s)", st.Leases[dead])
 		}
 		if _, err := waitCall(t, mustSend(t, after, ask(fmt.Sprint("after the kill ", i))), 20*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	counted := st.Used.Tokens - st.Leases[alive].Granted.Tokens
-	t.Logf("quota after the kill: the dead lease was reclaimed; %d tokens stay counted for its %d requests", counted, n)
-	if counted < int64(n)*300 || counted > int64(n+4)*1100 {
-		t.Fatalf("%d tokens counted for the killed server, want its %d reservations and its commitment ahead: %d..%d",
-			counted, n, n*300, (n+4)*1100)
+	t.Logf("quota after the kill: the dead lease was reclaimed %s after the kill; %d tokens stay counted for its %d requests",
+		time.Since(killedAt).Round(time.Millisecond), counted, n)
+	// What its requests generated (well under half their reservations:
+	// killed at seq 40-ish of 300) plus its commitment ahead, not their
+	// whole reservations.
+	if counted <= 0 || counted > int64(4+n/2)*1100 {
+		t.Fatalf("%d tokens counted for the killed server, want what its %d requests generated plus its commitment ahead: <= %d",
+			counted, n, (4+n/2)*1100)
 	}
 	_ = clients
 }
@@ -219,11 +222,10 @@ func TestConnectionResetsAcrossServers(t *testing.T) {
 		t.Skip("long: run without -short")
 	}
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 500 * time.Microsecond, Tokens: 120})
-	// No server dies here: a lease longer than the cluster's 2 s keeps a
-	// checkpoint that a starved CI machine (race detector, dynalite and
-	// Chromium on two cores) delays past 2 s from ending a live stream as
-	// interrupted (seen once in 1,000 streams).
-	cl := w.cluster(3, map[string]string{"JETWAY_LEASE": "6s"})
+	// No server dies here, so no stream may end interrupted, however late
+	// a checkpoint is on a starved machine: liveness comes from the fleet's
+	// membership, with its default settings.
+	cl := w.cluster(3, nil)
 	const users, perUser = 50, 20 // 1,000 streams
 	var mu sync.Mutex
 	var bad []string

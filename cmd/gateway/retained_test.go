@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -21,6 +22,9 @@ func TestRetainedAnswerBudget(t *testing.T) {
 	endpoint := dynalitetest.Start(t)
 	table := dynalitetest.TableName(t) + "-req"
 	if err := stream.CreateTable(context.Background(), dynalitetest.Client(t, endpoint), table); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.CreateTable(context.Background(), dynalitetest.Client(t, endpoint), table+"-members"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/openai"
@@ -136,16 +137,41 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bedrock := bedrockruntime.NewFromConfig(awsCfg, bedrockOpts...)
 	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
 
+	// The fleet: this server's membership item, renewed with a client of
+	// its own so heartbeats never wait behind request writes. Its load is
+	// read at each heartbeat (hub and gw are set below, before Join).
+	if err := s.checkFleet(); err != nil {
+		return err
+	}
+	instance, err := s.instanceID()
+	if err != nil {
+		return err
+	}
+	var fleetStore fleet.Store
+	if s.MembersTable != "" {
+		fs := fleet.NewDynamoStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(2) }), s.MembersTable)
+		fs.SetObserver(metrics)
+		fleetStore = fs
+	}
+	var hub *session.Hub
+	var gw *gateway.Gateway
+	members := fleet.NewMembership(fleetStore, fleet.Options{ID: instance, Heartbeat: s.FleetHeartbeat, StaleAfter: s.FleetStaleAfter,
+		Load: func() fleet.Load {
+			n := gw.Inflight()
+			return fleet.Load{Sessions: hub.Sessions(), Streams: n, InFlight: n}
+		}}, logger)
+
 	var qstore quota.Store = quota.NewMemoryStore()
 	if s.QuotaTable != "" {
 		qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
 		qs.SetObserver(metrics)
 		qstore = qs
 	}
-	lease, err := s.quotaLease()
-	if err != nil {
-		return err
+	var leaseGone func(string, time.Time) bool
+	if fleetStore != nil {
+		leaseGone = members.Gone
 	}
+	lease := s.quotaLease(instance, leaseGone)
 	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
 	g.Go(func() error { return quotas.Run(gctx) })
 
@@ -174,13 +200,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
 	g.Go(func() error { return logs.Run(gctx) })
 
-	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
-		Quotas: quotas, Records: records, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
+	var liveness gateway.Fleet
+	if fleetStore != nil {
+		liveness = members
+	}
+	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
-		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, CheckpointInterval: s.CheckpointInterval,
-		CheckpointChunks: s.CheckpointChunks, Lease: s.Lease, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
-	hub := session.NewHub(verifier, gw, metrics, logger, session.Options{
+		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, Instance: instance, CheckpointInterval: s.CheckpointInterval,
+		CheckpointChunks: s.CheckpointChunks, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
+	hub = session.NewHub(verifier, gw, metrics, logger, session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
 		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
@@ -202,6 +232,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		default:
 		}
 	}
+	// A gone member's requests are ended and its quota given back in the
+	// background: the heartbeat goes on meanwhile.
+	members.OnGone(func(id string) {
+		gw.Sweep(id)
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(gctx, 30*time.Second)
+			defer cancel()
+			quotas.ReclaimGone(ctx, id)
+			return nil
+		})
+	})
+	members.OnExpelled(func() { requestDrain("expelled_from_fleet") })
+	if err := members.Join(bg); err != nil {
+		return err
+	}
+	g.Go(func() error { return members.Run(gctx) })
 	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses()})
 	g.Go(func() error {
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
@@ -232,10 +278,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
 	})
-	admin.HandleFunc("POST /drain", func(w http.ResponseWriter, r *http.Request) {
-		requestDrain("admin")
-		writeJSON(w, http.StatusAccepted, map[string]any{"status": "draining"})
-	})
+	admin.Handle("POST /drain", drainHandler(requestDrain))
 	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if s.Pprof {
 		admin.Handle("GET /debug/pprof/", pprofHandler())
@@ -260,7 +303,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
 	ready.Store(true)
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
-		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("quota_lease_owner", lease.Owner))
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("instance", instance),
+		zap.String("members_table", s.MembersTable))
 	if s.ServeDemo {
 		logger.Info("demo_page", zap.String("url", demoPageURL(mainLn.Addr())))
 	}
@@ -277,6 +321,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// means no request is admitted here any more.
 		gw.Drain()
 		hub.Drain()
+		members.SetDraining()
 		ready.Store(false)
 		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
 		defer cancelDrain()
@@ -290,6 +335,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		if err := hub.Close(drainCtx); err != nil {
 			logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+		}
+		// Its requests have ended (or the deadline passed): the fleet need
+		// not wait for the stale bound to end what is left.
+		if err := members.Leave(drainCtx); err != nil {
+			logger.Warn("fleet_leave_failed", zap.Error(err))
 		}
 		logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
 	}

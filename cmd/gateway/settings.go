@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -65,7 +66,8 @@ type settings struct {
 	SelfDrainMisses       int
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int
-	Lease                 time.Duration
+	FleetHeartbeat        time.Duration
+	FleetStaleAfter       time.Duration
 	PollInterval          time.Duration
 
 	Region               string
@@ -86,6 +88,7 @@ type settings struct {
 	QuotaLeaseMaxItems   int
 	RequestsTable        string
 	CacheTable           string
+	MembersTable         string
 	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
@@ -280,7 +283,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", gateway.DefaultFirstTokenTimeout, "longest wait for a model's first token")
 	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", gateway.DefaultCheckpointInterval, "how often a running request's record is checkpointed")
 	num(&s.CheckpointChunks, "JETWAY_CHECKPOINT_CHUNKS", gateway.DefaultCheckpointChunks, "checkpoint early after this many chunks")
-	dur(&s.Lease, "JETWAY_LEASE", gateway.DefaultLease, "how long a request record's owner lease lasts unrenewed")
+	dur(&s.FleetHeartbeat, "JETWAY_FLEET_HEARTBEAT", fleet.DefaultHeartbeat, "how often a server renews its fleet membership item and reads the others'")
+	dur(&s.FleetStaleAfter, "JETWAY_FLEET_STALE_AFTER", fleet.DefaultStaleAfter, "a member whose heartbeat stays unchanged this long (while the table answers) is gone: its requests are ended as interrupted and its quota given back")
 	dur(&s.PollInterval, "JETWAY_RESUME_POLL_INTERVAL", gateway.DefaultPollInterval, "how often a resumed request owned by another server is polled")
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
@@ -303,6 +307,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.QuotaLeaseMaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
+	str(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet members table (unset: a fleet of one); required with a requests table")
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
@@ -317,22 +322,39 @@ func flagName(key string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "JETWAY_")), "_", "-")
 }
 
-// quotaLease returns the quota lease options: off without a quota table
-// (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
-// false. The owner is the server id plus a per-process random suffix, so a
-// restarted task never takes over the lease of its killed predecessor
-// (whose committed usage must stay counted).
-func (s *settings) quotaLease() (quota.LeaseOptions, error) {
-	if s.QuotaTable == "" || !s.QuotaLease {
-		return quota.LeaseOptions{}, nil
-	}
+// instanceID is this process's id in the fleet: the server id plus a
+// random suffix, so a restarted task is a new member that never takes over
+// the records or quota leases of its killed predecessor (which the fleet
+// ends and settles).
+func (s *settings) instanceID() (string, error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return quota.LeaseOptions{}, fmt.Errorf("quota lease owner: %w", err)
+		return "", fmt.Errorf("instance id: %w", err)
 	}
-	return quota.LeaseOptions{Owner: s.ServerID + "-" + hex.EncodeToString(b[:]), TTL: s.QuotaLeaseTTL,
+	return s.ServerID + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// checkFleet refuses tables that only a fleet can use safely without the
+// members table that tells a dead server from a slow one.
+func (s *settings) checkFleet() error {
+	if s.MembersTable == "" && s.RequestsTable != "" {
+		return fmt.Errorf("JETWAY_REQUESTS_TABLE is set without JETWAY_MEMBERS_TABLE: servers sharing " +
+			"request records must know which of them are alive (see docs/operations.md, \"The fleet\"); create it with `gateway tables create`")
+	}
+	return nil
+}
+
+// quotaLease returns the quota lease options: off without a quota table
+// (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
+// false. The owner is the instance id; gone reports whether another
+// owner left the fleet.
+func (s *settings) quotaLease(owner string, gone func(owner string, since time.Time) bool) quota.LeaseOptions {
+	if s.QuotaTable == "" || !s.QuotaLease {
+		return quota.LeaseOptions{}
+	}
+	return quota.LeaseOptions{Owner: owner, TTL: s.QuotaLeaseTTL,
 		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
-		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}, nil
+		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems, Gone: gone}
 }
 
 // attachmentFrameBytes is the session's MaxAttachmentFrameBytes: 0 means

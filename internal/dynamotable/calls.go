@@ -28,6 +28,7 @@ const (
 	TableQuota    = "quota"
 	TableRequests = "requests"
 	TableCache    = "cache"
+	TableMembers  = "members"
 )
 
 // Classify sorts a DynamoDB call's error into one of the outcomes above

@@ -24,17 +24,45 @@ const (
 	waitMax      = 2 * time.Minute
 )
 
-// Create makes the table (partition key pk, on-demand) unless it exists,
-// waits until it is ACTIVE, and enables TTL on ttlAttr. It is idempotent.
-// dynalite has no TTL API; that is tolerated, since every reader of these
-// tables treats an item past its TTL attribute as absent.
-func Create(ctx context.Context, client *dynamodb.Client, table, pk, ttlAttr string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+// Index is a keys-only global secondary index of a table Create makes.
+type Index struct {
+	Name                string
+	Hash, Range         string // Range may be empty
+	HashType, RangeType types.ScalarAttributeType
+}
+
+// Create makes the table (partition key pk, on-demand, with indexes)
+// unless it exists, waits until it is ACTIVE, and enables TTL on ttlAttr.
+// It is idempotent (an existing table is left as it is). dynalite has no
+// TTL API; that is tolerated, since every reader of these tables treats an
+// item past its TTL attribute as absent.
+
+func Create(ctx context.Context, client *dynamodb.Client, table, pk, ttlAttr string, indexes ...Index) error {
+	in := &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(pk), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	})
+	}
+	defined := map[string]bool{pk: true}
+	define := func(name string, t types.ScalarAttributeType) {
+		if !defined[name] {
+			defined[name] = true
+			in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: t})
+		}
+	}
+	for _, ix := range indexes {
+		define(ix.Hash, ix.HashType)
+		keys := []types.KeySchemaElement{{AttributeName: aws.String(ix.Hash), KeyType: types.KeyTypeHash}}
+		if ix.Range != "" {
+			define(ix.Range, ix.RangeType)
+			keys = append(keys, types.KeySchemaElement{AttributeName: aws.String(ix.Range), KeyType: types.KeyTypeRange})
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name), KeySchema: keys,
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}})
+	}
+	_, err := client.CreateTable(ctx, in)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("create table %s: %w", table, err)

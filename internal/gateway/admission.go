@@ -210,7 +210,7 @@ func (f *flight) createRecord() error {
 	now := g.opts.Now()
 	ctx, cancel := g.storeCtx()
 	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
-		BodyHash: f.log.BodyHash, Server: g.opts.ServerID, LeaseUntil: now.Add(g.opts.Lease), Accepted: f.accepted,
+		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted,
 		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {
@@ -295,6 +295,10 @@ func (g *Gateway) acquire(f *flight) error {
 	switch {
 	case g.draining:
 		return errDraining
+	case g.fleet != nil && !g.fleet.Healthy():
+		// Other servers may soon judge this one gone and give back what it
+		// holds: admit nothing until its membership is current again.
+		return fmt.Errorf("%w: this server cannot renew its fleet membership", errBusy)
 	case g.bySession[f.sessionKey()] >= g.opts.MaxInflightPerSession:
 		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", g.opts.MaxInflightPerSession)
 	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:

@@ -70,6 +70,11 @@ func (f *flight) reasoningTokens() error {
 	if r == nil {
 		return nil
 	}
+	if r.BudgetTokens >= f.app.MaxTokensLimit {
+		// Refused before any sum: a budget near the int range must not wrap.
+		return protocol.Errorf(protocol.ErrInvalid, "reasoning.budget_tokens %d must be less than this app's max_tokens limit of %d",
+			r.BudgetTokens, f.app.MaxTokensLimit)
+	}
 	if f.req.MaxTokens == 0 {
 		f.maxTokens = min(r.BudgetTokens+f.app.MaxTokens, f.app.MaxTokensLimit)
 	}

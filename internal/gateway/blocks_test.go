@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,4 +203,38 @@ func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
 		t.Fatalf("%d model calls, want 2 (the second request was a hit)", calls.Load())
 	}
 	e.settle(g)
+}
+
+// Issue 23: a reasoning budget near the int range wrapped the sum with the
+// app's default answer length, and the refusal named a negative max_tokens.
+func TestHugeReasoningBudgetIsRefusedWithoutOverflow(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	g := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		calls.Add(1)
+		return reply("thinker", "ok")(ctx, chain, c, onDelta)
+	}), gateway.Options{})
+	for i, budget := range []int{math.MaxInt, math.MaxInt - 1000, 8192} {
+		req := request(fmt.Sprintf("req-budget-%d", i), "")
+		req.Reasoning = &protocol.Reasoning{BudgetTokens: budget}
+		log, _, err := g.Submit(caller("think"), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := terminal(t, log)
+		want := fmt.Sprintf("reasoning.budget_tokens %d must be less than this app's max_tokens limit of 8192", budget)
+		if f["code"] != protocol.CodeInvalidRequest || f["message"] != want {
+			t.Errorf("budget %d: terminal %v, want invalid_request %q", budget, f, want)
+		}
+	}
+	// The same socket's next request is served.
+	ok := request("req-budget-ok", "")
+	ok.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
+	log, _, _ := g.Submit(caller("think"), ok)
+	if f := terminal(t, log); f["type"] != "done" {
+		t.Fatalf("a valid budget after the refusals: %v", f)
+	}
+	if recs := e.settle(g); len(recs) != 4 || calls.Load() != 1 {
+		t.Fatalf("%d usage records, %d model calls: want 4 and 1", len(recs), calls.Load())
+	}
 }

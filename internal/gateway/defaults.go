@@ -22,7 +22,6 @@ const (
 	DefaultPollInterval          = 200 * time.Millisecond
 	DefaultCheckpointInterval    = time.Second
 	DefaultCheckpointChunks      = 64
-	DefaultLease                 = 5 * time.Second
 	DefaultResumeWindow          = stream.DefaultRetention
 	// DefaultCacheLookup bounds the response cache's DynamoDB tier before
 	// the model call (the memory tier answers at once): past it the lookup
@@ -30,12 +29,15 @@ const (
 	DefaultCacheLookup = 50 * time.Millisecond
 )
 
-// Bounds of retrying the terminal's write to the request store.
+// Bounds of retrying writes to the request store. A terminal's write is
+// retried, at most maxStoreBackoff apart, until it lands or the resume
+// window passes (the record means nothing after it): a slow store delays
+// followers on other servers, it never ends an answer.
 const (
-	persistAttempts    = 8
 	persistBackoff     = 50 * time.Millisecond
-	maxFollowBackoff   = 2 * time.Second // polling a record after store errors
-	drainPersistMargin = time.Second     // Wait's extra time, past StoreTimeout, for stopped requests to persist
+	maxStoreBackoff    = 2 * time.Second  // between retries of a terminal's write, and polls of a record after store errors
+	sweepTimeout       = 30 * time.Second // listing and adopting a gone server's running records
+	drainPersistMargin = time.Second      // Wait's extra time, past StoreTimeout, for stopped requests to persist
 )
 
 // Options bound the pipeline. Zero values mean the Default* constants above.
@@ -49,12 +51,12 @@ type Options struct {
 	FirstTokenTimeout     time.Duration // a model's own setting wins
 	ReserveTimeout        time.Duration // the quota reservation's budget
 	SettleTimeout         time.Duration // how long settlement keeps retrying (until the window ends, at most this)
-	ServerID              string
+	ServerID              string        // the task's id, in usage records
+	Instance              string        // this process's fleet id: the owner of its request records (default ServerID)
 	StoreTimeout          time.Duration // one request-store call
 	PollInterval          time.Duration // following a record owned by another server
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int           // checkpoint early after this many chunks
-	Lease                 time.Duration // how long an owner's record lease lasts unrenewed
 	ResumeWindow          time.Duration // finished records are kept this long
 	CacheLookup           time.Duration // the response cache's lookup before the model call
 	Now                   func() time.Time
@@ -73,11 +75,13 @@ func (o *Options) defaults() {
 	orDur(&o.StoreTimeout, DefaultStoreTimeout)
 	orDur(&o.PollInterval, DefaultPollInterval)
 	orDur(&o.CheckpointInterval, DefaultCheckpointInterval)
-	orDur(&o.Lease, DefaultLease)
 	orDur(&o.ResumeWindow, DefaultResumeWindow)
 	orDur(&o.CacheLookup, DefaultCacheLookup)
 	if o.MaxInflightPerTenant < 0 {
 		o.MaxInflightPerTenant = DefaultMaxInflightPerTenant
+	}
+	if o.Instance == "" {
+		o.Instance = o.ServerID
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -19,11 +19,30 @@ import (
 // in exactly one terminal outcome.
 type Records interface {
 	Create(ctx context.Context, r stream.Record) (*stream.Record, error)
-	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error
+	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
 	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
 	Get(ctx context.Context, owner, requestID string) (*stream.Record, error)
-	Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error
+	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
 	Cancel(ctx context.Context, owner, requestID string) error
+	Running(ctx context.Context, server string) ([]stream.RecordKey, error)
+}
+
+// Fleet is what the pipeline asks of the fleet's membership
+// (*fleet.Membership): whether a server that owns a record is gone, and
+// whether this server is still a member in good standing.
+type Fleet interface {
+	// Gone reports whether server is known to be gone, for a record it
+	// created at since (by its clock).
+	Gone(server string, since time.Time) bool
+	// Healthy reports whether this server's own membership is current; a
+	// server that cannot renew it admits nothing new.
+	Healthy() bool
+}
+
+// ownerGone reports whether the server owning rec is gone: the only
+// reason another server may end rec. A slow or failed write never is.
+func (g *Gateway) ownerGone(rec *stream.Record, env envelope) bool {
+	return g.fleet != nil && g.fleet.Gone(rec.Server, time.UnixMilli(env.ReceivedAt))
 }
 
 // envelope is what a record carries so that any server can settle the
@@ -50,8 +69,13 @@ func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
 // (or by this one before a restart): it replays the record and polls it
 // until its terminal frame. Returns errNotFound if the store has no record.
 func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
+	return g.adoptKey(c.Principal.Owner(), requestID)
+}
+
+// adoptKey is adopt for the record of owner and requestID.
+func (g *Gateway) adoptKey(owner, requestID string) (*stream.Log, error) {
 	ctx, cancel := g.storeCtx()
-	rec, err := g.records.Get(ctx, c.Principal.Owner(), requestID)
+	rec, err := g.records.Get(ctx, owner, requestID)
 	cancel()
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
@@ -59,7 +83,7 @@ func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
 	case err != nil:
 		return nil, errors.Join(errBusy, fmt.Errorf("read the request record: %w", err))
 	}
-	log, created := g.logs.Create(c.Principal.Owner(), requestID, rec.BodyHash)
+	log, created := g.logs.Create(owner, requestID, rec.BodyHash)
 	if !created {
 		return log, nil // someone on this server adopted it first
 	}
@@ -76,20 +100,26 @@ func (g *Gateway) startFollowing(log *stream.Log, rec *stream.Record) {
 }
 
 // followRecord copies a record into the local log until it ends; when the
-// owner's lease has passed it interrupts the record (exactly one server wins).
+// fleet knows its owner is gone it interrupts the record (exactly one
+// server wins). An owner that is alive is followed however slow its
+// writes are.
 func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	defer g.wg.Done()
 	owner, id := log.Owner, log.RequestID
 	logger := g.logger.With(zap.String("request_id", id), zap.String("owner", owner))
 	backoff := g.opts.PollInterval
 	accepted := false
+	var env envelope
+	if err := json.Unmarshal(rec.Reservation, &env); err != nil && rec.Reservation != nil {
+		logger.Error("record_envelope_unreadable", zap.Error(err))
+	}
 	for {
 		if rec != nil {
 			if copyRecord(log, rec, &accepted) {
 				log.Finish(rec.Terminal, g.opts.Now())
 				return
 			}
-			if now := g.opts.Now(); now.After(rec.LeaseUntil) && g.interrupt(log, rec, now, logger) {
+			if g.ownerGone(rec, env) && g.interrupt(log, rec, env, g.opts.Now(), logger) {
 				return
 			}
 			backoff = g.opts.PollInterval
@@ -111,7 +141,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 			return
 		case err != nil:
 			rec = nil
-			backoff = min(backoff*2, maxFollowBackoff)
+			backoff = min(backoff*2, maxStoreBackoff)
 			logger.Warn("record_poll_failed", zap.Error(err))
 		default:
 			rec = next
@@ -133,16 +163,12 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 	return rec.Ended()
 }
 
-// interrupt ends a record whose owner stopped renewing its lease: the
-// terminal is `interrupted` with the saved text (`cancelled` when its user
-// had cancelled it), charged as the input estimate plus the saved output on
-// the model the record names. It reports whether this server won (and so
-// ended the request).
-func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, logger *zap.Logger) bool {
-	var env envelope
-	if err := json.Unmarshal(rec.Reservation, &env); err != nil {
-		logger.Error("interrupted_without_reservation", zap.Error(err))
-	}
+// interrupt ends a record whose owner is gone: the terminal is
+// `interrupted` with the saved text (`cancelled` when its user had
+// cancelled it), charged as the input estimate plus the saved output on
+// the model the record names, the rest of its reservation refunded. It
+// reports whether this server won (and so ended the request).
+func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, now time.Time, logger *zap.Logger) bool {
 	answer := protocol.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()
 	err := errInterrupted
@@ -153,6 +179,7 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 		toolCalls: answer.ToolCalls,
 		usage:     protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
+		ownerServer: rec.Server,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
 			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received}}
 	if env.Quota != nil {
@@ -167,5 +194,33 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, now time.Time, 
 	}
 	logger.Warn("interrupted", zap.String("owner_server", rec.Server), zap.Int("chunks", o.chunks),
 		zap.Bool("cancelled", rec.Cancelled))
+	g.metrics.RequestTakenOver()
 	return true
+}
+
+// Sweep ends the running records of a server the fleet judged gone, so
+// that its requests end (and its quota comes back) whether or not a client
+// comes back for them: each is followed here, and the follower interrupts
+// it. Safe to call on every server for the same member: every record ends
+// once. The fleet's membership calls it when it judges a member gone.
+func (g *Gateway) Sweep(server string) {
+	if g.records == nil {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(g.base, sweepTimeout)
+		defer cancel()
+		keys, err := g.records.Running(ctx, server)
+		if err != nil {
+			g.logger.Warn("sweep_failed", zap.String("member", server), zap.Error(err))
+		}
+		for _, k := range keys {
+			if _, err := g.adoptKey(k.Owner, k.RequestID); err != nil && !errors.Is(err, errNotFound) {
+				g.logger.Warn("sweep_record_failed", zap.String("member", server), zap.String("request_id", k.RequestID), zap.Error(err))
+			}
+		}
+		g.logger.Info("swept", zap.String("member", server), zap.Int("running", len(keys)))
+	}()
 }

@@ -20,6 +20,7 @@ type ending int
 const (
 	// endRejected: refused before acceptance. The error frame is the only
 	// frame, the log is forgotten, the reservation (if any) is released.
+	// A request refused at the door (Gateway.Refuse) has no log.
 	endRejected ending = iota
 	// endOwned: this server ran the request. The log ends, then the record
 	// (if any) gets the terminal, then the quota is settled.
@@ -67,6 +68,7 @@ type outcome struct {
 	reserved         int64              // tokens reserved, for the usage record
 	checkpoints      *checkpointer      // endOwned with a request store
 	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
+	ownerServer      string             // endInterrupted: the gone server whose record this ends
 }
 
 // finish is the one ending of every request: it encodes the terminal,
@@ -83,8 +85,10 @@ func (g *Gateway) finish(o outcome) bool {
 	}
 	switch o.how {
 	case endRejected:
-		o.log.Reject(frame, o.end)
-		g.logs.Forget(o.log)
+		if o.log != nil { // nil: refused at the door (Refuse), which sends the error itself
+			o.log.Reject(frame, o.end)
+			g.logs.Forget(o.log)
+		}
 	case endInterrupted:
 		o.log.Finish(frame, o.end)
 	case endOwned:
@@ -98,8 +102,10 @@ func (g *Gateway) finish(o outcome) bool {
 			return true
 		}
 		o.log.Finish(frame, o.end)
-		if o.checkpoints != nil {
-			g.persistTerminal(o, o.checkpoints.stop(), frame)
+		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), frame) {
+			// Another server ended the record (this one was judged gone):
+			// it wrote the usage record and settled, refund included.
+			return true
 		}
 	}
 	cost := g.price(o.model, o.usage)
@@ -221,33 +227,39 @@ func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
 	}()
 }
 
-// persistTerminal writes the terminal frame to the record after the local log
-// ended, retrying a store outage for a while.
-func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) {
+// persistTerminal writes the terminal frame to the record after the local
+// log ended, retrying a store outage until the resume window passes. It
+// reports false when another server had ended the record (this server
+// was judged gone), which then charged the request.
+func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 	snap := o.log.Read(stored)
 	state := stream.StateError
 	if o.err == nil {
 		state = stream.StateDone
 	}
 	backoff := persistBackoff
-	for attempt := 0; attempt < persistAttempts; attempt++ {
+	until := g.opts.Now().Add(g.opts.ResumeWindow)
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := g.storeCtx()
-		err := g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.ServerID, stored, snap.Chunks,
+		err := g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.Instance, stored, snap.Chunks,
 			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
 		cancel()
 		if err == nil || errors.Is(err, stream.ErrLostLease) || errors.Is(err, stream.ErrConflict) || errors.Is(err, stream.ErrTooLarge) {
 			if err != nil {
 				o.logger.Warn("record_finish_refused", zap.Error(err))
 			}
-			return
+			return !errors.Is(err, stream.ErrLostLease)
 		}
-		o.logger.Warn("record_finish_failed", zap.Int("attempt", attempt+1), zap.Error(err))
+		o.logger.Warn("record_finish_failed", zap.Int("attempt", attempt), zap.Error(err))
+		if g.opts.Now().After(until) {
+			return true
+		}
 		select {
 		case <-g.settleBase.Done():
-			return
+			return true
 		case <-time.After(backoff):
 		}
-		backoff *= 2
+		backoff = min(backoff*2, maxStoreBackoff)
 	}
 }
 
@@ -255,7 +267,7 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) {
 // server wins. It reports whether this one did.
 func (g *Gateway) persistInterrupt(o outcome, frame []byte) bool {
 	ctx, cancel := g.storeCtx()
-	err := g.records.Interrupt(ctx, o.who.owner, o.who.requestID, o.end, frame, o.end.Add(g.opts.ResumeWindow))
+	err := g.records.Interrupt(ctx, o.who.owner, o.who.requestID, o.ownerServer, frame, o.end.Add(g.opts.ResumeWindow))
 	cancel()
 	if err != nil {
 		if !errors.Is(err, stream.ErrConflict) {

@@ -69,6 +69,7 @@ type Gateway struct {
 	router  Router
 	quotas  Quotas
 	records Records // nil: requests live only in this process
+	fleet   Fleet   // nil: a fleet of one
 	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
@@ -97,6 +98,7 @@ type Deps struct {
 	Router  Router
 	Quotas  Quotas
 	Records Records // optional: the shared request store
+	Fleet   Fleet   // with Records: who is alive (nil: a fleet of one, nobody is ever gone)
 	Cache   Cache   // optional: the response cache
 	Usage   UsageRecorder
 	Metrics *telemetry.Metrics // may be nil
@@ -109,7 +111,7 @@ func New(d Deps, o Options) *Gateway {
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
 	return &Gateway{settleBase: settleBase, stopSettle: stopSettle,
-		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
 		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -137,6 +139,33 @@ type env struct {
 	usage   *usageLog
 	records gateway.Records
 	cache   *memCache
+	fleet   *fakeFleet
+	logger  *zap.Logger // nil: the test's log
+}
+
+// fakeFleet is the fleet's membership: the servers named gone are gone.
+type fakeFleet struct {
+	mu        sync.Mutex
+	gone      map[string]bool
+	unhealthy bool
+}
+
+func (f *fakeFleet) Gone(server string, _ time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[server]
+}
+
+func (f *fakeFleet) Healthy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.unhealthy
+}
+
+func (f *fakeFleet) kill(server string) {
+	f.mu.Lock()
+	f.gone[server] = true
+	f.mu.Unlock()
 }
 
 func newEnv(t *testing.T) *env {
@@ -144,7 +173,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, cfg: cfg, quotas: newLedger(), usage: &usageLog{}, cache: &memCache{m: map[string]router.CachedAnswer{}}}
+	return &env{t: t, cfg: cfg, quotas: newLedger(), usage: &usageLog{}, cache: &memCache{m: map[string]router.CachedAnswer{}},
+		fleet: &fakeFleet{gone: map[string]bool{}}}
 }
 
 func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
@@ -153,8 +183,12 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		o.ServerID = "server-1"
 	}
 	logs := stream.NewRegistry(stream.RegistryOptions{})
-	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records,
-		Cache: e.cache, Usage: e.usage, Logger: zaptest.NewLogger(e.t)}, o)
+	logger := e.logger
+	if logger == nil {
+		logger = zaptest.NewLogger(e.t)
+	}
+	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
+		Cache: e.cache, Usage: e.usage, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
@@ -308,6 +342,59 @@ func TestCachedAnswerEndsOnce(t *testing.T) {
 	if len(recs) != 2 || hit.RequestID != "req-cache-2" || !hit.Cached || hit.OutputTokens != 0 {
 		t.Errorf("usage records %+v, want the hit charged only its input estimate", recs)
 	}
+	// Its chunks were sent, so its time to the first one is not "no chunk"
+	// (0), however quick the cache was.
+	if hit.Chunks != 2 || hit.TTFTMs < 1 || hit.TTFTMs > hit.LatencyMs+1 {
+		t.Errorf("cache hit: chunks %d, ttft_ms %d, latency_ms %d; want 2 chunks and 1 <= ttft_ms", hit.Chunks, hit.TTFTMs, hit.LatencyMs)
+	}
+}
+
+// TestRefusedByEveryModelChargesNothing: a call every model refused before
+// its first chunk (throttled, unavailable, invalid) costs nothing at
+// Bedrock, so the request is charged nothing; a call a model may have
+// started on (its first token came too late) keeps the input estimate.
+func TestRefusedByEveryModelChargesNothing(t *testing.T) {
+	refused := func(kinds ...router.ErrorKind) streamFunc {
+		return func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+			var err error
+			for i, k := range kinds {
+				err = &router.ModelError{Kind: k, Model: chain[i].ID, Err: errors.New(string(k))}
+			}
+			if len(kinds) > 1 {
+				err = fmt.Errorf("%w: %w", router.ErrAllUnavailable, err)
+			}
+			return router.Outcome{Model: chain[len(kinds)-1].ID, FallbackFrom: chain[0].ID}, err
+		}
+	}
+	cases := []struct {
+		name    string
+		router  streamFunc
+		code    string
+		charged bool
+	}{
+		{"all throttled", refused(router.KindThrottled, router.KindThrottled), protocol.CodeModelUnavailable, false},
+		{"throttled then unavailable", refused(router.KindThrottled, router.KindUnavailable), protocol.CodeModelUnavailable, false},
+		{"invalid", refused(router.KindValidation), protocol.CodeInvalidRequest, false},
+		{"no first token in time", refused(router.KindTimeout), protocol.CodeTimeout, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := e.gateway(c.router, gateway.Options{})
+			log, _, _ := g.Submit(caller("chat"), request("req-refused", ""))
+			if f := terminal(t, log); f["code"] != c.code || f["chunks"] != 0.0 {
+				t.Errorf("terminal %v, want %s with no chunk", f, c.code)
+			}
+			recs := e.settle(g) // also: settled exactly the record's tokens and cost
+			if len(recs) != 1 {
+				t.Fatalf("usage records %+v", recs)
+			}
+			r := recs[0]
+			if got := r.InputTokens > 0 && r.CostUSD > 0; got != c.charged || r.OutputTokens != 0 || r.TTFTMs != 0 {
+				t.Errorf("record %+v: charged %v, want %v (and no output, ttft_ms 0)", r, got, c.charged)
+			}
+		})
+	}
 }
 
 func TestRejectionsEndOnce(t *testing.T) {
@@ -390,8 +477,9 @@ func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
 	}
 }
 
-// TestLostLeaseAndInterruptEndOnce: server A stops renewing its lease; B,
-// asked to resume, interrupts the record; A then learns it lost the lease.
+// TestLostLeaseAndInterruptEndOnce: the fleet judges server A gone (while
+// it runs on, as after a long pause); B, asked to resume, interrupts the
+// record; A then learns it lost the record.
 // Between them: one terminal (the same on both), one usage record, one
 // settlement.
 func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
@@ -404,7 +492,8 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 		onDelta(" lost") // its checkpoint finds the lease lost and cancels this call
 		<-ctx.Done()
 		return router.Outcome{Model: "cheap"}, ctx.Err()
-	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-lease", ""))
@@ -628,7 +717,8 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 		onDelta(" late")
 		<-ctx.Done()
 		return router.Outcome{Model: "cheap"}, ctx.Err()
-	}), gateway.Options{ServerID: "a", Lease: time.Millisecond, CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
 	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-dead", ""))

@@ -11,7 +11,7 @@ import (
 )
 
 // Refusals cost the client, not the gateway. Each refusal a client caused
-// (bad input, model_not_allowed, quota_exceeded, rate_limited, conflict,
+// (bad input, found by the pipeline or by a door's validation (Refuse), model_not_allowed, quota_exceeded, rate_limited, conflict,
 // not_found, forbidden) takes one token from its user's bucket:
 // MaxRefusalsPerUser tokens, refilled at MaxRefusalsPerUser a second. While
 // the bucket is empty, the user's requests and resumes are refused
@@ -155,6 +155,25 @@ func (g *Gateway) chargeRefusal(logger *zap.Logger, owner string, err error) {
 	if n := g.refusals.charge(owner); n > 0 {
 		logger.Info("refusals_limited", zap.Int("count", n))
 	}
+}
+
+// Refuse is the refusal of what a door could not hand to the pipeline: a
+// frame or body that failed validation (protocol.Decode,
+// protocol.ValidateRequest, a door's own parsing), err. It costs what
+// every refusal the client causes costs: a token of the user's refusal
+// budget and a `rejected` line, and for a request (req.Type is
+// protocol.TypeRequest) its usage record, as a request refused in the
+// pipeline has. Past the budget it is refused `rate_limited` at once
+// instead. It returns the error to send: err, or that rate_limited.
+func (g *Gateway) Refuse(c Caller, req Request, err error) error {
+	if lerr := g.refusalGate(c, req.RequestID); lerr != nil {
+		return lerr
+	}
+	if req.Type != protocol.TypeRequest {
+		return g.refused(c, req.RequestID, err)
+	}
+	g.newFlight(c, req, nil).reject(err)
+	return err
 }
 
 // refused logs a refusal that happens outside a flight (a conflict or a

@@ -79,7 +79,13 @@ func (f *flight) end(out router.Outcome, err error) {
 	pieces := f.log.Pieces()
 	answer := protocol.Assemble(pieces)
 	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens)}
-	if !out.UsageReported {
+	switch {
+	case out.UsageReported:
+	case len(pieces) == 0 && refusedByModel(err):
+		// No model took the call (throttled, unavailable, refused):
+		// Bedrock bills nothing, and neither does the gateway.
+		usage = protocol.Usage{}
+	default:
 		// The stream broke before Bedrock reported usage: charge the input
 		// estimate plus what was actually streamed.
 		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
@@ -90,7 +96,7 @@ func (f *flight) end(out router.Outcome, err error) {
 	}
 	var ttft int64
 	if !f.first.IsZero() {
-		ttft = f.first.Sub(f.req.ReceivedAt).Milliseconds()
+		ttft = ttftMs(f.first.Sub(f.req.ReceivedAt))
 	}
 	if f.admitted {
 		f.admitted = false
@@ -107,6 +113,32 @@ func (f *flight) end(out router.Outcome, err error) {
 	o.checkpoints = f.checkpoints
 	o.settledElsewhere = f.lostLease.Load()
 	g.finish(o)
+}
+
+// refusedByModel reports whether a model call's error says the model
+// refused it before doing any work: throttled, not ready, unavailable,
+// invalid or not permitted, with nothing streamed. Bedrock does not bill
+// such a call. After a fallback this is the last model's error (the
+// router's ErrAllUnavailable wraps it); a first-token timeout, a
+// cancellation or the request's own deadline are not refusals (the model
+// may have read the input), so they keep the estimate.
+func refusedByModel(err error) bool {
+	var me *router.ModelError
+	if !errors.As(err, &me) || me.Streamed {
+		return false
+	}
+	switch me.Kind {
+	case router.KindThrottled, router.KindNotReady, router.KindUnavailable, router.KindValidation, router.KindAccessDenied:
+		return true
+	}
+	return false
+}
+
+// ttftMs is the time to the first chunk in whole milliseconds, rounded up:
+// a request that sent a chunk has ttft_ms >= 1 (a cached answer's first
+// chunk is often under a millisecond), so 0 keeps meaning "no chunk".
+func ttftMs(d time.Duration) int64 {
+	return max(1, (d + time.Millisecond - 1).Milliseconds())
 }
 
 // reject ends a request that was never accepted: its only frame is the error.
@@ -162,7 +194,7 @@ func (f *flight) appendPiece(piece string) {
 	f.log.Append(piece) // before the log line: the client's first token does not wait on logging
 	if f.first.IsZero() {
 		f.first = f.g.opts.Now()
-		f.logger.Info("first_token", zap.Int64("ttft_ms", f.first.Sub(f.req.ReceivedAt).Milliseconds()))
+		f.logger.Info("first_token", zap.Int64("ttft_ms", ttftMs(f.first.Sub(f.req.ReceivedAt))))
 	}
 }
 
@@ -230,8 +262,8 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 		}
 		if len(snap.Chunks) >= g.opts.CheckpointChunks || time.Since(lastWrite) >= g.opts.CheckpointInterval {
 			ctx, cancel := g.storeCtx()
-			err := g.records.Checkpoint(ctx, f.caller.Principal.Owner(), f.req.RequestID, g.opts.ServerID, stored,
-				snap.Chunks, g.opts.Now().Add(g.opts.Lease))
+			err := g.records.Checkpoint(ctx, f.caller.Principal.Owner(), f.req.RequestID, g.opts.Instance, stored,
+				snap.Chunks)
 			cancel()
 			switch {
 			case err == nil:
@@ -248,6 +280,7 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 				f.log.Cancel()
 				return stored
 			case errors.Is(err, stream.ErrLostLease):
+				// Only when the fleet judged this server gone (expelled).
 				f.logger.Warn("lease_lost")
 				f.lostLease.Store(true)
 				f.log.Cancel()
@@ -256,6 +289,8 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 				f.logger.Warn("checkpoint_too_large", zap.Int("seq", stored))
 				lastWrite = time.Now()
 			default:
+				// Retried at the next tick with everything since: the
+				// record catches up; the answer streams on meanwhile.
 				f.logger.Warn("checkpoint_failed", zap.Error(err))
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,8 +43,14 @@ type Verifier interface {
 // Gateway runs the requests this door receives. Submit has the WebSocket
 // request's rules: a known request id with the same body returns the
 // existing log (no second model call); another body is a conflict.
+//
+// Refuse is the refusal of a body that failed validation here: the
+// rejected line, the user's refusal budget and the usage record every
+// client-caused refusal has. It returns err, or the rate_limited that
+// replaces it past the budget.
 type Gateway interface {
 	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
+	Refuse(c gateway.Caller, req gateway.Request, err error) error
 }
 
 // Apps finds the caller's app (for GET /v1/models).
@@ -82,13 +89,16 @@ type Handler struct {
 	apps     Apps
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
+	refusals *zap.Logger // sampled: the lines of credential refusals (telemetry.UnauthenticatedLogger)
 	opts     Options
 }
 
 // New returns the door. metrics may be nil.
 func New(v Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
 	o.defaults()
-	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger.With(zap.String("door", gateway.DoorOpenAI)), opts: o}
+	logger = logger.With(zap.String("door", gateway.DoorOpenAI))
+	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger,
+		refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
 }
 
 // ServeHTTP routes by path and method.
@@ -125,7 +135,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate applies the WebSocket's credential rules to a bearer header.
+// Every refusal is counted; its lines are sampled (anyone can send bad tokens).
 func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
+	p, aerr := h.credentials(r)
+	if aerr != nil {
+		h.metrics.UnauthenticatedRefusal(gateway.DoorOpenAI)
+	}
+	return p, aerr
+}
+
+func (h *Handler) credentials(r *http.Request) (auth.Principal, *apiError) {
 	q := r.URL.Query()
 	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key"} {
 		if q.Has(k) {
@@ -142,7 +161,7 @@ func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
 	defer cancel()
 	p, err := h.verifier.Verify(ctx, strings.TrimSpace(tok))
 	if err != nil {
-		h.logger.Info("token_rejected", zap.Error(err))
+		h.refusals.Info("token_rejected", zap.Error(err))
 		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
 			return auth.Principal{}, &apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "user has no tenant or app here"}
 		}
@@ -214,26 +233,39 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, requestID, *aerr)
 		return
 	}
+	caller := gateway.Caller{Principal: p, SessionID: requestID}
+	// refuseInvalid answers a body this door could not hand on, through
+	// the gateway's refusal path (its record, log line and budget).
+	refuseInvalid := func(in protocol.Inbound, err error, e apiError) {
+		in.Type, in.RequestID = protocol.TypeRequest, requestID
+		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorOpenAI}, err); rerr != err {
+			e = fromProtocol(gateway.ProtocolError(rerr), false)
+		}
+		h.refuse(w, requestID, e)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			h.refuse(w, requestID, apiError{status: http.StatusRequestEntityTooLarge, code: protocol.CodeInvalidRequest,
-				msg: "request body over " + strconv.FormatInt(h.opts.MaxBodyBytes, 10) + " bytes"})
+			msg := "request body over " + strconv.FormatInt(h.opts.MaxBodyBytes, 10) + " bytes"
+			refuseInvalid(protocol.Inbound{}, protocol.Errorf(protocol.ErrInvalid, "%s", msg),
+				apiError{status: http.StatusRequestEntityTooLarge, code: protocol.CodeInvalidRequest, msg: msg})
 			return
 		}
+		// The body did not arrive (the read timeout passed, or the client
+		// went): never a 200. The client may still be there to read it.
 		logger.Info("body_read_failed", zap.Error(err))
+		h.refuse(w, requestID, bodyReadError(err))
 		return
 	}
 	rc := http.NewResponseController(w)
 	chatReq, in, err := parseChat(body, requestID)
 	if err != nil {
-		logger.Info("bad_request", zap.Error(err))
-		h.refuse(w, requestID, fromRequestError(err))
+		refuseInvalid(in, err, fromRequestError(err))
 		return
 	}
 	in.AfterSeq = after
-	log, from, err := h.gw.Submit(gateway.Caller{Principal: p, SessionID: requestID}, gateway.Request{Inbound: in,
+	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: in,
 		ReceivedAt: received, TopP: chatReq.TopP, Stop: chatReq.Stop, Door: gateway.DoorOpenAI})
 	if err != nil {
 		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false).named(chatReq.origin))
@@ -254,6 +286,18 @@ func (h *Handler) refuse(w http.ResponseWriter, requestID string, e apiError) {
 		h.logger.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
 	}
 	e.write(w)
+}
+
+// bodyReadError is the answer to a body that could not be read: 408 when
+// it did not arrive within the read timeout (JETWAY_HTTP_READ_TIMEOUT),
+// else 400.
+func bodyReadError(err error) apiError {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return apiError{status: http.StatusRequestTimeout, code: protocol.CodeTimeout,
+			msg: "the request body did not arrive within the server's read timeout: send it at once"}
+	}
+	return apiError{status: http.StatusBadRequest, code: protocol.CodeInvalidRequest, msg: "the request body could not be read"}
 }
 
 func newID() string {

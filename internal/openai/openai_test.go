@@ -34,13 +34,22 @@ func (fakeVerifier) Verify(_ context.Context, tok string) (auth.Principal, error
 	return auth.Principal{Subject: "alice", Tenant: "contoso", App: "support"}, nil
 }
 
-// fakeGateway runs submit for every request.
+// fakeGateway runs submit for every request, and refuse (nil: the
+// refusal as it is) for every refused body.
 type fakeGateway struct {
 	submit func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error)
+	refuse func(c gateway.Caller, req gateway.Request, err error) error
 }
 
 func (g fakeGateway) Submit(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 	return g.submit(c, req)
+}
+
+func (g fakeGateway) Refuse(c gateway.Caller, req gateway.Request, err error) error {
+	if g.refuse == nil {
+		return err
+	}
+	return g.refuse(c, req, err)
 }
 
 type fakeApps struct{}
@@ -54,7 +63,7 @@ func (fakeApps) App(tenant, app string) (*config.Tenant, *config.App, bool) {
 func newDoor(t *testing.T, submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error), o Options) (*httptest.Server, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
-	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit}, fakeApps{}, nil, zap.New(core), o))
+	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: submit}, fakeApps{}, nil, zap.New(core), o))
 	t.Cleanup(srv.Close)
 	return srv, logs
 }
@@ -391,7 +400,7 @@ func TestSlowClientIsCut(t *testing.T) {
 // TestStreamOutlivesTheReadTimeout: the server's read timeout bounds reading
 // the request, not the answer that follows.
 func TestStreamOutlivesTheReadTimeout(t *testing.T) {
-	srv := httptest.NewUnstartedServer(New(fakeVerifier{}, fakeGateway{func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+	srv := httptest.NewUnstartedServer(New(fakeVerifier{}, fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		log := stream.NewLog("alice", req.RequestID, "h")
 		log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, Model: "mock-a"}))
 		log.Append("first")

@@ -109,6 +109,10 @@ type requestError struct {
 
 func (e *requestError) Error() string { return e.msg }
 
+// Unwrap makes it an invalid request to the gateway (its usage record and
+// refusal budget); the door answers with its own shape.
+func (e *requestError) Unwrap() error { return protocol.ErrInvalid }
+
 func badParam(param, format string, args ...any) *requestError {
 	return &requestError{code: "invalid_request", param: param, msg: fmt.Sprintf(format, args...)}
 }

@@ -268,10 +268,18 @@ func appendString(dst []byte, v string) []byte {
 
 // appendTerminal appends the finish event (and the usage event when asked
 // for) or one error event carrying what was streamed, then [DONE]. Both
-// carry the last chunk's seq as their id.
+// carry the answer's last seq as their id: last, the cursor, or fewer when
+// the terminal says the answer has fewer chunks (a Last-Event-ID past the
+// end is never echoed back).
 func (s *responder) appendTerminal(dst []byte, frame []byte, last int) []byte {
-	id := "id: " + strconv.Itoa(last) + "\ndata: "
 	done, perr := decodeTerminal(frame)
+	switch {
+	case done != nil:
+		last = min(last, done.Chunks)
+	case perr.Chunks != nil:
+		last = min(last, *perr.Chunks)
+	}
+	id := "id: " + strconv.Itoa(last) + "\ndata: "
 	if perr != nil {
 		s.logger.Info("stream_error", zap.String("code", perr.Code), zap.Int("chunks", last))
 		b, _ := json.Marshal(fromProtocol(*perr, true).body(s.requestID))

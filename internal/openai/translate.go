@@ -48,7 +48,8 @@ type sourced struct {
 var defaultToolParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 
 func translate(req *chatRequest, in *protocol.Inbound) (fieldMap, error) {
-	t := translation{origin: fieldMap{"tools": "tools", "tool_choice": "tool_choice", "tool_choice.name": "tool_choice.function.name"}}
+	t := translation{origin: fieldMap{"tools": "tools", "tool_choice": "tool_choice", "tool_choice.name": "tool_choice.function.name",
+		"temperature": "temperature", "max_tokens": "max_tokens"}}
 	if err := t.messages(req.Messages); err != nil {
 		return t.origin, err
 	}

@@ -446,10 +446,16 @@ func (f Features) UsesBlocks() bool {
 func validateBlocks(in *Inbound) error {
 	var images, docs int
 	toolBlocks := false
+	var unanswered error // a tool_result for no call: refused once the tools are known valid
 	for i, m := range in.Messages {
 		if m.Blocks == nil {
 			continue
 		}
+		var calls []Block // the tool_use blocks a tool_result here may answer
+		if i > 0 && m.Role == "user" && in.Messages[i-1].Role == "assistant" {
+			calls = in.Messages[i-1].Blocks
+		}
+		answered := map[string]bool{}
 		path := "messages[" + strconv.Itoa(i) + "].content"
 		if len(m.Blocks) == 0 {
 			return invalid("%s must not be empty", path)
@@ -462,6 +468,9 @@ func validateBlocks(in *Inbound) error {
 			bp := path + "[" + strconv.Itoa(j) + "]"
 			if err := validateBlock(b, bp, m.Role, &images, &docs, false); err != nil {
 				return err
+			}
+			if b.Type == BlockToolResult && unanswered == nil {
+				unanswered = answers(b.ToolUseID, calls, answered, bp)
 			}
 			if b.Type == BlockToolUse || b.Type == BlockToolResult {
 				toolBlocks = true
@@ -480,6 +489,9 @@ func validateBlocks(in *Inbound) error {
 	if toolBlocks && len(in.Tools) == 0 {
 		return invalid("tools are required when messages contain tool_use or tool_result blocks")
 	}
+	if unanswered != nil {
+		return unanswered
+	}
 	if r := in.Reasoning; r != nil {
 		if r.BudgetTokens < MinReasoningBudget {
 			return invalid("reasoning.budget_tokens must be at least %d", MinReasoningBudget)
@@ -489,6 +501,23 @@ func validateBlocks(in *Inbound) error {
 		}
 	}
 	return nil
+}
+
+// answers checks that a tool_result at path answers one of calls, the
+// tool_use blocks of the assistant message right before it (Bedrock's
+// rule), and no call twice: a result for no call is refused before any
+// quota is reserved, whichever door it came through.
+func answers(id string, calls []Block, answered map[string]bool, path string) error {
+	if answered[id] {
+		return invalid("%s.tool_use_id %q answers a tool_use already answered in this message", path, id)
+	}
+	for _, c := range calls {
+		if c.Type == BlockToolUse && c.ID == id {
+			answered[id] = true
+			return nil
+		}
+	}
+	return invalid("%s.tool_use_id %q matches no tool_use block of the assistant message before it", path, id)
 }
 
 func validateBlock(b *Block, path, role string, images, docs *int, inResult bool) error {

@@ -59,6 +59,13 @@ func TestDecodeBlocks(t *testing.T) {
 		{"tool_result empty", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[]}]`), "content[0].content must not be empty"},
 		{"tool_result nested tool_use", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"tool_use","id":"x","name":"clock","input":{}}]}]`), "content[0].content[0].type must be text, image or document"},
 		{"tool_result bad image", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"image","format":"png","data":"@@@@"}]}]`), "content[0].content[0].data is not valid base64"},
+		// Issue 23: a result for no call was accepted and charged on the WebSocket.
+		{"tool_result for no call", strings.Replace(toolLoop, `"tool_use_id":"tu_1"`, `"tool_use_id":"tu_9"`, 1),
+			`messages[2].content[0].tool_use_id "tu_9" matches no tool_use block of the assistant message before it`},
+		{"tool_result with no assistant turn", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"x"}]}]`),
+			`messages[0].content[0].tool_use_id "tu_1" matches no tool_use block`},
+		{"tool_result twice", strings.Replace(toolLoop, `{"type":"tool_result"`, `{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"1"}]},{"type":"tool_result"`, 1),
+			`messages[2].content[1].tool_use_id "tu_1" answers a tool_use already answered`},
 		{"tool_result status", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","status":"ok","content":[{"type":"text","text":"x"}]}]`), "status must be"},
 		{"tool choice without tools", request(`"tool_choice":"auto",`, `"hi"`), "tool_choice needs tools"},
 		{"tool choice unknown tool", request(toolsJSON+`"tool_choice":{"name":"weather"},`, `"hi"`), "tool_choice.name must name one of the tools"},

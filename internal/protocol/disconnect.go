@@ -30,9 +30,9 @@ var (
 	// JETWAY_MAX_FRAME_BYTES when it is not larger).
 	DisconnectFrameTooBig = Disconnect{Code: 1009, Reason: "frame too big"}
 	// DisconnectNoAttachments closes a connection that sent a frame over
-	// JETWAY_MAX_FRAME_BYTES carrying no image or document block: only
-	// those may be larger.
-	DisconnectNoAttachments = Disconnect{Code: 1009, Reason: "frame too big: only frames with images or documents may be larger"}
+	// JETWAY_MAX_FRAME_BYTES that is not a request carrying an image or
+	// document block: only those may be larger.
+	DisconnectNoAttachments = Disconnect{Code: 1009, Reason: "frame too big: only requests with images or documents may be larger"}
 	// DisconnectHeartbeat closes a connection that answered no ping within
 	// two heartbeats.
 	DisconnectHeartbeat = Disconnect{Code: 1008, Reason: "heartbeat timeout"}

@@ -144,7 +144,8 @@ func invalid(format string, args ...any) error {
 
 // Decode parses and validates one inbound text frame. The returned error wraps
 // ErrInvalid and names the problem. When the frame carried a readable
-// request_id, it is returned even on error so the error frame can name it.
+// request_id, it is returned even on error so the error frame can name it;
+// so is its type when it is TypeRequest (else "").
 func Decode(data []byte) (Inbound, error) {
 	in, err := decode(data)
 	if err != nil && !ValidID(in.RequestID) {
@@ -167,19 +168,25 @@ var decodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true),
 func decode(data []byte) (Inbound, error) {
 	var in Inbound
 	if err := jsonv2.Unmarshal(data, &in, decodeOptions); err != nil {
-		// Recover the request_id if the frame is JSON of another shape.
+		// Recover the request_id, and whether it is a request, if the
+		// frame is JSON of another shape.
 		var probe struct {
+			Type      any `json:"type"`
 			RequestID any `json:"request_id"`
 		}
-		id := ""
+		typ, id := "", ""
 		if jsonv2.Unmarshal(data, &probe, decodeOptions) == nil {
 			if s, ok := probe.RequestID.(string); ok && ValidID(s) {
 				id = s
 			}
+			if probe.Type == TypeRequest {
+				typ = TypeRequest
+			}
 		}
 		// What was decoded stays (the session tells a frame with
-		// attachments by its blocks), but it is no frame of any type.
-		in.Type, in.RequestID = "", id
+		// attachments by its blocks); its type is kept only when it is a
+		// request (a refused request is recorded as one).
+		in.Type, in.RequestID = typ, id
 		if trailing(data) {
 			return in, invalid("frame has data after the JSON object")
 		}

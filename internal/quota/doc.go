@@ -105,9 +105,13 @@
 // have been used comes back; the owner's unspent commitment (at most its
 // Ahead) stays counted until the window ends. If the owner was alive, its
 // next write finds its lease gone and starts a new one from its committed.
-// A reservation restored by another server (Restore) from a lease charges
-// only usage beyond its reservation and refunds nothing, because the dead
-// owner's committed still counts it (and may already hold its refund).
+// The fleet's membership speeds this up: a lease whose owner is known gone
+// (LeaseOptions.Gone) is reclaimed at once, not at its expiry. A
+// reservation restored by another server (Restore) from a lease is settled
+// in full, refund included: the gateway restores only the reservations of
+// servers the fleet knows are gone, whose committed amount still counts the
+// whole reservation and will never be spent (a server judged gone while
+// alive admits nothing and never settles a request another server ended).
 //
 // Tightest with leases reports the usage as this server last saw it in the
 // store: other servers' leases count as used, its own unspent lease as free;

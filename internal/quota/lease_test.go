@@ -329,9 +329,8 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		if st.Used.Tokens > limit.Tokens || st.Used.Tokens < 2000+6000 {
 			t.Errorf("used = %d, want a's committed 2000 + b's 6000 (+ b's lease) <= 10000", st.Used.Tokens)
 		}
-		// b settles a's interrupted request: a's committed 2000 still
-		// counts it, so a smaller usage refunds nothing and a larger one
-		// is charged.
+		// b settles a's interrupted request: usage beyond its
+		// reservation is charged.
 		r, err := b.Restore(saved)
 		if err != nil {
 			t.Fatal(err)

@@ -61,6 +61,11 @@ type LeaseOptions struct {
 	// another item is reserved with one conditional write, without lease.
 	// Default 10000.
 	MaxItems int
+	// Gone reports whether the owner of another lease, last written at
+	// since, is known to be gone (the fleet's membership); such a lease is
+	// reclaimed at once, not at its expiry. Nil: only expired leases are
+	// reclaimed.
+	Gone func(owner string, since time.Time) bool
 }
 
 func (o *LeaseOptions) defaults() {
@@ -473,23 +478,31 @@ func (l *lease) refill() {
 	})
 }
 
-// reclaimExpired returns the uncommitted tokens of other servers' expired
-// leases seen at the last write. It reports whether any came back.
+// reclaimExpired returns the uncommitted tokens of other servers' leases
+// seen at the last write that have expired or whose owner is known gone.
+// It reports whether any came back.
 func (l *lease) reclaimExpired(ctx context.Context) bool {
 	q := l.ls.q
 	now := q.opts.Now()
+	gone := l.ls.opts.Gone
 	l.mu.Lock()
 	var expired []Lease
 	for _, x := range l.others {
-		if x.Expires.Before(now) {
+		if x.Expires.Before(now) || (gone != nil && gone(x.Owner, x.Expires.Add(-l.ls.opts.TTL))) {
 			expired = append(expired, x)
 		}
 	}
 	l.mu.Unlock()
 	any := false
 	for _, x := range expired {
+		at := now
+		if !x.Expires.Before(at) {
+			// Its owner is gone: reclaim it as if it had expired (the
+			// store's condition on the lease's seq still guards a renewal).
+			at = x.Expires.Add(time.Millisecond)
+		}
 		err := q.call(ctx, func(ctx context.Context) error {
-			_, err := q.store.ReclaimLease(ctx, l.item, x, now)
+			_, err := q.store.ReclaimLease(ctx, l.item, x, at)
 			return err
 		})
 		if err == nil {

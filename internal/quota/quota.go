@@ -562,13 +562,10 @@ func (q *Quota) Settle(ctx context.Context, r *Reservation, actual Amount) error
 			r.itemSettled[i] = true
 			continue
 		}
-		delta := delta
-		if it.LeaseOwner != "" {
-			// Restored from another server's lease, whose committed amount
-			// still counts the whole reservation (a reclaimer never returns
-			// it): charge usage beyond it, refund nothing.
-			delta = maxAmount(delta, Amount{})
-		}
+		// Restored from another server's lease (the gateway restores
+		// only the reservations of servers the fleet knows are gone): the
+		// whole reservation is in that lease's committed amount, which
+		// its owner will never spend, so the refund goes to the item.
 		if !delta.IsZero() {
 			err := q.retry(ctx, r.requestID, "settle", it.Item, func(ctx context.Context) error {
 				_, err := q.store.Add(ctx, it.Item, delta)
@@ -614,6 +611,48 @@ func (q *Quota) Drain(ctx context.Context) error {
 		return nil
 	}
 	return q.leases.drain(ctx)
+}
+
+// ReclaimGone gives back at once the uncommitted tokens of every lease
+// that owner (a server the fleet judged gone) holds on the items this
+// server leases too, instead of when those leases expire. A no-op without
+// leases. Errors are logged; a lease missed here is reclaimed at the next
+// write that sees it.
+func (q *Quota) ReclaimGone(ctx context.Context, owner string) {
+	if q.leases == nil || owner == q.leases.opts.Owner {
+		return
+	}
+	q.leases.mu.Lock()
+	all := make([]*lease, 0, len(q.leases.items))
+	for _, l := range q.leases.items {
+		all = append(all, l)
+	}
+	q.leases.mu.Unlock()
+	for _, l := range all {
+		// The lease seen at this server's last write may be older than
+		// the gone owner's last one: read the item first.
+		var st ItemState
+		err := q.call(ctx, func(ctx context.Context) (err error) {
+			st, err = q.store.ReadItem(ctx, l.item)
+			return err
+		})
+		if err != nil {
+			q.log.Warn("quota_lease_reclaim_read_failed", zap.String("item", l.item.Key()), zap.Error(err))
+			continue
+		}
+		if _, held := st.Leases[owner]; !held {
+			continue
+		}
+		l.mu.Lock()
+		l.others = l.others[:0]
+		for o, x := range st.Leases {
+			if o != q.leases.opts.Owner {
+				l.others = append(l.others, x)
+			}
+		}
+		l.mu.Unlock()
+		l.reclaimExpired(ctx)
+	}
 }
 
 // Run keeps the leases tidy until ctx ends: it returns leases idle for

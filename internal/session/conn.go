@@ -170,7 +170,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 			s.closeNow(protocol.DisconnectNoAttachments)
 			return false
 		}
-		s.sendError("", protocol.Error{Code: protocol.CodeInvalidRequest, Message: "frames must be JSON text frames"})
+		s.refuse(gateway.Request{ReceivedAt: received}, protocol.Errorf(protocol.ErrInvalid, "frames must be JSON text frames"))
 		return true
 	}
 	if !utf8.Valid(data) {
@@ -179,19 +179,27 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 		return false
 	}
 	in, err := protocol.Decode(data)
-	if f := in.Features(); size > plain && f.Images+f.Documents == 0 {
-		// Only an image or a document may make a frame larger than the
-		// plain bound; otherwise it is refused as every oversized frame is.
+	if f := in.Features(); size > plain && (in.Type != protocol.TypeRequest || f.Images+f.Documents == 0) {
+		// Only a request's image or document may make a frame larger than
+		// the plain bound; otherwise it is refused as every oversized frame is.
 		s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
 		s.closeNow(protocol.DisconnectNoAttachments)
 		return false
 	}
 	if err != nil {
-		s.sendError(in.RequestID, gateway.ProtocolError(err))
+		s.refuse(gateway.Request{Inbound: in, ReceivedAt: received}, err)
 		return true
 	}
 	s.handle(in, received)
 	return true
+}
+
+// refuse answers a frame that failed validation, through the gateway's
+// refusal path (a `rejected` line, the user's refusal budget, and for a
+// request its usage record); the socket stays open.
+func (s *Session) refuse(req gateway.Request, err error) {
+	err = s.hub.gw.Refuse(s.caller(), req, err)
+	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
 
 func (s *Session) readFailed(err error) {

@@ -214,3 +214,98 @@ func BenchmarkReadImageFrame(b *testing.B) {
 		fr.budget.give(held)
 	}
 }
+
+// Frames that fail validation are refused through the gateway (Refuse:
+// the refusal budget, the rejected line, a request's usage record) and
+// answered with what it returns; the socket stays open and the next
+// request on it is served (issue 23).
+func TestInvalidFramesAreRefusedThroughTheGateway(t *testing.T) {
+	a := newAnswering()
+	refused := make(chan gateway.Request, 16)
+	a.refuse = func(c gateway.Caller, r gateway.Request, err error) error {
+		if c.Principal.Subject != "u1" || r.ReceivedAt.IsZero() {
+			t.Errorf("refusal of %+v by %+v", r.Inbound, c)
+		}
+		refused <- r
+		if r.RequestID == "spent-budget" {
+			return gateway.ErrBusy // stands for whatever the gateway answers instead
+		}
+		return err
+	}
+	_, url := serve(t, a, nil, Options{})
+	ws := dial(t, url)
+	cases := []struct {
+		frame, id, typ, code, msg string
+	}{
+		{`{"type":"request","request_id":"bad-temp-01","temperature":5,"messages":[{"role":"user","content":"hi"}]}`,
+			"bad-temp-01", protocol.TypeRequest, protocol.CodeInvalidRequest, "temperature must be between 0 and 1"},
+		{`{"type":"request","request_id":"bad-b64-001","messages":[{"role":"user","content":[{"type":"image","format":"png","data":"not base64!"}]}]}`,
+			"bad-b64-001", protocol.TypeRequest, protocol.CodeInvalidRequest, "messages[0].content[0].data is not valid base64"},
+		{`{"type":"request","request_id":"no-msgs-001","messages":[]}`, "no-msgs-001", protocol.TypeRequest, protocol.CodeInvalidRequest, "messages must not be empty"},
+		{`{"type":"request","request_id":"bad-type-01","max_tokens":"many","messages":[{"role":"user","content":"hi"}]}`,
+			"bad-type-01", protocol.TypeRequest, protocol.CodeInvalidRequest, `field "max_tokens" has the wrong type`},
+		{`{"type":"request","messages":[{"role":"user","content":"hi"}]}`, "", protocol.TypeRequest, protocol.CodeInvalidRequest, "request_id is required"},
+		{`{"type":"request","request_id":"spent-budget","temperature":5,"messages":[{"role":"user","content":"hi"}]}`,
+			"spent-budget", protocol.TypeRequest, protocol.CodeBusy, ""},
+		{`{"type":"bogus","request_id":"bogus-00001"}`, "bogus-00001", "bogus", protocol.CodeInvalidRequest, "unknown frame type"},
+		{`not json`, "", "", protocol.CodeInvalidRequest, "not a valid JSON object"},
+	}
+	for i, c := range cases {
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(c.frame)); err != nil {
+			t.Fatal(err)
+		}
+		f := read(t, ws)
+		msg, _ := f["message"].(string)
+		if f["type"] != protocol.TypeError || f["code"] != c.code || f["request_id"] != nil && f["request_id"] != c.id ||
+			!strings.Contains(msg, c.msg) {
+			t.Fatalf("%s: %v, want %s naming %q", c.frame, f, c.code, c.msg)
+		}
+		select {
+		case r := <-refused:
+			if r.RequestID != c.id || r.Type != c.typ {
+				t.Fatalf("%s: refused as %q %q, want %q %q", c.frame, r.Type, r.RequestID, c.typ, c.id)
+			}
+		default:
+			t.Fatalf("%s: answered without the gateway's refusal", c.frame)
+		}
+		id := fmt.Sprintf("good-req-%02d", i)
+		if got := served(t, ws, imageFrame(id, 1<<10, true), id); got != "seen 0 attachment bytes" {
+			t.Fatalf("after %s: %q", c.frame, got)
+		}
+	}
+	if err := ws.WriteMessage(websocket.BinaryMessage, []byte(`{"type":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, ws); f["code"] != protocol.CodeInvalidRequest || len(refused) != 1 {
+		t.Fatalf("a binary frame: %v, %d refusals", f, len(refused))
+	}
+}
+
+// Only a request's image or document may take a frame past the plain
+// bound: any other frame type carrying an image block over it closes 1009
+// as any oversized frame does (issue 23: a 400 KB ping passed).
+func TestOnlyRequestsUseTheAttachmentBound(t *testing.T) {
+	const plain, attach = 16 << 10, 300 << 10
+	_, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: attach})
+	img := base64.StdEncoding.EncodeToString(make([]byte, 100<<10))
+	blocks := `"messages":[{"role":"user","content":[{"type":"image","format":"png","data":"` + img + `"}]}]`
+	for _, frame := range []string{
+		`{"type":"ping","t":1,` + blocks + `}`,
+		`{"type":"resume","request_id":"resume-0001",` + blocks + `}`,
+		`{"type":"cancel","request_id":"cancel-0001",` + blocks + `}`,
+		`{"type":"auth","token":"good",` + blocks + `}`,
+		`{"type":"bogus",` + blocks + `}`,
+	} {
+		ws := dial(t, url)
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		if ce := closeOf(t, ws); ce.Code != protocol.DisconnectNoAttachments.Code || ce.Text != protocol.DisconnectNoAttachments.Reason {
+			t.Fatalf("%s...: close %d %q, want %v", frame[:30], ce.Code, ce.Text, protocol.DisconnectNoAttachments)
+		}
+	}
+	ws := dial(t, url)
+	if got := served(t, ws, imageFrame("image-req-1", 200<<10, false), "image-req-1"); got != fmt.Sprintf("seen %d attachment bytes", 200<<10*3/4) {
+		t.Fatalf("a request with an image: %q", got)
+	}
+}

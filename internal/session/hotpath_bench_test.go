@@ -165,3 +165,5 @@ func (g *benchGateway) Rejoin(gateway.Caller, string) (*stream.Log, error) {
 }
 
 func (g *benchGateway) Cancel(gateway.Caller, string) error { return errors.New("bench: no cancel") }
+
+func (g *benchGateway) Refuse(_ gateway.Caller, _ gateway.Request, err error) error { return err }

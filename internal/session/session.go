@@ -40,6 +40,7 @@ type Gateway interface {
 	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
 	Rejoin(c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(c gateway.Caller, requestID string) error
+	Refuse(c gateway.Caller, req gateway.Request, err error) error
 }
 
 // The defaults of Options, written once: the gateway's settings and
@@ -121,6 +122,7 @@ type Hub struct {
 	gw       Gateway
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
+	refusals *zap.Logger // sampled: the lines of refusals before the upgrade (telemetry.UnauthenticatedLogger)
 	opts     Options
 	upgrader websocket.Upgrader
 	frames   frameReader // the inbound bounds and the server's attachment budget
@@ -135,7 +137,7 @@ type Hub struct {
 // NewHub returns the endpoint. metrics may be nil.
 func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
 	o.defaults()
-	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, opts: o,
+	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
 		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{}),
 		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
 			budget: &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight}}}
@@ -156,6 +158,7 @@ type httpError struct {
 	status  int
 	code    string
 	message string
+	cause   error // for the log: why the credentials were refused
 }
 
 func writeHTTPError(w http.ResponseWriter, e httpError) {
@@ -169,17 +172,24 @@ func writeHTTPError(w http.ResponseWriter, e httpError) {
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, sessionID, herr := h.admit(r)
 	if herr != nil {
-		h.logger.Info("upgrade_refused", zap.Int("status", herr.status), zap.String("code", herr.code),
-			zap.String("reason", herr.message), zap.String("remote", r.RemoteAddr))
-		if h.metrics != nil {
-			h.metrics.ConnectionRejected(herr.code)
+		// Anyone can be refused here, as often as they like: the lines are
+		// sampled, the metric counts every refusal.
+		fields := []zap.Field{zap.Int("status", herr.status), zap.String("code", herr.code),
+			zap.String("reason", herr.message), zap.String("remote", r.RemoteAddr)}
+		if herr.cause != nil {
+			fields = append(fields, zap.Error(herr.cause))
+		}
+		h.refusals.Info("upgrade_refused", fields...)
+		h.metrics.ConnectionRejected(herr.code)
+		if herr.code == protocol.CodeUnauthorized || herr.cause != nil {
+			h.metrics.UnauthenticatedRefusal(gateway.DoorWS)
 		}
 		writeHTTPError(w, *herr)
 		return
 	}
 	if !h.register(p) {
 		writeHTTPError(w, httpError{http.StatusTooManyRequests, protocol.CodeRateLimited,
-			fmt.Sprintf("too many connections for this user (at most %d)", h.opts.MaxConnsPerUser)})
+			fmt.Sprintf("too many connections for this user (at most %d)", h.opts.MaxConnsPerUser), nil})
 		if h.metrics != nil {
 			h.metrics.ConnectionRejected(protocol.CodeRateLimited)
 		}
@@ -213,33 +223,33 @@ func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
 	draining := h.draining
 	h.mu.Unlock()
 	if draining {
-		return auth.Principal{}, "", &httpError{http.StatusServiceUnavailable, protocol.CodeDraining, "server is draining: connect to another server"}
+		return auth.Principal{}, "", &httpError{http.StatusServiceUnavailable, protocol.CodeDraining, "server is draining: connect to another server", nil}
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin) {
-		return auth.Principal{}, "", &httpError{http.StatusForbidden, protocol.CodeForbidden, "origin not allowed"}
+		return auth.Principal{}, "", &httpError{http.StatusForbidden, protocol.CodeForbidden, "origin not allowed", nil}
 	}
 	if offered := websocket.Subprotocols(r); len(offered) > 0 && !offersJetway(offered) {
 		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
-			"unsupported subprotocol: offer " + protocol.Subprotocol + " (the only protocol this server speaks)"}
+			"unsupported subprotocol: offer " + protocol.Subprotocol + " (the only protocol this server speaks)", nil}
 	}
 	q := r.URL.Query()
 	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer"} {
 		if q.Has(k) {
 			return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized,
-				"tokens in the query string are refused: use the Authorization header or the bearer.<JWT> subprotocol"}
+				"tokens in the query string are refused: use the Authorization header or the bearer.<JWT> subprotocol", nil}
 		}
 	}
 	sessionID := q.Get("session_id")
 	if sessionID != "" && !protocol.ValidID(sessionID) {
 		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
-			"session_id must be 8-64 characters of [A-Za-z0-9_-]"}
+			"session_id must be 8-64 characters of [A-Za-z0-9_-]", nil}
 	}
 	if sessionID == "" {
 		sessionID = newID()
 	}
 	token, err := bearer(r)
 	if err != nil {
-		return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized, err.Error()}
+		return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized, err.Error(), nil}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -251,8 +261,7 @@ func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
 		} else {
 			pe.Message = "user has no tenant or app here"
 		}
-		h.logger.Info("token_rejected", zap.Error(err))
-		return auth.Principal{}, "", &httpError{pe.Status, pe.Code, pe.Message}
+		return auth.Principal{}, "", &httpError{pe.Status, pe.Code, pe.Message, err}
 	}
 	return p, sessionID, nil
 }

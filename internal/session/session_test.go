@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -20,6 +21,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // fakeGateway is the session's Gateway as func fields; a nil field answers
@@ -27,6 +29,7 @@ import (
 type fakeGateway struct {
 	submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error)
 	resume func(gateway.Caller, string) (*stream.Log, error)
+	refuse func(gateway.Caller, gateway.Request, error) error // nil: the refusal as it is
 }
 
 var errNoSuchRequest = errors.New("no such request")
@@ -49,6 +52,13 @@ func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
 func (g fakeGateway) Rejoin(c gateway.Caller, id string) (*stream.Log, error) { return g.Resume(c, id) }
 
 func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
+
+func (g fakeGateway) Refuse(c gateway.Caller, r gateway.Request, err error) error {
+	if g.refuse == nil {
+		return err
+	}
+	return g.refuse(c, r, err)
+}
 
 // fakeVerifier accepts for user u1 the token "good" (valid for an hour) and
 // "brief" (valid for 200ms), and for user u2 the token "other".
@@ -455,5 +465,69 @@ func TestInvalidUTF8Closes(t *testing.T) {
 	}
 	if code := closeCode(t, ws); code != protocol.DisconnectInvalidData.Code {
 		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectInvalidData.Code)
+	}
+}
+
+// counterValue is the value of a counter series in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// Bad tokens cost a bounded log volume, whoever sends them: the lines are
+// sampled (telemetry.UnauthenticatedLinesPerSecond a second), the metric
+// counts every refusal (issue 23: 2,000 in 0.39 s wrote 532 KB). A good
+// token is served throughout.
+func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	reg := prometheus.NewRegistry()
+	h := NewHub(fakeVerifier{}, fakeGateway{}, telemetry.NewMetrics(reg), zap.New(core), Options{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	url := "ws" + strings.TrimPrefix(ts.URL, "http")
+	d := &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}, HandshakeTimeout: 5 * time.Second}
+	const n = 300
+	start := time.Now()
+	for range n {
+		_, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer forged"}})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a bad token: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	bound := (int(time.Since(start)/time.Second) + 2) * telemetry.UnauthenticatedLinesPerSecond
+	if lines := logs.Len(); lines == 0 || lines > bound {
+		t.Fatalf("%d log lines for %d bad tokens, want 1..%d", lines, n, bound)
+	}
+	for _, l := range logs.All() {
+		if l.Message != "upgrade_refused" || l.ContextMap()["error"] == nil {
+			t.Fatalf("line %s %v, want upgrade_refused with its cause", l.Message, l.ContextMap())
+		}
+	}
+	if got := counterValue(t, reg, "jetway_unauthenticated_refusals_total", "door", "ws"); got != n {
+		t.Fatalf("jetway_unauthenticated_refusals_total = %v, want %d", got, n)
+	}
+	ws := dialWith(t, url, d, "good")
+	if err := ws.WriteJSON(map[string]any{"type": "ping", "t": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(t, ws); f["type"] != protocol.TypePong {
+		t.Fatalf("a good token after the flood: %v", f)
 	}
 }

@@ -20,7 +20,7 @@ import (
 const (
 	attrPK          = "pk"
 	attrServer      = "server"
-	attrLeaseUntil  = "lease_until"
+	attrEndedMS     = "ended_ms"
 	attrState       = "state"
 	attrBodyHash    = "body_hash"
 	attrAccepted    = "accepted"
@@ -73,20 +73,19 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	}
 	r.State, r.Chunks, r.Terminal = StateRunning, nil, nil
 	r.Accepted, r.Reservation = nonEmpty(r.Accepted), nonEmpty(r.Reservation)
-	r.LeaseUntil = leaseTime(leaseMillis(r.LeaseUntil))
 	r.Expires = expiryTime(expirySeconds(r.Expires))
 	size := recordBytes(&r)
 	if size > MaxRecordBytes {
 		return nil, fmt.Errorf("create: %w", ErrTooLarge)
 	}
 	item := map[string]types.AttributeValue{
-		attrPK:         str(recordKey(r.Owner, r.RequestID)),
-		attrServer:     str(r.Server),
-		attrLeaseUntil: num(leaseMillis(r.LeaseUntil)),
-		attrState:      str(StateRunning),
-		attrChunks:     &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		attrSeq:        num(0),
-		attrItemBytes:  num(int64(size)),
+		attrPK:        str(recordKey(r.Owner, r.RequestID)),
+		attrServer:    str(r.Server),
+		attrEndedMS:   num(runningEndedMS),
+		attrState:     str(StateRunning),
+		attrChunks:    &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+		attrSeq:       num(0),
+		attrItemBytes: num(int64(size)),
 	}
 	if r.BodyHash != "" {
 		item[attrBodyHash] = str(r.BodyHash)
@@ -129,13 +128,13 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 // Checkpoint implements Store with one conditional UpdateItem:
 //
 //	SET chunks = list_append(if_not_exists(chunks, :empty), :new), seq = :seq,
-//	    lease_until = :lease, item_bytes = item_bytes + :add
+//	    item_bytes = item_bytes + :add
 //	IF server = :server AND state = running AND seq = :prev AND item_bytes <= :room
 //	   AND attribute_not_exists(cancel)
 //
 // A refusal costs nothing more on DynamoDB, which returns the item with it
 // (one GetItem on dynalite): that is how the owner learns of a Cancel.
-func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error {
+func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error {
 	if err := checkOwnerCall(owner, requestID, server); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -146,7 +145,10 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server s
 	u.ownedBy(server)
 	u.appendChunks(prevSeq, chunks)
 	u.cond("attribute_not_exists(#cancel)", map[string]string{"#cancel": attrCancel}, nil)
-	u.set(attrLeaseUntil, num(leaseMillis(leaseUntil)))
+	if len(chunks) == 0 {
+		// A bare check for a Cancel still needs something to SET.
+		u.set(attrSeq, num(int64(prevSeq)))
+	}
 	return s.update(ctx, "checkpoint", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, "", nil)
 	})
@@ -167,7 +169,7 @@ func (s *DynamoStore) Finish(ctx context.Context, owner, requestID, server strin
 	u := s.newUpdate(owner, requestID)
 	u.ownedBy(server)
 	u.appendChunks(prevSeq, chunks)
-	u.end(state, terminal, expires)
+	u.end(state, terminal, expires, s.now())
 	return s.update(ctx, "finish", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, state, terminal)
 	})
@@ -190,25 +192,27 @@ func (s *DynamoStore) Get(ctx context.Context, owner, requestID string) (*Record
 
 // Interrupt implements Store with one conditional UpdateItem:
 //
-//	SET state = error, terminal = :t, expires_at = :exp
-//	IF state = running AND lease_until < :now_ms
-func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error {
+//	SET state = error, terminal = :t, expires_at = :exp, ended_ms = :now
+//	IF state = running AND server = :server
+func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error {
 	if err := checkIDs(owner, requestID); err != nil {
 		return fmt.Errorf("interrupt: %w", err)
 	}
 	if err := checkTerminal(StateError, terminal); err != nil {
 		return fmt.Errorf("interrupt: %w", err)
 	}
+	if server == "" {
+		return fmt.Errorf("interrupt: %w: empty server", ErrInvalid)
+	}
 	u := s.newUpdate(owner, requestID)
-	u.cond("#state = :running AND #lease < :now_ms", map[string]string{"#state": attrState, "#lease": attrLeaseUntil},
-		map[string]types.AttributeValue{":running": str(StateRunning), ":now_ms": num(now.UnixMilli())})
-	u.end(StateError, terminal, expires)
+	u.ownedBy(server)
+	u.end(StateError, terminal, expires, s.now())
 	return s.update(ctx, "interrupt", u, func(cur *Record, size int) error {
 		if cur == nil {
 			return ErrNotFound
 		}
-		if cur.State != StateRunning || leaseMillis(cur.LeaseUntil) >= now.UnixMilli() {
-			return fmt.Errorf("%w: state %s, lease until %s", ErrConflict, cur.State, cur.LeaseUntil.UTC().Format(time.RFC3339Nano))
+		if cur.State != StateRunning || cur.Server != server {
+			return fmt.Errorf("%w: state %s, owner %s", ErrConflict, cur.State, cur.Server)
 		}
 		return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, len(terminal), MaxRecordBytes)
 	})
@@ -318,9 +322,11 @@ func (u *update) appendChunks(prevSeq int, chunks []string) {
 	u.grow(chunksBytes(chunks))
 }
 
-// end stores the terminal outcome.
-func (u *update) end(state string, terminal []byte, expires time.Time) {
+// end stores the terminal outcome, and when it ended (which takes the
+// record out of its server's running records).
+func (u *update) end(state string, terminal []byte, expires, now time.Time) {
 	u.set(attrState, str(state))
+	u.set(attrEndedMS, num(now.UnixMilli()))
 	u.set(attrTerminal, &types.AttributeValueMemberB{Value: terminal})
 	u.grow(len(terminal))
 	if exp := expirySeconds(expires); exp != 0 {
@@ -454,8 +460,6 @@ func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key strin
 	if c, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
 		r.Cancelled = c.Value
 	}
-	lease, _ := intAttr(item, attrLeaseUntil)
-	r.LeaseUntil = leaseTime(lease)
 	if l, ok := item[attrChunks].(*types.AttributeValueMemberL); ok && len(l.Value) > 0 {
 		r.Chunks = make([]string, len(l.Value))
 		for i, v := range l.Value {
@@ -519,11 +523,54 @@ func nonEmpty(b []byte) []byte {
 	return b
 }
 
+// Running implements Store with a Query of the by_server index (keys
+// only, eventually consistent: a record created a moment ago may be
+// missing, one that just ended may still be listed; callers read each
+// record before acting on it), all pages.
+func (s *DynamoStore) Running(ctx context.Context, server string) ([]RecordKey, error) {
+	if server == "" {
+		return nil, fmt.Errorf("running: %w: empty server", ErrInvalid)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		IndexName:                aws.String(IndexByServer),
+		KeyConditionExpression:   aws.String("#server = :server AND #ended = :running"),
+		ExpressionAttributeNames: map[string]string{"#server": attrServer, "#ended": attrEndedMS},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":server": str(server), ":running": num(runningEndedMS)},
+	}
+	var keys []RecordKey
+	p := dynamodb.NewQueryPaginator(s.client, in)
+	for p.HasMorePages() {
+		start := time.Now()
+		out, err := p.NextPage(ctx)
+		s.meter.Observe("running", start, err)
+		if err != nil {
+			return keys, fmt.Errorf("running %s: %w", server, s.failure(err))
+		}
+		for _, item := range out.Items {
+			owner, id := splitKey(strAttr(item, attrPK))
+			if owner != "" && id != "" {
+				keys = append(keys, RecordKey{Owner: owner, RequestID: id})
+			}
+		}
+	}
+	return keys, nil
+}
+
+// IndexByServer is the requests table's global secondary index on
+// (server, ended_ms), keys only: a server's running records are those
+// with ended_ms = runningEndedMS.
+const IndexByServer = "by_server"
+
 // CreateTable creates the requests table (partition key pk, on-demand
-// billing) if it does not exist, waits until it is ACTIVE, and enables TTL
-// on expires_at. It is idempotent. It is for local and test use
-// (`gateway tables create`); production tables come from Terraform.
-// dynalite has no TTL API, which is tolerated: reads ignore expired records.
+// billing, the by_server index) if it does not exist, waits until it is
+// ACTIVE, and enables TTL on expires_at. It is idempotent. It is for local
+// and test use (`gateway tables create`); production tables come from
+// Terraform. dynalite has no TTL API, which is tolerated: reads ignore
+// expired records.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
-	return dynamotable.Create(ctx, client, table, attrPK, attrExpires)
+	return dynamotable.Create(ctx, client, table, attrPK, attrExpires, dynamotable.Index{
+		Name: IndexByServer, Hash: attrServer, HashType: types.ScalarAttributeTypeS,
+		Range: attrEndedMS, RangeType: types.ScalarAttributeTypeN})
 }

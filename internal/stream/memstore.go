@@ -62,7 +62,6 @@ func (s *MemoryStore) Create(ctx context.Context, r Record) (*Record, error) {
 	}
 	r.State, r.Chunks, r.Terminal = StateRunning, nil, nil
 	r.Accepted, r.Reservation = nonEmpty(r.Accepted), nonEmpty(r.Reservation)
-	r.LeaseUntil = leaseTime(leaseMillis(r.LeaseUntil))
 	exp := expirySeconds(r.Expires)
 	r.Expires = expiryTime(exp)
 	size := recordBytes(&r)
@@ -79,7 +78,7 @@ func (s *MemoryStore) Create(ctx context.Context, r Record) (*Record, error) {
 }
 
 // Checkpoint implements Store.
-func (s *MemoryStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error {
+func (s *MemoryStore) Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error {
 	if err := checkAppend(prevSeq); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -89,7 +88,6 @@ func (s *MemoryStore) Checkpoint(ctx context.Context, owner, requestID, server s
 		}
 		cur.rec.Chunks = append(cur.rec.Chunks, chunks...)
 		cur.bytes += chunksBytes(chunks)
-		cur.rec.LeaseUntil = leaseTime(leaseMillis(leaseUntil))
 		return nil
 	})
 }
@@ -151,13 +149,13 @@ func (s *MemoryStore) Get(ctx context.Context, owner, requestID string) (*Record
 }
 
 // Interrupt implements Store.
-func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error {
+func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error {
 	if err := checkTerminal(StateError, terminal); err != nil {
 		return fmt.Errorf("interrupt: %w", err)
 	}
-	return s.update(ctx, "interrupt", owner, requestID, "-", func(cur *memRecord) error {
-		if cur.rec.State != StateRunning || leaseMillis(cur.rec.LeaseUntil) >= now.UnixMilli() {
-			return fmt.Errorf("%w: state %s, lease until %s", ErrConflict, cur.rec.State, cur.rec.LeaseUntil.UTC().Format(time.RFC3339Nano))
+	return s.update(ctx, "interrupt", owner, requestID, server, func(cur *memRecord) error {
+		if cur.rec.State != StateRunning || cur.rec.Server != server {
+			return fmt.Errorf("%w: state %s, owner %s", ErrConflict, cur.rec.State, cur.rec.Server)
 		}
 		if cur.bytes+len(terminal) > MaxRecordBytes {
 			return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, cur.bytes, len(terminal), MaxRecordBytes)
@@ -232,6 +230,26 @@ func (s *MemoryStore) load(owner, requestID string) *memRecord {
 		return nil
 	}
 	return r
+}
+
+// Running implements Store.
+func (s *MemoryStore) Running(ctx context.Context, server string) ([]RecordKey, error) {
+	if server == "" {
+		return nil, fmt.Errorf("running: %w: empty server", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("running: %w: %w", ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var keys []RecordKey
+	for _, r := range s.records {
+		if r.rec.Server == server && r.rec.State == StateRunning && !expired(r.expires, now) {
+			keys = append(keys, RecordKey{Owner: r.rec.Owner, RequestID: r.rec.RequestID})
+		}
+	}
+	return keys, nil
 }
 
 // Len returns the number of records held (expired ones until the next sweep).

@@ -14,11 +14,14 @@ package stream
 //
 //	Create (conditional put of the accepted request with its encoded quota
 //	        reservation: one record, hence one model call, per user and request id)
-//	  -> Checkpoint ... (chunks appended in order, lease renewed)
+//	  -> Checkpoint ... (chunks appended in order)
 //	  -> Finish (last chunks + terminal frame: done or error)
-//	or, when the owner stops renewing its lease (killed, or stopped at the
-//	drain deadline), another task calls Interrupt, which ends the record
-//	with its terminal frame (error "interrupted"); exactly one caller wins.
+//	or, when the owning server is gone (its fleet membership says so:
+//	killed, or stopped at the drain deadline), another task calls
+//	Interrupt, which ends the record with its terminal frame (error
+//	"interrupted"); exactly one caller wins. A slow or failing write never
+//	ends a record: the owner retries, and nobody else touches a record
+//	whose owner is alive.
 //	A request rejected before acceptance never gets a record.
 //
 // A client that reconnected to another task can cancel there: that task
@@ -41,12 +44,10 @@ package stream
 // chunks, or a prevSeq that is not the stored seq, returns ErrConflict.
 // Chunks are never duplicated or reordered.
 //
-// Leases compare the owner's LeaseUntil with the interrupter's clock:
-// task clocks must agree to well within the lease duration (ECS tasks sync
-// with the Amazon Time Sync Service, well under a millisecond). An owner
-// must only renew its lease into the future: Interrupt trusts that a record
-// whose lease has passed gets no more chunks, so the text it read before
-// interrupting is the text the record ends with.
+// Interrupt trusts that a record whose owner is gone gets no more chunks,
+// so the text it read before interrupting is the text the record ends
+// with (a write the owner sent before it died and that lands later is
+// refused by Interrupt's own condition or finds the record ended).
 //
 // # DynamoDB table (DynamoStore)
 //
@@ -56,8 +57,11 @@ package stream
 //	                "tenant/app/sub" (auth.Principal.Owner). Request ids
 //	                never contain '#' (the protocol allows [A-Za-z0-9_-]), so keys are
 //	                unambiguous whatever the sub holds.
-//	server       S  the owning task's id
-//	lease_until  N  epoch milliseconds
+//	server       S  the owning server's instance id (its fleet membership id)
+//	ended_ms     N  epoch milliseconds of the end; 9999999999999 while running.
+//	                With server, the key of the keys-only index by_server,
+//	                whose entries with the running value list a server's
+//	                running records (Running).
 //	state        S  running | done | error
 //	body_hash    S  fingerprint of the request body (idempotency conflicts)
 //	accepted     B  the accepted frame (JSON), absent until accepted
@@ -75,8 +79,8 @@ package stream
 //
 // # DynamoDB writes per request
 //
-// Create 1 (PutItem, carrying the accepted frame and reservation), one per
-// Checkpoint (UpdateItem; the gateway batches chunks, so this is one per
+// Create 1 (PutItem, carrying the accepted frame and reservation; plus one
+// write to the by_server index), one per Checkpoint (UpdateItem; the gateway batches chunks, so this is one per
 // checkpoint interval, not per chunk), Finish 1: an answer streamed with c
 // checkpoints costs 2 + c writes. Interrupt is one write and happens only
 // on failure; Cancel is one write and happens only when a client cancels
@@ -152,11 +156,8 @@ var (
 // uses auth.Principal.Owner: tenant, app and sub) and RequestID.
 type Record struct {
 	Owner, RequestID, BodyHash string
-	// Server is the id of the task that owns the record.
+	// Server is the instance id of the server that owns the record.
 	Server string
-	// LeaseUntil is when the owner's lease ends unless renewed
-	// (millisecond precision).
-	LeaseUntil time.Time
 	// State is StateRunning, StateDone or StateError.
 	State string
 	// Accepted is the accepted frame (JSON), nil until accepted.
@@ -196,15 +197,14 @@ type Store interface {
 	// or the SDK's own retry) finds the caller's own record: Server equal to
 	// the caller's id, which must be unique per process.
 	Create(ctx context.Context, r Record) (*Record, error)
-	// Checkpoint appends chunks as seqs prevSeq+1.. and sets the lease to
-	// leaseUntil (chunks may be empty: a lease renewal). Conditional on
-	// server owning the record, state running and the stored seq being
-	// prevSeq, and on no Cancel having flagged it. Errors: ErrLostLease
-	// (another server took it over, or it ended), ErrCancelled (flagged:
-	// stop and Finish), ErrConflict (prevSeq is not the stored seq),
-	// ErrTooLarge, ErrNotFound. Repeating an applied call is a no-op
-	// returning nil.
-	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, leaseUntil time.Time) error
+	// Checkpoint appends chunks as seqs prevSeq+1.. (chunks may be
+	// empty: a check for a Cancel). Conditional on server owning the
+	// record, state running and the stored seq being prevSeq, and on no
+	// Cancel having flagged it. Errors: ErrLostLease (another server took
+	// it over, or it ended), ErrCancelled (flagged: stop and Finish),
+	// ErrConflict (prevSeq is not the stored seq), ErrTooLarge,
+	// ErrNotFound. Repeating an applied call is a no-op returning nil.
+	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
 	// Finish appends the last chunks and stores the terminal frame, the
 	// terminal state (StateDone or StateError) and expires. Conditional
 	// and idempotent like Checkpoint, with the same errors.
@@ -212,18 +212,28 @@ type Store interface {
 	// Get reads the record (strongly consistent). ErrNotFound when there
 	// is none or it has expired.
 	Get(ctx context.Context, owner, requestID string) (*Record, error)
-	// Interrupt ends a running record whose lease has passed
-	// (LeaseUntil < now) with terminal (state StateError) and expires.
+	// Interrupt ends a running record owned by server, a server the
+	// caller knows is gone, with terminal (state StateError) and expires.
 	// Exactly one of concurrent callers wins; the others, and any call
-	// while the lease is live or after the record ended, get ErrConflict
-	// (ErrNotFound when there is no record).
-	Interrupt(ctx context.Context, owner, requestID string, now time.Time, terminal []byte, expires time.Time) error
+	// after the record ended or while another server owns it, get
+	// ErrConflict (ErrNotFound when there is no record).
+	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
+	// Running lists the keys of the records server owns that are still
+	// running, at least those created before the call started and not yet
+	// ended (DynamoStore's index may also list some that just ended).
+	Running(ctx context.Context, server string) ([]RecordKey, error)
 	// Cancel flags a running record as cancelled by its user, whichever
 	// server owns it; the owner learns it from its next Checkpoint
 	// (ErrCancelled). Repeating it is a no-op returning nil. Errors:
 	// ErrConflict (the record already ended: nothing to stop), ErrNotFound.
 	Cancel(ctx context.Context, owner, requestID string) error
 }
+
+// RecordKey names one record.
+type RecordKey struct{ Owner, RequestID string }
+
+// runningEndedMS is ended_ms while a record runs: larger than any end.
+const runningEndedMS = 9999999999999
 
 // recordKey is the storage key of a record (DynamoDB's pk).
 func recordKey(owner, requestID string) string { return "req#" + owner + "#" + requestID }
@@ -334,23 +344,8 @@ func appendRefusal(cur *Record, size int, server string, prevSeq int, chunks []s
 	return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, size, chunksBytes(chunks)+len(terminal), MaxRecordBytes)
 }
 
-// Precision of the stored times: DynamoStore keeps the lease in epoch
-// milliseconds and the expiry in epoch seconds; MemoryStore rounds the
-// same way so both compare alike.
-func leaseMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-func leaseTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
+// Precision of the stored expiry: DynamoStore keeps it in epoch seconds;
+// MemoryStore rounds the same way so both compare alike.
 func expirySeconds(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

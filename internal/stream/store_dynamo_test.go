@@ -42,12 +42,11 @@ func TestDynamoItemSchema(t *testing.T) {
 	client := dynalitetest.Client(t, dynalitetest.Start(t))
 	s, table := newDynamoStore(t, client)
 	ctx := testCtx(t)
-	lease := time.UnixMilli(1_900_000_000_123)
 	expires := time.Unix(1_900_000_600, 0)
-	r := stream.Record{Owner: "us-east-1:abc#def", RequestID: "req-schema", BodyHash: "h", Server: serverA, LeaseUntil: lease, Expires: expires,
+	r := stream.Record{Owner: "us-east-1:abc#def", RequestID: "req-schema", BodyHash: "h", Server: serverA, Expires: expires,
 		Accepted: []byte(`{"type":"accepted"}`), Reservation: []byte(`{"v":1}`)}
 	mustCreate(t, s, r)
-	if err := s.Checkpoint(ctx, r.Owner, r.RequestID, serverA, 0, []string{"a", "b"}, lease); err != nil {
+	if err := s.Checkpoint(ctx, r.Owner, r.RequestID, serverA, 0, []string{"a", "b"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Cancel(ctx, r.Owner, r.RequestID); err != nil {
@@ -65,7 +64,7 @@ func TestDynamoItemSchema(t *testing.T) {
 	}
 	item := out.Item
 	wantS := map[string]string{"server": serverA, "state": "done", "body_hash": "h"}
-	wantN := map[string]string{"lease_until": "1900000000123", "seq": "3", "expires_at": "1900000600"}
+	wantN := map[string]string{"seq": "3", "expires_at": "1900000600"}
 	wantB := map[string]string{"accepted": `{"type":"accepted"}`, "reservation": `{"v":1}`, "terminal": `{"type":"done"}`}
 	for name, v := range wantS {
 		if got, ok := item[name].(*types.AttributeValueMemberS); !ok || got.Value != v {
@@ -97,7 +96,10 @@ func TestDynamoItemSchema(t *testing.T) {
 	if c, ok := item["cancel"].(*types.AttributeValueMemberBOOL); !ok || !c.Value {
 		t.Errorf("cancel = %#v, want BOOL true", item["cancel"])
 	}
-	if n := len(wantS) + len(wantN) + len(wantB) + 4; len(item) != n { // + pk, chunks, item_bytes, cancel
+	if e, ok := item["ended_ms"].(*types.AttributeValueMemberN); !ok || e.Value == "9999999999999" {
+		t.Errorf("ended_ms = %#v, want the end", item["ended_ms"])
+	}
+	if n := len(wantS) + len(wantN) + len(wantB) + 5; len(item) != n { // + pk, chunks, item_bytes, cancel, ended_ms
 		t.Errorf("item has %d attributes, want %d: %v", len(item), n, item)
 	}
 	got := mustGet(t, s, r.Owner, r.RequestID)
@@ -125,7 +127,7 @@ func TestDynamoTwoServers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := running("req-twice", time.Now().Add(-time.Second))
+			r := running("req-twice")
 			r.Server = server
 			existing, err := s.Create(ctx, r)
 			switch {
@@ -146,11 +148,11 @@ func TestDynamoTwoServers(t *testing.T) {
 	if owner == serverB {
 		other, otherStore = serverA, a
 	}
-	if err := otherStore.Interrupt(ctx, alice, "req-twice", time.Now(), []byte("interrupted"), time.Now().Add(time.Hour)); err != nil {
+	if err := otherStore.Interrupt(ctx, alice, "req-twice", owner, []byte("interrupted"), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "owner's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", owner, 0, []string{"x"}, time.Now().Add(time.Minute)), stream.ErrLostLease)
-	wantErr(t, "other's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", other, 0, []string{"x"}, time.Now().Add(time.Minute)), stream.ErrLostLease)
+	wantErr(t, "owner's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", owner, 0, []string{"x"}), stream.ErrLostLease)
+	wantErr(t, "other's Checkpoint", a.Checkpoint(ctx, alice, "req-twice", other, 0, []string{"x"}), stream.ErrLostLease)
 }
 
 func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
@@ -160,15 +162,15 @@ func TestDynamoUnreachableIsUnavailableQuickly(t *testing.T) {
 	ctx := testCtx(t)
 	now := time.Now()
 	calls := map[string]func() error{
-		"Create": func() error { _, err := s.Create(ctx, running("req-1", now)); return err },
+		"Create": func() error { _, err := s.Create(ctx, running("req-1")); return err },
 		"Get":    func() error { _, err := s.Get(ctx, alice, "req-1"); return err },
 		"Checkpoint": func() error {
-			return s.Checkpoint(ctx, alice, "req-1", serverA, 0, []string{"x"}, now)
+			return s.Checkpoint(ctx, alice, "req-1", serverA, 0, []string{"x"})
 		},
 		"Finish": func() error {
 			return s.Finish(ctx, alice, "req-1", serverA, 0, nil, stream.StateDone, []byte("d"), now)
 		},
-		"Interrupt": func() error { return s.Interrupt(ctx, alice, "req-1", now, []byte("i"), now) },
+		"Interrupt": func() error { return s.Interrupt(ctx, alice, "req-1", serverA, []byte("i"), now) },
 	}
 	for name, call := range calls {
 		begin := time.Now()
@@ -200,7 +202,7 @@ func TestDynamoThrottledIsUnavailable(t *testing.T) {
 	s.SetObserver(observerFunc(func(table, op, outcome string, _ time.Duration) {
 		observed = append(observed, table+" "+op+" "+outcome)
 	}))
-	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"}, time.Now())
+	err := s.Checkpoint(testCtx(t), alice, "req-1", serverA, 0, []string{"x"})
 	wantErr(t, "Checkpoint", err, stream.ErrUnavailable)
 	if got := calls.Load(); got != 3 {
 		t.Errorf("DynamoDB saw %d calls, want 3 (the SDK's retry budget)", got)
@@ -229,20 +231,20 @@ func TestDynamoRefusalWithReturnedItem(t *testing.T) {
 		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
 			"message":"The conditional request failed",
 			"Item":{"pk":{"S":"req#alice-sub#req-1"},"server":{"S":"task-b"},"state":{"S":"error"},
-			"lease_until":{"N":"0"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
+			"ended_ms":{"N":"9999999999999"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
 			"terminal":{"B":"aW50ZXJydXB0ZWQ="},"body_hash":{"S":"h"}}}`))
 	}))
 	defer srv.Close()
 	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
 	ctx := testCtx(t)
 
-	existing, err := s.Create(ctx, running("req-1", time.Now()))
+	existing, err := s.Create(ctx, running("req-1"))
 	wantErr(t, "Create", err, stream.ErrExists)
 	if existing == nil || existing.Server != serverB || existing.State != stream.StateError ||
 		string(existing.Terminal) != "interrupted" || len(existing.Chunks) != 1 || existing.Chunks[0] != "saved" {
 		t.Fatalf("existing = %+v", existing)
 	}
-	wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-1", serverA, 1, []string{"x"}, time.Now()), stream.ErrLostLease)
+	wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-1", serverA, 1, []string{"x"}), stream.ErrLostLease)
 	wantErr(t, "Finish", s.Finish(ctx, alice, "req-1", serverA, 1, nil, stream.StateDone, []byte("d"), time.Now()), stream.ErrLostLease)
 	mu.Lock()
 	defer mu.Unlock()
@@ -276,12 +278,12 @@ func TestDynamoCancelSeenFromTheRefusal(t *testing.T) {
 		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
 			"message":"The conditional request failed",
 			"Item":{"pk":{"S":"req#alice-sub#req-1"},"server":{"S":"task-a"},"state":{"S":"running"},
-			"lease_until":{"N":"0"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
+			"ended_ms":{"N":"9999999999999"},"seq":{"N":"1"},"chunks":{"L":[{"S":"saved"}]},"item_bytes":{"N":"300"},
 			"cancel":{"BOOL":true},"body_hash":{"S":"h"}}}`))
 	}))
 	defer srv.Close()
 	s := stream.NewDynamoStore(dynalitetest.Client(t, srv.URL, dynalitetest.SmallRetryBudget), "requests")
-	wantErr(t, "Checkpoint", s.Checkpoint(testCtx(t), alice, "req-1", serverA, 1, []string{"x"}, time.Now()), stream.ErrCancelled)
+	wantErr(t, "Checkpoint", s.Checkpoint(testCtx(t), alice, "req-1", serverA, 1, []string{"x"}), stream.ErrCancelled)
 	mu.Lock()
 	defer mu.Unlock()
 	if strings.Join(targets, ",") != "DynamoDB_20120810.UpdateItem" {

@@ -36,11 +36,11 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// running returns a new record owned by serverA with the given lease.
-func running(id string, lease time.Time) stream.Record {
+// running returns a new record owned by serverA.
+func running(id string) stream.Record {
 	return stream.Record{
 		Owner: alice, RequestID: id, BodyHash: bodyHash, Server: serverA,
-		LeaseUntil: lease, Expires: time.Now().Add(time.Hour),
+		Expires: time.Now().Add(time.Hour),
 	}
 }
 
@@ -77,8 +77,7 @@ func wantChunks(t *testing.T, r *stream.Record, want []string) {
 func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 	t.Run("CreateThenExists", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
-		lease := time.Now().Add(time.Minute)
-		r := running("req-create-1", lease)
+		r := running("req-create-1")
 		got, err := s.Create(ctx, r)
 		if err != nil {
 			t.Fatal(err)
@@ -88,11 +87,11 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 		// A second server racing for the same request gets the first one's record.
 		again := r
-		again.Server, again.BodyHash, again.LeaseUntil = serverB, "sha256:other", time.Now().Add(time.Hour)
+		again.Server, again.BodyHash = serverB, "sha256:other"
 		existing, err := s.Create(ctx, again)
 		wantErr(t, "second Create", err, stream.ErrExists)
 		if existing == nil || existing.Server != serverA || existing.BodyHash != bodyHash || existing.State != stream.StateRunning ||
-			existing.LeaseUntil.UnixMilli() != lease.UnixMilli() || existing.Owner != alice || existing.RequestID != r.RequestID {
+			existing.Owner != alice || existing.RequestID != r.RequestID {
 			t.Fatalf("existing = %+v, want serverA's record", existing)
 		}
 		// Another user's request with the same id is another record.
@@ -101,7 +100,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		mustCreate(t, s, other)
 		got = mustGet(t, s, alice, r.RequestID)
 		if got.Server != serverA || got.Accepted != nil || got.Terminal != nil || got.Reservation != nil ||
-			got.Expires.Unix() != r.Expires.Unix() || got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
+			got.Expires.Unix() != r.Expires.Unix() {
 			t.Errorf("Get = %+v", got)
 		}
 		_, err = s.Get(ctx, alice, "req-never-seen")
@@ -110,7 +109,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 
 	t.Run("CreateAccepted", func(t *testing.T) {
 		s := newStore(t)
-		r := running("req-create-2", time.Now().Add(time.Minute))
+		r := running("req-create-2")
 		r.Accepted, r.Reservation = []byte(`{"type":"accepted"}`), []byte(`{"v":1}`)
 		r.Chunks, r.State, r.Terminal = []string{"ignored"}, stream.StateDone, []byte("ignored")
 		mustCreate(t, s, r)
@@ -124,7 +123,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 	t.Run("CheckpointPreservesBoundariesAndIsIdempotent", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-checkpoint"
-		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
+		mustCreate(t, s, running(id))
 		batches := [][]string{
 			{"Hel", "lo"},
 			{",", "", " ", "wörld 🙂", "\n"},
@@ -132,59 +131,49 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			{"  trailing  ", "#"},
 		}
 		var want []string
-		lease := time.Now().Add(time.Minute)
 		for _, b := range batches {
-			lease = lease.Add(time.Second)
-			if err := s.Checkpoint(ctx, alice, id, serverA, len(want), b, lease); err != nil {
+			if err := s.Checkpoint(ctx, alice, id, serverA, len(want), b); err != nil {
 				t.Fatalf("Checkpoint after %d: %v", len(want), err)
 			}
 			want = append(want, b...)
 		}
 		got := mustGet(t, s, alice, id)
 		wantChunks(t, got, want)
-		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
-			t.Errorf("lease = %v, want renewed to %v", got.LeaseUntil, lease)
-		}
 
 		// The retry of an applied checkpoint is a no-op: nothing duplicated.
 		last := batches[len(batches)-1]
 		prev := len(want) - len(last)
 		for range 2 {
-			if err := s.Checkpoint(ctx, alice, id, serverA, prev, last, lease); err != nil {
+			if err := s.Checkpoint(ctx, alice, id, serverA, prev, last); err != nil {
 				t.Fatalf("retried Checkpoint: %v", err)
 			}
 		}
 		wantChunks(t, mustGet(t, s, alice, id), want)
 
 		// The same prevSeq with other chunks, or a wrong prevSeq, conflicts.
-		wantErr(t, "Checkpoint same prevSeq other chunks", s.Checkpoint(ctx, alice, id, serverA, prev, []string{"x", "y"}, lease), stream.ErrConflict)
-		wantErr(t, "Checkpoint stale prevSeq", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"x"}, lease), stream.ErrConflict)
-		wantErr(t, "Checkpoint gap", s.Checkpoint(ctx, alice, id, serverA, len(want)+1, []string{"x"}, lease), stream.ErrConflict)
-		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, len(want), []string{"x"}, lease), stream.ErrLostLease)
-		wantErr(t, "Checkpoint unknown", s.Checkpoint(ctx, alice, "req-unknown", serverA, 0, []string{"x"}, lease), stream.ErrNotFound)
-		wantErr(t, "Checkpoint other user", s.Checkpoint(ctx, bob, id, serverA, len(want), []string{"x"}, lease), stream.ErrNotFound)
-		wantErr(t, "Checkpoint negative prevSeq", s.Checkpoint(ctx, alice, id, serverA, -1, nil, lease), stream.ErrInvalid)
+		wantErr(t, "Checkpoint same prevSeq other chunks", s.Checkpoint(ctx, alice, id, serverA, prev, []string{"x", "y"}), stream.ErrConflict)
+		wantErr(t, "Checkpoint stale prevSeq", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"x"}), stream.ErrConflict)
+		wantErr(t, "Checkpoint gap", s.Checkpoint(ctx, alice, id, serverA, len(want)+1, []string{"x"}), stream.ErrConflict)
+		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, len(want), []string{"x"}), stream.ErrLostLease)
+		wantErr(t, "Checkpoint unknown", s.Checkpoint(ctx, alice, "req-unknown", serverA, 0, []string{"x"}), stream.ErrNotFound)
+		wantErr(t, "Checkpoint other user", s.Checkpoint(ctx, bob, id, serverA, len(want), []string{"x"}), stream.ErrNotFound)
+		wantErr(t, "Checkpoint negative prevSeq", s.Checkpoint(ctx, alice, id, serverA, -1, nil), stream.ErrInvalid)
 		wantChunks(t, mustGet(t, s, alice, id), want)
 
-		// No chunks: a lease renewal only.
-		lease = lease.Add(time.Minute)
-		if err := s.Checkpoint(ctx, alice, id, serverA, len(want), nil, lease); err != nil {
+		// No chunks: a check for a cancel only.
+		if err := s.Checkpoint(ctx, alice, id, serverA, len(want), nil); err != nil {
 			t.Fatal(err)
 		}
-		got = mustGet(t, s, alice, id)
-		wantChunks(t, got, want)
-		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
-			t.Errorf("lease = %v, want %v", got.LeaseUntil, lease)
-		}
+		wantChunks(t, mustGet(t, s, alice, id), want)
 	})
 
 	t.Run("FinishThenGet", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-finish"
-		r := running(id, time.Now().Add(time.Minute))
+		r := running(id)
 		r.Accepted, r.Reservation = []byte("accepted"), []byte("reservation")
 		mustCreate(t, s, r)
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}, time.Now().Add(time.Minute)); err != nil {
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}); err != nil {
 			t.Fatal(err)
 		}
 		wantErr(t, "Finish running", s.Finish(ctx, alice, id, serverA, 2, nil, stream.StateRunning, []byte("x"), time.Now()), stream.ErrInvalid)
@@ -208,8 +197,8 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			t.Errorf("retried Finish: %v", err)
 		}
 		wantErr(t, "Finish again, other outcome", s.Finish(ctx, alice, id, serverA, 4, nil, stream.StateError, []byte("e"), expires), stream.ErrLostLease)
-		wantErr(t, "Checkpoint after Finish", s.Checkpoint(ctx, alice, id, serverA, 4, []string{"e"}, time.Now()), stream.ErrLostLease)
-		wantErr(t, "Interrupt after Finish", s.Interrupt(ctx, alice, id, time.Now().Add(time.Hour), []byte("i"), expires), stream.ErrConflict)
+		wantErr(t, "Checkpoint after Finish", s.Checkpoint(ctx, alice, id, serverA, 4, []string{"e"}), stream.ErrLostLease)
+		wantErr(t, "Interrupt after Finish", s.Interrupt(ctx, alice, id, serverA, []byte("i"), expires), stream.ErrConflict)
 		existing, err := s.Create(ctx, r)
 		wantErr(t, "Create after Finish", err, stream.ErrExists)
 		if existing == nil || existing.State != stream.StateDone || string(existing.Terminal) != string(terminal) || existing.Seq() != 4 {
@@ -224,7 +213,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 
 	t.Run("FinishWithError", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
-		mustCreate(t, s, running("req-fail", time.Now().Add(time.Minute)))
+		mustCreate(t, s, running("req-fail"))
 		// A zero expiry keeps the record (no TTL).
 		if err := s.Finish(ctx, alice, "req-fail", serverA, 0, nil, stream.StateError, []byte(`{"type":"error"}`), time.Time{}); err != nil {
 			t.Fatal(err)
@@ -237,18 +226,17 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 	t.Run("LostLeaseAfterInterrupt", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-lost"
-		lease := time.Now().Add(time.Minute)
-		mustCreate(t, s, running(id, lease))
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"saved"}, lease); err != nil {
+		mustCreate(t, s, running(id))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"saved"}); err != nil {
 			t.Fatal(err)
 		}
-		// serverA stops renewing (killed); serverB sees the lease pass.
+		// serverA is gone (killed); serverB interrupts its record.
 		terminal := []byte(`{"type":"error","code":"interrupted","text":"saved"}`)
 		expires := time.Now().Add(10 * time.Minute)
-		if err := s.Interrupt(ctx, alice, id, lease.Add(time.Millisecond), terminal, expires); err != nil {
+		if err := s.Interrupt(ctx, alice, id, serverA, terminal, expires); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, "Checkpoint after interrupt", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"late"}, lease.Add(time.Minute)), stream.ErrLostLease)
+		wantErr(t, "Checkpoint after interrupt", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"late"}), stream.ErrLostLease)
 		wantErr(t, "Finish after interrupt", s.Finish(ctx, alice, id, serverA, 1, []string{"late"}, stream.StateDone, []byte("done"), expires), stream.ErrLostLease)
 		got := mustGet(t, s, alice, id)
 		wantChunks(t, got, []string{"saved"})
@@ -257,36 +245,65 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 	})
 
-	t.Run("InterruptRefusedWhileLeaseLive", func(t *testing.T) {
+	t.Run("InterruptOnlyOfTheNamedOwner", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-live"
 		lease := time.Now().Add(time.Minute)
-		mustCreate(t, s, running(id, lease))
-		wantErr(t, "Interrupt before lease end", s.Interrupt(ctx, alice, id, lease.Add(-time.Second), []byte("i"), lease), stream.ErrConflict)
-		wantErr(t, "Interrupt at lease end", s.Interrupt(ctx, alice, id, lease, []byte("i"), lease), stream.ErrConflict)
-		// A renewal moves the lease on: an interrupter that read the old one loses.
-		renewed := lease.Add(time.Minute)
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, renewed); err != nil {
+		mustCreate(t, s, running(id))
+		// An interrupter that believes another server owns it loses.
+		wantErr(t, "Interrupt naming another owner", s.Interrupt(ctx, alice, id, serverB, []byte("i"), lease), stream.ErrConflict)
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, "Interrupt after renewal", s.Interrupt(ctx, alice, id, lease.Add(time.Second), []byte("i"), lease), stream.ErrConflict)
 		if got := mustGet(t, s, alice, id); got.State != stream.StateRunning || got.Terminal != nil {
 			t.Fatalf("Get = %+v, want untouched", got)
 		}
-		wantErr(t, "Interrupt unknown", s.Interrupt(ctx, alice, "req-unknown", renewed.Add(time.Hour), []byte("i"), lease), stream.ErrNotFound)
-		wantErr(t, "Interrupt other user", s.Interrupt(ctx, bob, id, renewed.Add(time.Hour), []byte("i"), lease), stream.ErrNotFound)
-		wantErr(t, "Interrupt without terminal", s.Interrupt(ctx, alice, id, renewed.Add(time.Hour), nil, lease), stream.ErrInvalid)
-		if err := s.Interrupt(ctx, alice, id, renewed.Add(time.Millisecond), []byte("i"), lease.Add(time.Hour)); err != nil {
+		wantErr(t, "Interrupt unknown", s.Interrupt(ctx, alice, "req-unknown", serverA, []byte("i"), lease), stream.ErrNotFound)
+		wantErr(t, "Interrupt other user", s.Interrupt(ctx, bob, id, serverA, []byte("i"), lease), stream.ErrNotFound)
+		wantErr(t, "Interrupt without terminal", s.Interrupt(ctx, alice, id, serverA, nil, lease), stream.ErrInvalid)
+		if err := s.Interrupt(ctx, alice, id, serverA, []byte("i"), lease.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("RunningListsAServersRunningRecords", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		for _, id := range []string{"req-run-1", "req-run-2", "req-run-done", "req-run-interrupted"} {
+			mustCreate(t, s, running(id))
+		}
+		onB := running("req-run-b")
+		onB.Server = serverB
+		mustCreate(t, s, onB)
+		if err := s.Finish(ctx, alice, "req-run-done", serverA, 0, nil, stream.StateDone, []byte("done"), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Interrupt(ctx, alice, "req-run-interrupted", serverA, []byte("i"), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := s.Running(ctx, serverA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, k := range keys {
+			if k.Owner != alice {
+				t.Errorf("owner %q, want %q", k.Owner, alice)
+			}
+			ids = append(ids, k.RequestID)
+		}
+		slices.Sort(ids)
+		if want := []string{"req-run-1", "req-run-2"}; !slices.Equal(ids, want) {
+			t.Fatalf("Running(serverA) = %q, want %q", ids, want)
+		}
+		_, err = s.Running(ctx, "")
+		wantErr(t, "Running of no server", err, stream.ErrInvalid)
 	})
 
 	t.Run("InterruptExactlyOneWinner", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-race"
-		lease := time.Now().Add(-time.Second) // the owner died a second ago
-		mustCreate(t, s, running(id, lease))
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}, lease); err != nil {
+		mustCreate(t, s, running(id))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a", "b"}); err != nil {
 			t.Fatal(err)
 		}
 		const callers = 20
@@ -298,7 +315,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			go func() {
 				defer wg.Done()
 				<-start
-				errs[i] = s.Interrupt(ctx, alice, id, time.Now(), fmt.Appendf(nil, `{"winner":%d}`, i), time.Now().Add(time.Hour))
+				errs[i] = s.Interrupt(ctx, alice, id, serverA, fmt.Appendf(nil, `{"winner":%d}`, i), time.Now().Add(time.Hour))
 			}()
 		}
 		close(start)
@@ -328,8 +345,8 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-cancel"
 		lease := time.Now().Add(time.Minute)
-		mustCreate(t, s, running(id, lease))
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a"}, lease); err != nil {
+		mustCreate(t, s, running(id))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"a"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustGet(t, s, alice, id); got.Cancelled {
@@ -346,14 +363,11 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			t.Fatalf("Get = %+v, want running and cancelled", got)
 		}
 		// The owner's next checkpoint, with chunks or a bare renewal, is refused and writes nothing.
-		wantErr(t, "Checkpoint after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"b"}, lease.Add(time.Minute)), stream.ErrCancelled)
-		wantErr(t, "renewal after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, nil, lease.Add(time.Minute)), stream.ErrCancelled)
-		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, 1, nil, lease), stream.ErrLostLease)
+		wantErr(t, "Checkpoint after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"b"}), stream.ErrCancelled)
+		wantErr(t, "renewal after Cancel", s.Checkpoint(ctx, alice, id, serverA, 1, nil), stream.ErrCancelled)
+		wantErr(t, "Checkpoint by another server", s.Checkpoint(ctx, alice, id, serverB, 1, nil), stream.ErrLostLease)
 		got = mustGet(t, s, alice, id)
 		wantChunks(t, got, []string{"a"})
-		if got.LeaseUntil.UnixMilli() != lease.UnixMilli() {
-			t.Errorf("lease = %v, want untouched %v", got.LeaseUntil, lease)
-		}
 		// The owner ends it as usual: Finish ignores the flag.
 		terminal := []byte(`{"type":"error","code":"cancelled","text":"ab"}`)
 		if err := s.Finish(ctx, alice, id, serverA, 1, []string{"b"}, stream.StateError, terminal, time.Now().Add(time.Hour)); err != nil {
@@ -373,19 +387,19 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		// A retried checkpoint whose first attempt was applied before the
 		// Cancel stays a no-op; the next one learns of the Cancel.
 		id = "req-cancel-retry"
-		mustCreate(t, s, running(id, lease))
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, lease); err != nil {
+		mustCreate(t, s, running(id))
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Cancel(ctx, alice, id); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}, lease); err != nil {
+		if err := s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}); err != nil {
 			t.Fatalf("retried Checkpoint after Cancel: %v", err)
 		}
-		wantErr(t, "next Checkpoint", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"y"}, lease), stream.ErrCancelled)
+		wantErr(t, "next Checkpoint", s.Checkpoint(ctx, alice, id, serverA, 1, []string{"y"}), stream.ErrCancelled)
 		// An owner that died after the Cancel is still interrupted once its lease passes.
-		if err := s.Interrupt(ctx, alice, id, lease.Add(time.Millisecond), []byte(`{"code":"cancelled"}`), lease.Add(time.Hour)); err != nil {
+		if err := s.Interrupt(ctx, alice, id, serverA, []byte(`{"code":"cancelled"}`), lease.Add(time.Hour)); err != nil {
 			t.Fatalf("Interrupt of a cancelled record: %v", err)
 		}
 		wantChunks(t, mustGet(t, s, alice, id), []string{"x"})
@@ -393,13 +407,13 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 
 	t.Run("Expired", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
-		r := running("req-expired", time.Now().Add(time.Minute))
+		r := running("req-expired")
 		r.Expires = time.Now().Add(-time.Second)
 		mustCreate(t, s, r)
 		_, err := s.Get(ctx, alice, r.RequestID)
 		wantErr(t, "Get expired", err, stream.ErrNotFound)
-		wantErr(t, "Checkpoint expired", s.Checkpoint(ctx, alice, r.RequestID, serverA, 0, []string{"x"}, time.Now()), stream.ErrNotFound)
-		wantErr(t, "Interrupt expired", s.Interrupt(ctx, alice, r.RequestID, time.Now().Add(time.Hour), []byte("i"), time.Now()), stream.ErrNotFound)
+		wantErr(t, "Checkpoint expired", s.Checkpoint(ctx, alice, r.RequestID, serverA, 0, []string{"x"}), stream.ErrNotFound)
+		wantErr(t, "Interrupt expired", s.Interrupt(ctx, alice, r.RequestID, serverA, []byte("i"), time.Now()), stream.ErrNotFound)
 		// An expired record does not block a new one with the same id.
 		r.Expires, r.Server = time.Now().Add(time.Hour), serverB
 		mustCreate(t, s, r)
@@ -417,16 +431,15 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 	t.Run("TooLarge", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		id := "req-large"
-		mustCreate(t, s, running(id, time.Now().Add(time.Minute)))
+		mustCreate(t, s, running(id))
 		big := strings.Repeat("x", 100<<10)
-		lease := time.Now().Add(time.Minute)
 		for seq := range 3 {
-			if err := s.Checkpoint(ctx, alice, id, serverA, seq, []string{big}, lease); err != nil {
+			if err := s.Checkpoint(ctx, alice, id, serverA, seq, []string{big}); err != nil {
 				t.Fatalf("Checkpoint %d: %v", seq, err)
 			}
 		}
-		wantErr(t, "Checkpoint past the limit", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big}, lease), stream.ErrTooLarge)
-		wantErr(t, "Checkpoint of one huge batch", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big, big, big, big}, lease), stream.ErrTooLarge)
+		wantErr(t, "Checkpoint past the limit", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big}), stream.ErrTooLarge)
+		wantErr(t, "Checkpoint of one huge batch", s.Checkpoint(ctx, alice, id, serverA, 3, []string{big, big, big, big}), stream.ErrTooLarge)
 		wantErr(t, "Finish with a large terminal", s.Finish(ctx, alice, id, serverA, 3, nil, stream.StateDone, []byte(big[:60<<10]), time.Now().Add(time.Hour)), stream.ErrTooLarge)
 		got := mustGet(t, s, alice, id)
 		wantChunks(t, got, []string{big, big, big})
@@ -434,7 +447,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 			t.Fatalf("state %s", got.State)
 		}
 		// Smaller writes still fit; the record was not damaged.
-		if err := s.Checkpoint(ctx, alice, id, serverA, 3, []string{"tail"}, lease); err != nil {
+		if err := s.Checkpoint(ctx, alice, id, serverA, 3, []string{"tail"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Finish(ctx, alice, id, serverA, 4, nil, stream.StateError, []byte(`{"type":"error"}`), time.Now().Add(time.Hour)); err != nil {
@@ -461,9 +474,9 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		cancel()
 		_, err := s.Get(ctx, alice, "req-any")
 		wantErr(t, "Get", err, stream.ErrUnavailable)
-		_, err = s.Create(ctx, running("req-any", time.Now()))
+		_, err = s.Create(ctx, running("req-any"))
 		wantErr(t, "Create", err, stream.ErrUnavailable)
-		wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-any", serverA, 0, nil, time.Now()), stream.ErrUnavailable)
+		wantErr(t, "Checkpoint", s.Checkpoint(ctx, alice, "req-any", serverA, 0, nil), stream.ErrUnavailable)
 		wantErr(t, "Cancel", s.Cancel(ctx, alice, "req-any"), stream.ErrUnavailable)
 	})
 }

@@ -49,8 +49,9 @@ func (o *EMFOptions) defaults() {
 //
 //   - one server line, Dimensions [["Server"], []] (per task, and the
 //     dimensionless fleet-wide series autoscaling and alarms read):
-//     ActiveSessions, InFlight (gauges at write time), Requests, Errors
-//     (status >= 500), QuotaRejections (status 429), TTFT, Latency;
+//     ActiveSessions, InFlight (gauges at write time), Takeovers (records
+//     of gone servers this one ended), Requests, Errors (status >= 500),
+//     QuotaRejections (status 429), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
 //     Errors, QuotaRejections, TTFT, Latency.
@@ -80,6 +81,7 @@ type appKey struct{ tenant, app string }
 
 type emfAgg struct {
 	requests, errors, quota int64
+	takeovers               int64 // server line only: records of gone servers this one ended
 	ttft, latency           dist
 }
 
@@ -131,6 +133,7 @@ func (e *EMF) Flush() error {
 		props: map[string]any{"Server": e.o.Server}}
 	doc.count("ActiveSessions", e.sessions.Load())
 	doc.count("InFlight", e.inflight.Load())
+	doc.count("Takeovers", server.takeovers)
 	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
@@ -175,6 +178,15 @@ func (a *emfAgg) put(d *emfDoc) {
 }
 
 // The feed, called by Metrics. All are no-ops on a nil *EMF.
+
+func (e *EMF) addTakeover() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.server.takeovers++
+	e.mu.Unlock()
+}
 
 func (e *EMF) addSessions(n int64) {
 	if e != nil {

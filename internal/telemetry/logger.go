@@ -48,3 +48,20 @@ func NewLogger(level string, w io.Writer) (*zap.Logger, error) {
 func encodeTime(t time.Time, e zapcore.PrimitiveArrayEncoder) {
 	e.AppendString(t.UTC().Format(logTimeLayout))
 }
+
+// UnauthenticatedLinesPerSecond bounds the log lines of refusals before a
+// user is known (a bad or missing token, a refused origin): at most this
+// many lines of each message a second per door, whoever sends them; the
+// rest are dropped from the log (each refusal is still counted in
+// jetway_unauthenticated_refusals_total or connections_rejected_total).
+// Anyone can send bad tokens, so their log volume must not be theirs to choose.
+const UnauthenticatedLinesPerSecond = 10
+
+// UnauthenticatedLogger is logger sampled for the lines of unauthenticated
+// refusals: UnauthenticatedLinesPerSecond lines of each message each
+// second, the rest dropped (zap's sampler: fixed memory, never blocks).
+func UnauthenticatedLogger(logger *zap.Logger) *zap.Logger {
+	return logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, UnauthenticatedLinesPerSecond, 0)
+	}))
+}

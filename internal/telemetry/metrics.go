@@ -81,8 +81,10 @@ type Metrics struct {
 	retainedEvicted   prometheus.Counter
 	refusalsLimited   prometheus.Counter
 	followed          prometheus.Counter
+	takenOver         prometheus.Counter
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
+	unauthenticated   *prometheus.CounterVec // door
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -113,8 +115,10 @@ type Metrics struct {
 //	retained_answers_evicted_total        counter
 //	refusals_limited_total                counter
 //	requests_followed_total               counter
+//	requests_taken_over_total             counter
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
+//	unauthenticated_refusals_total        counter   door (ws|openai)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -156,16 +160,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused rate_limited at once, with no usage record, because their user passed JETWAY_MAX_REFUSALS_PER_USER."}),
 		followed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_followed_total",
 			Help: "Requests whose record another server already held: the local model call was stopped and this server follows the owner."}),
+		takenOver: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "requests_taken_over_total",
+			Help: "Records of servers the fleet judged gone that this server ended (interrupted), settling their quota."}),
 		attachmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "attachment_bytes_in_flight",
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
 			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
+		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
+			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
-			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused)
+			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
+			m.unauthenticated)
 	}
 	return m
 }
@@ -299,6 +308,16 @@ func (m *Metrics) ConnectionRejected(reason string) {
 	m.connRejected.WithLabelValues(label(reason)).Inc()
 }
 
+// UnauthenticatedRefusal counts a connection or request refused for its
+// credentials at door (a fixed name: "ws", "openai"). Every one is
+// counted; their log lines are sampled (UnauthenticatedLogger).
+func (m *Metrics) UnauthenticatedRefusal(door string) {
+	if m == nil {
+		return
+	}
+	m.unauthenticated.WithLabelValues(label(door)).Inc()
+}
+
 // QuotaRejected counts a request refused by a quota; scope is the kind of
 // the exhausted limit (tenant|app|user, never the user id) and window its
 // window (minute|hour|day|month).
@@ -403,6 +422,16 @@ func (m *Metrics) RequestFollowed() {
 		return
 	}
 	m.followed.Inc()
+}
+
+// RequestTakenOver counts a record of a gone server that this server
+// ended as interrupted.
+func (m *Metrics) RequestTakenOver() {
+	if m == nil {
+		return
+	}
+	m.takenOver.Inc()
+	m.emf.Load().addTakeover()
 }
 
 // AttachmentBytesInFlight records the bytes past the plain frame bound of

@@ -98,6 +98,8 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 	m.UsageRecordsDropped(SinkFile, 3)
 	m.AttachmentBytesInFlight(5 << 20)
 	m.AttachmentFrameRefused()
+	m.UnauthenticatedRefusal("openai")
+	m.UnauthenticatedRefusal("openai")
 
 	fams := scrape(t, srv.URL)
 	gauge := func(name string, labels map[string]string) float64 {
@@ -131,6 +133,7 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"usage dropped", counter("jetway_usage_records_dropped_total", map[string]string{"sink": "file"}), 3},
 		{"attachment bytes in flight", gauge("jetway_attachment_bytes_in_flight", nil), 5 << 20},
 		{"attachment frames refused", counter("jetway_attachment_frames_refused_total", nil), 1},
+		{"unauthenticated refusals", counter("jetway_unauthenticated_refusals_total", map[string]string{"door": "openai"}), 2},
 		{"connections rejected", counter("jetway_connections_rejected_total", map[string]string{"reason": "unauthorized"}), 2},
 		{"ttft count", float64(hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleCount()), 2},
 		{"ttft sum", hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleSum(), 0.4},

@@ -439,6 +439,9 @@ locals {
 
   # Every query constrains year with a plain IN list first, so partition
   # projection only has to consider one or two years of hourly partitions.
+  # Rates use DOUBLE literals (1e0): a literal like 1.0 is a DECIMAL on
+  # Athena, and avg keeps its one decimal place. deploy/terraform's
+  # TestNamedQueriesOnGatewayRecords runs each query on DuckDB.
   named_queries = {
     tokens-by-tenant-app-day = {
       description = "Tokens, requests and cost per tenant and app per day (last 30 days)"
@@ -504,8 +507,8 @@ locals {
       query       = <<-SQL
         SELECT tenant, app,
                count(*) AS requests,
-               round(avg(CASE WHEN fallback_from <> '' THEN 1.0 ELSE 0.0 END), 4) AS fallback_rate,
-               round(avg(CASE WHEN cached THEN 1.0 ELSE 0.0 END), 4) AS cache_hit_rate,
+               round(avg(CASE WHEN fallback_from <> '' THEN 1e0 ELSE 0e0 END), 4) AS fallback_rate,
+               round(avg(CASE WHEN cached THEN 1e0 ELSE 0e0 END), 4) AS cache_hit_rate,
                sum(CASE WHEN outcome = 'interrupted' THEN 1 ELSE 0 END) AS interrupted
         FROM ${local.table}
         WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '7' day, '%Y'))

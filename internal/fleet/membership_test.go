@@ -1,0 +1,231 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// memStore is a Store in memory with an outage switch.
+type memStore struct {
+	mu    sync.Mutex
+	items map[string]Item
+	down  bool
+}
+
+func newMemStore() *memStore { return &memStore{items: map[string]Item{}} }
+
+func (s *memStore) Put(_ context.Context, it Item) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ErrUnavailable
+	}
+	if s.items[it.ID].Gone {
+		return ErrGone
+	}
+	s.items[it.ID] = it
+	return nil
+}
+
+func (s *memStore) List(context.Context) ([]Item, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, ErrUnavailable
+	}
+	var out []Item
+	for _, it := range s.items {
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func (s *memStore) MarkGone(_ context.Context, id string, hb, exp time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ErrUnavailable
+	}
+	it := s.items[id]
+	if !hb.IsZero() && !it.Heartbeat.Equal(hb) {
+		return ErrChanged
+	}
+	it.ID, it.Gone, it.Expires = id, true, exp
+	s.items[id] = it
+	return nil
+}
+
+func (s *memStore) setDown(d bool) {
+	s.mu.Lock()
+	s.down = d
+	s.mu.Unlock()
+}
+
+// clock is a fake clock shared by the members of a test.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func member(t *testing.T, s Store, c *clock, id string) *Membership {
+	t.Helper()
+	m := NewMembership(s, Options{ID: id, Heartbeat: time.Second, StaleAfter: 5 * time.Second, Now: c.Now,
+		Load: func() Load { return Load{Sessions: len(id)} }}, zaptest.NewLogger(t))
+	if err := m.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func ids(ms []Member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rounds runs n heartbeat rounds of every member, advancing the clock one
+// heartbeat before each.
+func rounds(c *clock, n int, ms ...*Membership) {
+	for range n {
+		c.advance(time.Second)
+		for _, m := range ms {
+			m.Refresh(context.Background())
+		}
+	}
+}
+
+func TestKilledMemberIsGoneAfterTheStaleBound(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a, b := member(t, s, c, "a"), member(t, s, c, "bb")
+	var gone []string
+	a.OnGone(func(id string) { gone = append(gone, id) })
+	rounds(c, 2, a, b)
+	if got := ids(a.Members()); !slices.Equal(got, []string{"a", "bb"}) {
+		t.Fatalf("members = %v", got)
+	}
+	since := c.Now()
+	rounds(c, 4, a) // b is killed: only a runs
+	if a.Gone("bb", since) || len(gone) != 0 {
+		t.Fatalf("bb gone after 4 s of a 5 s bound")
+	}
+	rounds(c, 2, a)
+	if !a.Gone("bb", since) || !slices.Equal(gone, []string{"bb"}) {
+		t.Fatalf("gone = %v; Gone(bb) = %v, want bb gone once", gone, a.Gone("bb", since))
+	}
+	rounds(c, 3, a)
+	if len(gone) != 1 {
+		t.Fatalf("OnGone called %d times", len(gone))
+	}
+	if got := ids(a.Members()); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("members = %v", got)
+	}
+	// b was alive after all (a long pause): it learns it was expelled.
+	expelled := false
+	b.OnExpelled(func() { expelled = true })
+	b.Refresh(context.Background())
+	if !expelled || b.Healthy() {
+		t.Fatalf("expelled = %v, healthy = %v: want expelled and unhealthy", expelled, b.Healthy())
+	}
+}
+
+func TestAStoreStallMakesNobodyGone(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a, b := member(t, s, c, "a"), member(t, s, c, "bb")
+	var gone []string
+	a.OnGone(func(id string) { gone = append(gone, id) })
+	b.OnGone(func(id string) { gone = append(gone, id) })
+	rounds(c, 2, a, b)
+	s.setDown(true)
+	rounds(c, 12, a, b) // every call fails for 12 s: more than the bound
+	if a.Healthy() || b.Healthy() {
+		t.Fatal("a server that cannot renew its item must not admit")
+	}
+	s.setDown(false)
+	// The first good read after the stall sees old heartbeats: that restarts the clock.
+	rounds(c, 1, a)
+	rounds(c, 4, a, b)
+	if len(gone) != 0 || a.Gone("bb", c.Now().Add(-time.Hour)) || b.Gone("a", c.Now().Add(-time.Hour)) {
+		t.Fatalf("gone after a stall: %v", gone)
+	}
+	if !a.Healthy() || !b.Healthy() {
+		t.Fatal("healthy again after the stall")
+	}
+}
+
+func TestCleanLeaveIsGoneAtOnce(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a, b := member(t, s, c, "a"), member(t, s, c, "bb")
+	rounds(c, 1, a, b)
+	if err := b.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rounds(c, 1, a)
+	if !a.Gone("bb", c.Now()) {
+		t.Fatal("a member that left is gone at the next read")
+	}
+}
+
+func TestUnknownMemberIsGoneOnlyAfterAReadLaterThanTheQuestion(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a := member(t, s, c, "a")
+	rounds(c, 1, a)
+	if a.Gone("ghost", c.Now()) {
+		t.Fatal("no read since the question: not known gone")
+	}
+	if !a.Gone("ghost", c.Now().Add(-2*time.Second)) {
+		t.Fatal("absent from a read after the question: gone")
+	}
+}
+
+func TestMalformedItemsAreIgnored(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a := member(t, s, c, "a")
+	now := c.Now()
+	for _, it := range []Item{
+		{Member: Member{ID: "future", Started: now, Heartbeat: now.Add(time.Hour)}},
+		{Member: Member{ID: "huge", Started: now, Heartbeat: now, Load: Load{Sessions: MaxLoad + 1}}},
+		{Member: Member{ID: "empty"}},
+	} {
+		s.items[it.ID] = it
+	}
+	rounds(c, 1, a)
+	if got := ids(a.Members()); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("members = %v, want only a", got)
+	}
+}
+
+func TestFleetOfOne(t *testing.T) {
+	m := NewMembership(nil, Options{ID: "solo"}, zaptest.NewLogger(t))
+	if err := m.Join(context.Background()); err != nil || !m.Healthy() || m.Gone("x", time.Time{}) {
+		t.Fatalf("a fleet of one: join %v, healthy %v", err, m.Healthy())
+	}
+	if got := ids(m.Members()); !slices.Equal(got, []string{"solo"}) {
+		t.Fatalf("members = %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}

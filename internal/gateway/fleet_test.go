@@ -1,0 +1,169 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gateway/jetway/internal/gateway"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/stream"
+)
+
+// flakyRecords is Records whose owner writes (Checkpoint, Finish) fail
+// while failing is set: a store that is slow or throttled for a while.
+type flakyRecords struct {
+	gateway.Records
+	failing  atomic.Bool
+	failures atomic.Int64
+}
+
+func (r *flakyRecords) Checkpoint(ctx context.Context, owner, id, server string, prev int, chunks []string) error {
+	if r.failing.Load() {
+		r.failures.Add(1)
+		return stream.ErrUnavailable
+	}
+	return r.Records.Checkpoint(ctx, owner, id, server, prev, chunks)
+}
+
+func (r *flakyRecords) Finish(ctx context.Context, owner, id, server string, prev int, chunks []string, state string, terminal []byte, expires time.Time) error {
+	if r.failing.Load() {
+		r.failures.Add(1)
+		return stream.ErrUnavailable
+	}
+	return r.Records.Finish(ctx, owner, id, server, prev, chunks, state, terminal, expires)
+}
+
+// TestSlowStoreNeverEndsALiveAnswer: the owner's checkpoints and its
+// terminal's write fail for a while; its owner is alive, so B, following
+// the record, never interrupts it: B delivers the owner's own `done` once
+// the store answers again, with every chunk.
+func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
+	e := newEnv(t)
+	flaky := &flakyRecords{Records: stream.NewMemoryStore(nil)}
+	e.records = flaky
+	next := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("one")
+		<-next
+		onDelta(" two")
+		onDelta(" three")
+		return router.Outcome{Model: "cheap", Result: router.Result{UsageReported: true}}, nil
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+
+	logA, _, err := a.Submit(caller("chat"), request("req-slow-store", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first checkpoint", func() bool {
+		rec, err := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-slow-store")
+		return err == nil && rec.Seq() == 1
+	})
+	flaky.failing.Store(true)
+	logB, err := b.Resume(caller("chat"), "req-slow-store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(next)
+	fa := terminal(t, logA)
+	waitFor(t, "failed writes", func() bool { return flaky.failures.Load() >= 3 })
+	if logB.Read(0).Terminal != nil {
+		t.Fatalf("B ended the request while its owner was alive: %s", logB.Read(0).Terminal)
+	}
+	flaky.failing.Store(false) // the store answers again: the record catches up
+	fb := terminal(t, logB)
+	if fa["type"] != "done" || fb["type"] != "done" || fb["text"] != "one two three" || fb["chunks"] != float64(3) {
+		t.Fatalf("A's terminal %v, B's %v: want the same done with all three chunks", fa, fb)
+	}
+	if recs := e.settle(a, b); len(recs) != 1 || recs[0].Server != "a" || recs[0].Outcome != "done" {
+		t.Fatalf("usage records %+v, want A's done only", recs)
+	}
+}
+
+// TestSweepEndsAGoneServersRequests: a server dies with a request running
+// and no client comes back for it; once the fleet judges it gone, a
+// survivor's Sweep ends it as interrupted with the saved text, writes its
+// usage record and settles it (refunding the rest of its reservation).
+func TestSweepEndsAGoneServersRequests(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	stuck := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("saved")
+		select {
+		case <-stuck: // A "dies": it never writes again
+		case <-ctx.Done():
+		}
+		return router.Outcome{Model: "cheap"}, errors.New("the server died")
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
+	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+	if _, _, err := a.Submit(caller("chat"), request("req-orphan", "")); err != nil {
+		t.Fatal(err)
+	}
+	owner := caller("chat").Principal.Owner()
+	waitFor(t, "the checkpoint", func() bool {
+		rec, err := e.records.Get(context.Background(), owner, "req-orphan")
+		return err == nil && rec.Seq() == 1
+	})
+	e.fleet.kill("a")
+	b.Sweep("a")
+	waitFor(t, "the record's end", func() bool {
+		rec, err := e.records.Get(context.Background(), owner, "req-orphan")
+		return err == nil && rec.Ended()
+	})
+	rec, _ := e.records.Get(context.Background(), owner, "req-orphan")
+	if f := decode(t, rec.Terminal); f["code"] != protocol.CodeInterrupted || f["text"] != "saved" {
+		t.Fatalf("terminal %v, want interrupted with the saved text", f)
+	}
+	close(stuck) // A's call ends; its Finish finds the record ended elsewhere
+	recs := e.settle(a, b)
+	if len(recs) != 1 || recs[0].Server != "b" || recs[0].Outcome != protocol.CodeInterrupted {
+		t.Fatalf("usage records %+v, want B's interrupted one only", recs)
+	}
+}
+
+// TestUnhealthyMembershipAdmitsNothing: a server that cannot renew its
+// membership answers new requests busy (retryable), before any charge.
+func TestUnhealthyMembershipAdmitsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.records = stream.NewMemoryStore(nil)
+	e.fleet.unhealthy = true
+	g := e.gateway(reply("cheap", "never"), gateway.Options{})
+	log, _, err := g.Submit(caller("chat"), request("req-cut-off", ""))
+	if err == nil {
+		f := terminal(t, log)
+		if f["code"] != protocol.CodeBusy || f["retryable"] != true {
+			t.Fatalf("terminal %v, want busy", f)
+		}
+	} else if pe := gateway.ProtocolError(err); pe.Code != protocol.CodeBusy || !pe.Retryable {
+		t.Fatalf("Submit = %v, want busy", err)
+	}
+	if recs := e.settle(g); len(recs) > 1 || (len(recs) == 1 && recs[0].CostUSD != 0) {
+		t.Fatalf("usage records %+v: nothing may be charged", recs)
+	}
+}
+
+func decode(t *testing.T, frame []byte) map[string]any {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal(frame, &f); err != nil {
+		t.Fatalf("frame %s: %v", frame, err)
+	}
+	return f
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", waitBound, what)
+		}
+		<-time.After(2 * time.Millisecond) // polling with a deadline
+	}
+}
