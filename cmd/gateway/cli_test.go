@@ -84,9 +84,16 @@ func TestCommandLineEdges(t *testing.T) {
 		t.Errorf("gateway help: %v\n%s", err, help)
 	}
 
-	for _, args := range [][]string{{"tables", "-h"}, {"tables", "--help"}, {"tables", "create", "-h"}} {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tables", "-h"}, "-quota-table"}, {[]string{"tables", "--help"}, "-quota-table"},
+		{[]string{"tables", "create", "-h"}, "-quota-table"}, {[]string{"chat", "-h"}, "-tools"}, {[]string{"chat", "Hello", "-h"}, "-model"},
+	} {
+		args := c.args
 		out, err := runArgs(args...)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "usage of gateway tables create:") || !strings.Contains(out, "-quota-table") {
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "usage of gateway "+args[0]) || !strings.Contains(out, c.want) {
 			t.Errorf("%v: %v, printed %q; want the flags and flag.ErrHelp (exit 0)", args, err, out)
 		}
 	}
