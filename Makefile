@@ -18,14 +18,22 @@ NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/packag
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
+<<<<<<< HEAD
+# Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door; Chromium for the page tests;
+# HAProxy as the load balancer in front of several gateways (TestSessionsSpreadBehindHAProxy).
+=======
 # Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door, DuckDB (@duckdb/node-api,
 # prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests.
+>>>>>>> main
 test-deps:
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
 	@$(NPM_CI)
 	@if [ ! -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" -ne 0 ]; then echo "Debian's chromium is required for the page tests: sudo apt-get install -y chromium"; exit 1; fi; \
 		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium; fi
+	@if [ ! -x /usr/sbin/haproxy ]; then \
+		if [ "$$(id -u)" -ne 0 ]; then echo "Debian's haproxy is required for the load-balancer tests: sudo apt-get install -y haproxy"; exit 1; fi; \
+		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq haproxy; fi
 
 test: test-deps build
 	$(GO) vet ./...

@@ -45,6 +45,10 @@ type Stats struct {
 	Terminals      int  // terminal frames received (replays included)
 	Refusals       int  // retryable refusals of a resume of the accepted call (resumed again after retry_after_ms)
 	Mismatch       bool // done.text differed from the chunks joined
+	// KeptLonger: the terminal error (interrupted) carried fewer chunks than
+	// the client had received contiguously; the result holds the client's
+	// longer text and seq instead (PROTOCOL.md v1.1: never shrink an answer).
+	KeptLonger bool
 }
 
 // Accepted is closed when the server acknowledged the request.
@@ -92,7 +96,8 @@ func (c *Call) FirstChunkAt() time.Time {
 func (c *Call) SentAt() time.Time { return c.sentAt }
 
 // Wait returns the result: the done frame, or an error (*Error for the
-// server's error frame).
+// server's error frame). An interrupted answer (see Interrupted) holds the
+// longer of what the server saved and what this call received.
 func (c *Call) Wait(ctx context.Context) (*Done, error) {
 	select {
 	case <-c.done:
@@ -266,10 +271,14 @@ func (c *Call) onError(e *Error, from *conn) {
 		}
 	}
 	c.stats.Terminals++
+	e = c.keepLonger(e)
 	c.mu.Unlock()
 	// draining refuses new work on a server that is shutting down (before
-	// acceptance, so nothing ran): send it again on the next connection.
-	if e.Code == protocol.CodeDraining && !resumeOnly && !accepted && c.client.opts.Reconnect {
+	// acceptance, so nothing ran): send it again on the next connection. So
+	// does busy on a connection the server asked to move (it has room
+	// elsewhere; the draining frame came first).
+	moved := e.Code == protocol.CodeBusy && e.Retryable && from != nil && from.draining.Load()
+	if (e.Code == protocol.CodeDraining || moved) && !resumeOnly && !accepted && c.client.opts.Reconnect {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.mu.Unlock()
@@ -286,6 +295,35 @@ func (c *Call) onError(e *Error, from *conn) {
 		return
 	}
 	c.finish(nil, e)
+}
+
+// Interrupted returns the terminal error of an interrupted answer: the
+// server that owned it died mid-answer. e.Text and e.Chunks are the longest
+// contiguous answer known (the server's saved text, or this call's own when
+// it received more), e.Retryable is true, and a retry sends the question
+// again as a new request (a new RequestID): the interrupted one is final.
+func Interrupted(err error) (e *Error, ok bool) {
+	if errors.As(err, &e) && e.Code == protocol.CodeInterrupted {
+		return e, true
+	}
+	return nil, false
+}
+
+// keepLonger returns the terminal error to hand the caller. An interrupted
+// terminal holds what the dead owner saved, which can be less than this
+// client already received (PROTOCOL.md v1.1): then the result carries the
+// client's longer contiguous text and its last seq, so an answer never
+// shrinks. Callers hold c.mu.
+func (c *Call) keepLonger(e *Error) *Error {
+	held := c.next - 1
+	if e.Chunks == nil || held <= *e.Chunks || c.finished {
+		return e
+	}
+	kept := *e
+	text := c.text.String()
+	kept.Chunks, kept.Text = &held, &text
+	c.stats.KeptLonger = true
+	return &kept
 }
 
 // resendAway re-sends the request once the client has a connection other

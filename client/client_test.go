@@ -393,6 +393,39 @@ func TestDrainingRefusalIsSentAgainElsewhere(t *testing.T) {
 	}
 }
 
+// A busy server with room elsewhere moves the session: the draining frame,
+// then busy. The client sends the request again on its new connection; a
+// busy on a connection not asked to move stays the caller's error.
+func TestBusyAfterDrainingIsSentAgainElsewhere(t *testing.T) {
+	const id = "moved-busy-1"
+	s := newServer(t,
+		func(p *peer) {
+			p.read()
+			p.send(protocol.Draining{Type: protocol.TypeDraining, ReconnectAfterMs: 1})
+			p.send(busy(id))
+			p.waitClose()
+		},
+		func(p *peer) {
+			if in := p.read(); in.Type != protocol.TypeRequest || in.RequestID != id {
+				t.Errorf("on the new connection %+v, want the request", in)
+			}
+			p.send(accepted(id))
+			p.send(done(id, 0, ""))
+			p.waitClose()
+		})
+	c := dial(t, s, func(o *Options) { o.Reconnect = true })
+	call, err := c.Send(context.Background(), ask(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, call); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	if st := call.Stats(); st.Resends != 1 {
+		t.Fatalf("stats %+v, want one resend", st)
+	}
+}
+
 func busy(id string) protocol.Error {
 	return protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeBusy, Status: 503,
 		Retryable: true, RetryAfterMs: 1}
@@ -507,4 +540,85 @@ func TestTerminalErrorsOfAcceptedCallsAreFinal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An interrupted terminal that saved less than the client received (the
+// owner died between checkpoints; PROTOCOL.md v1.1) never shrinks the
+// answer: the result keeps the client's five contiguous chunks, not the
+// three saved ones, and says the call was interrupted and is retryable. A
+// terminal that saved more than the client holds wins, and a chunk that came
+// after a gap (seq 7 without seq 6) is not part of the kept text.
+func TestInterruptedNeverShrinksTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		received    []int // seqs the server sends before the terminal
+		savedChunks int
+		wantText    string
+		wantChunks  int
+		kept        bool
+	}{
+		{name: "saved less", received: []int{1, 2, 3, 4, 5, 7}, savedChunks: 3, wantText: "c1 c2 c3 c4 c5 ", wantChunks: 5, kept: true},
+		{name: "saved as much", received: []int{1, 2, 3}, savedChunks: 3, wantText: "c1 c2 c3 ", wantChunks: 3},
+		{name: "saved more", received: []int{1, 2}, savedChunks: 4, wantText: "c1 c2 c3 c4 ", wantChunks: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "interrupted-" + strings.ReplaceAll(tc.name, " ", "-")
+			saved := ""
+			for i := 1; i <= tc.savedChunks; i++ {
+				saved += "c" + string(rune('0'+i)) + " "
+			}
+			s := newServer(t, func(p *peer) {
+				p.read()
+				p.send(accepted(id))
+				for _, seq := range tc.received {
+					p.chunk(id, seq, "c"+string(rune('0'+seq))+" ")
+				}
+				n := tc.savedChunks
+				p.send(protocol.Error{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeInterrupted,
+					Status: 503, Message: "the server that owned this answer stopped", Retryable: true, Chunks: &n, Text: &saved})
+				p.waitClose()
+			})
+			c := dial(t, s, func(o *Options) { o.Reconnect = true })
+			var shown []string
+			var mu sync.Mutex
+			r := ask(id)
+			r.OnChunk = func(_ int, text string) { mu.Lock(); shown = append(shown, text); mu.Unlock() }
+			call, err := c.Send(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = wait(t, call)
+			e, ok := Interrupted(err)
+			if !ok || !e.Retryable {
+				t.Fatalf("result %v, want a retryable interrupted error", err)
+			}
+			if e.Text == nil || *e.Text != tc.wantText || e.Chunks == nil || *e.Chunks != tc.wantChunks {
+				t.Fatalf("interrupted text %q chunks %v, want %q and %d", deref(e.Text), deref(e.Chunks), tc.wantText, tc.wantChunks)
+			}
+			if got := call.Text(); len(got) > len(*e.Text) {
+				t.Fatalf("call text %q is longer than the result's %q", got, *e.Text)
+			}
+			if st := call.Stats(); st.KeptLonger != tc.kept || st.Terminals != 1 {
+				t.Fatalf("stats %+v, want KeptLonger %v and one terminal", st, tc.kept)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if joined := strings.Join(shown, ""); !strings.HasPrefix(*e.Text, joined) {
+				t.Fatalf("chunks shown %q are not a prefix of the result %q", joined, *e.Text)
+			}
+		})
+	}
+	if _, ok := Interrupted(&Error{Code: protocol.CodeBusy}); ok {
+		t.Fatal("Interrupted(busy) = true")
+	}
+	if _, ok := Interrupted(errors.New("x")); ok {
+		t.Fatal("Interrupted(other error) = true")
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

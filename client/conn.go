@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -12,10 +13,11 @@ import (
 
 // conn is one WebSocket of the session.
 type conn struct {
-	c    *Client
-	ws   *websocket.Conn
-	wmu  sync.Mutex
-	done chan struct{}
+	c        *Client
+	ws       *websocket.Conn
+	wmu      sync.Mutex
+	done     chan struct{}
+	draining atomic.Bool // the server asked this connection to move
 }
 
 func (cn *conn) write(v any) error {
@@ -87,6 +89,7 @@ func (cn *conn) readLoop() {
 				call.onError(&e, cn)
 			}
 		case protocol.TypeDraining:
+			cn.draining.Store(true)
 			c.state("draining", nil)
 			if c.opts.Reconnect {
 				go c.moveAway(cn)
@@ -115,9 +118,14 @@ func (c *Client) moveAway(old *conn) {
 				_ = cn.ws.Close()
 				return
 			}
-			if c.cur == old {
-				c.cur = cn
+			if c.cur != old {
+				// The old connection ended first and lost() is reconnecting
+				// (or already has): this one would be left open, unused.
+				c.mu.Unlock()
+				_ = cn.ws.Close()
+				return
 			}
+			c.cur = cn
 			c.mu.Unlock()
 			c.Reconnects.Add(1)
 			return

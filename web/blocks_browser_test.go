@@ -96,9 +96,10 @@ func TestPageBlocks(t *testing.T) {
 	// The conversation as the page will hold it, asked with the Go client.
 	image := client.Block{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString(picture)}
 	msgs := []client.Message{{Role: "user", Blocks: []client.Block{image, {Type: protocol.BlockText, Text: "What is in this picture?"}}}}
+	var reasoning *client.Reasoning
 	ref := func(model string, tools []client.Tool) *client.Done {
 		t.Helper()
-		done, err := askGatewayDone(gw, "reference-page-blocks", client.Request{Messages: msgs, Model: model, Tools: tools})
+		done, err := askGatewayDone(gw, "reference-page-blocks", client.Request{Messages: msgs, Model: model, Tools: tools, Reasoning: reasoning})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,8 +116,14 @@ func TestPageBlocks(t *testing.T) {
 	msgs = append(msgs, wantCall.Turn(), client.Message{Role: "user", Blocks: []client.Block{{Type: protocol.BlockToolResult,
 		ToolUseID: calls[0].ID, Content: []client.Block{{Type: protocol.BlockText, Text: "84"}}}}})
 	wantFinal := ref("mock-tools", tools)
-	msgs = append(msgs, client.Message{Role: "assistant", Content: wantFinal.Text}, client.Message{Role: "user", Content: "Which gate for Oslo?"})
-	wantThought := ref("mock-reasoning", tools) // the history holds tool calls: the page offers the tool again
+	// The conversation keeps a question's final answer, not its tool round
+	// trip; the next question offers the tool only if Calculator is ticked.
+	msgs = append(msgs[:len(msgs)-2], client.Message{Role: "assistant", Content: wantFinal.Text}, client.Message{Role: "user", Content: "Which gate for Oslo?"})
+	reasoning = &client.Reasoning{BudgetTokens: 1024}
+	wantThought := ref("mock-reasoning", nil)
+	reasoning = nil
+	msgs = append(msgs, client.Message{Role: "assistant", Content: wantThought.Text}, client.Message{Role: "user", Content: "12 * 7 please"})
+	wantNoTool := ref("mock-tools", nil)
 
 	p := openPage(t, gw.HTTP()+"/", 1024, 900)
 	p.signIn("contoso/support-assistant", "di")
@@ -175,7 +182,11 @@ func TestPageBlocks(t *testing.T) {
 	p.screenshot("tool-round-trip")
 
 	// Reasoning: open while it streams, folded once done.
-	p.do(chromedp.SetValue(chromedp.CSS("#model"), "mock-reasoning"))
+	p.do(
+		chromedp.SetValue(chromedp.CSS("#model"), "mock-reasoning"),
+		chromedp.Click(chromedp.CSS("#use-tools")), // off
+		chromedp.Click(chromedp.CSS("#use-reasoning")),
+	)
 	p.send("Which gate for Oslo?")
 	p.waitJS(`(() => { const l = document.querySelectorAll('.turn.assistant')[3];
 		const d = l && l.querySelector('details.reasoning');
@@ -196,6 +207,12 @@ func TestPageBlocks(t *testing.T) {
 		t.Error("the folded reasoning does not open on a click")
 	}
 	p.screenshot("reasoning-desktop")
+
+	// With Calculator off, the same tool question gets no tool: a text answer.
+	p.do(chromedp.SetValue(chromedp.CSS("#model"), "mock-tools"), chromedp.Click(chromedp.CSS("#use-reasoning")))
+	if got := p.ask("12 * 7 please"); got.State != "done" || got.Text != wantNoTool.Text || len(p.blockTurn(4).Tools) != 0 {
+		t.Fatalf("a tool question without the tool: %+v\nwant text %q", got, wantNoTool.Text)
+	}
 	p.noProblems()
 }
 

@@ -221,11 +221,11 @@ func (p *page) ask(prompt string) turn {
 	return p.lastTurn()
 }
 
-// waitFinished waits until the n-th answer ended (done or error).
+// waitFinished waits until the n-th answer ended (done, error or stopped).
 func (p *page) waitFinished(n int, within time.Duration) {
 	p.t.Helper()
 	p.waitJS(fmt.Sprintf(`(() => { const a = document.querySelectorAll('.turn.assistant');
-		return a.length >= %d && ['done', 'error'].includes(a[%d].dataset.state); })()`, n, n-1), "the answer", within)
+		return a.length >= %d && ['done', 'error', 'stopped'].includes(a[%d].dataset.state); })()`, n, n-1), "the answer", within)
 }
 
 // screenshot saves a PNG of the viewport under screenshotDir.
@@ -315,8 +315,8 @@ func TestPageChat(t *testing.T) {
 	p.do(chromedp.SendKeys(chromedp.CSS("#user"), "ana"))
 	p.screenshot("signin-phone")
 	p.signIn("contoso/support-assistant", "")
-	if models := eval[[]string](p, `[...document.querySelectorAll('#model option')].map(o => o.value)`); strings.Join(models, ",") != ",mock-a,mock-b,mock-tools,mock-reasoning" {
-		t.Errorf("model picker %v, want app default + the allowlist mock-a, mock-b, mock-tools, mock-reasoning", models)
+	if models := eval[[]string](p, `[...document.querySelectorAll('#model option')].map(o => o.value)`); strings.Join(models, ",") != ",mock-a,mock-b,mock-tools,mock-reasoning,mock-markdown" {
+		t.Errorf("model picker %v, want app default + the allowlist mock-a, mock-b, mock-tools, mock-reasoning, mock-markdown", models)
 	}
 	if who := eval[string](p, `document.getElementById('who').textContent`); who != "ana · contoso / support-assistant" {
 		t.Errorf("who %q", who)

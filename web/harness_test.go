@@ -184,7 +184,8 @@ type relay struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 
-	armed     atomic.Int64 // cut once this many more bytes went server -> client (0: off)
+	armed     atomic.Int64                  // cut once this many more bytes went server -> client (0: off)
+	held      atomic.Pointer[chan struct{}] // non-nil: server -> client bytes wait until it is closed
 	forwarded atomic.Int64
 	cuts      atomic.Int64
 	accepted  atomic.Int64
@@ -198,10 +199,7 @@ func startRelay(t *testing.T, target string) *relay {
 	}
 	r := &relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	go r.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		r.cut()
-	})
+	t.Cleanup(r.close)
 	return r
 }
 
@@ -234,6 +232,9 @@ func (r *relay) down(c, up net.Conn) {
 	for {
 		n, err := up.Read(buf)
 		if n > 0 {
+			if held := r.held.Load(); held != nil {
+				<-*held
+			}
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -248,6 +249,23 @@ func (r *relay) down(c, up net.Conn) {
 			return
 		}
 	}
+}
+
+// hold stops forwarding server -> client bytes (the server goes on
+// writing into the socket buffers) until the relay is closed.
+func (r *relay) hold() {
+	held := make(chan struct{})
+	r.held.Store(&held)
+}
+
+// close stops the relay as a dead server: nothing listens at its address any
+// more and every connection is reset.
+func (r *relay) close() {
+	_ = r.ln.Close()
+	if held := r.held.Swap(nil); held != nil {
+		close(*held)
+	}
+	r.cut()
 }
 
 // cutAfter arms a cut of every connection once n more bytes went to clients.

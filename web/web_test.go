@@ -98,7 +98,7 @@ func TestDevApps(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(out.Apps)
-	want := `[{"Tenant":"contoso","App":"support-assistant","Models":["mock-a","mock-b","mock-tools","mock-reasoning"]},{"Tenant":"fabrikam","App":"tiny-quota","Models":["mock-cheap"]}]`
+	want := `[{"Tenant":"contoso","App":"support-assistant","Models":["mock-a","mock-b","mock-tools","mock-reasoning","mock-markdown"]},{"Tenant":"fabrikam","App":"tiny-quota","Models":["mock-cheap"]}]`
 	if string(got) != want {
 		t.Errorf("apps %s\nwant %s", got, want)
 	}

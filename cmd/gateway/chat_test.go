@@ -93,7 +93,7 @@ func TestChat(t *testing.T) {
 
 	t.Run("dropped connection resumes", func(t *testing.T) {
 		out, errOut := newTerminal(40), newTerminal(1<<30)
-		ended := runChat(t, home, []string{"--url", "ws://" + proxy.Addr() + "/v1/ws", "Hello"}, "", out, errOut)
+		ended := runChat(t, home, []string{"--url", "ws://" + proxy.Addr() + "/v1/ws", "--model", "mock-a", "Hello"}, "", out, errOut)
 		select {
 		case <-out.past:
 		case err := <-ended:
@@ -117,7 +117,7 @@ func TestChat(t *testing.T) {
 
 	t.Run("interactive keeps the conversation", func(t *testing.T) {
 		out, errOut := newTerminal(1<<30), newTerminal(1<<30)
-		ended := runChat(t, home, []string{"--url", g.URL()}, "Hello\n\nAnd then?\n", out, errOut)
+		ended := runChat(t, home, []string{"--url", g.URL(), "--model", "mock-a"}, "Hello\n\nAnd then?\n", out, errOut)
 		awaitChat(t, ended, errOut)
 		second := strings.Join(mockmodel.Tokens("mock-a", "", []string{"Hello", want, "And then?"}, 300), "")
 		if got := out.String(); got != want+"\n"+second+"\n" {
@@ -147,7 +147,7 @@ func TestChat(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		out, errOut := newTerminal(1<<30), newTerminal(1)
-		ended := runChat(t, home, []string{"--url", "ws://" + addr + "/v1/ws", "--wait", "2m", "Hello"}, "", out, errOut)
+		ended := runChat(t, home, []string{"--url", "ws://" + addr + "/v1/ws", "--wait", "2m", "--model", "mock-a", "Hello"}, "", out, errOut)
 		select {
 		case <-errOut.past: // it says it waits
 		case err := <-ended:

@@ -13,7 +13,8 @@ import (
 
 // TestDevModeEndToEnd is the README's first command: no AWS account, the
 // in-process dev issuer and mock Bedrock; a token from `gateway token`
-// opens a socket and a request streams its 300 tokens in order.
+// opens a socket and a request streams its 300 tokens in order; the
+// support app's default model (mock-markdown) answers in Markdown.
 func TestDevModeEndToEnd(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"HOME": home, "JETWAY_LISTEN": "127.0.0.1:0", "JETWAY_ADMIN_LISTEN": "127.0.0.1:0",
@@ -37,6 +38,7 @@ func TestDevModeEndToEnd(t *testing.T) {
 	}
 	var seqs []int
 	req := ask("hello from dev mode")
+	req.Model = "mock-a"
 	req.OnChunk = func(seq int, _ string) { seqs = append(seqs, seq) }
 	call, err := c.Send(context.Background(), req)
 	if err != nil {
@@ -49,6 +51,15 @@ func TestDevModeEndToEnd(t *testing.T) {
 	if done.Chunks != 300 || len(seqs) != 300 || seqs[299] != 300 || done.Text != call.Text() ||
 		done.Text != expected("mock-a", "hello from dev mode", 300) {
 		t.Fatalf("dev mode answer: %d chunks", done.Chunks)
+	}
+	// The support app's default model answers in Markdown (the demo page shows it).
+	md, err := c.Send(context.Background(), ask("Where is gate B12?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := waitCall(t, md, 30*time.Second); err != nil || d.Model != "mock-markdown" ||
+		d.Text != expected("mock-markdown", "Where is gate B12?", 1000) || !strings.HasPrefix(d.Text, "## ") {
+		t.Fatalf("default model in dev mode: %+v, %v", d, err)
 	}
 	// The embedded defaults let the support app try tools and reasoning.
 	tool := ask("What time is it?")

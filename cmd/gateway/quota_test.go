@@ -45,12 +45,14 @@ func TestArticleTest2Kill(t *testing.T) {
 	if _, held := r.leases[r.killedOwner]; held {
 		t.Fatalf("the killed server's lease %+v was never reclaimed", r.leases[r.killedOwner])
 	}
-	if r.used < r.charged {
-		t.Fatalf("settled usage %d < charged in done frames %d", r.used, r.charged)
-	}
-	// What the dead server holds for nothing: its unspent commitment
-	// ahead (at least 4 requests of ~530 tokens), at most.
-	if lost := r.used - r.usable; lost > 4*600 {
+	// The dead server's lease was taken back at what its requests used.
+	// What stays counted for nothing is the reservations of the requests
+	// it had admitted but not yet recorded when it died (a round trip's
+	// worth; their clients send them again elsewhere) and of requests
+	// whose end was too close to its last lease write to tell: measured
+	// 127-953 tokens (docs/benchmarks.md), bounded here at three
+	// reservations (~530 tokens each).
+	if lost := r.used - r.usable; lost > 3*530 {
 		t.Fatalf("%d tokens counted that no request used (settled %d, used by requests %d)", lost, r.used, r.usable)
 	}
 }
@@ -106,6 +108,7 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	doneIDs := map[string]bool{} // under mu
 	killAt := make(chan struct{})
 	var killOnce sync.Once
 	// Clients keep asking for 8 s; with a kill, long enough past it for the
@@ -151,6 +154,7 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 				case err == nil:
 					r.boarded++
 					r.charged += done.Usage.InputTokens + done.Usage.OutputTokens
+					doneIDs[call.ID] = true
 				case e != nil && e.Code == "quota_exceeded":
 					r.rejected429++
 					if e.Status != 429 || e.Message != "Token quota exceeded" || e.RetryAfterMs <= 0 || e.Scope != "app" || e.Window != "hour" {
@@ -207,10 +211,14 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		t.Fatal(err)
 	}
 	r.used, r.leases, r.calls = st.Used.Tokens, st.Leases, w.mock.Requests("mock-a")
+
 	r.usable = r.charged
 	for _, recs := range readUsage(t, w.env["JETWAY_USAGE_DIR"]) {
 		for _, u := range recs {
-			if u.Outcome == "interrupted" && u.Tenant == "fabrikam" {
+			// A request its killed server answered (the client got done)
+			// but whose record it never ended is ended by a survivor too:
+			// count its done, once.
+			if u.Outcome == "interrupted" && u.Tenant == "fabrikam" && !doneIDs[u.RequestID] {
 				r.usable += u.InputTokens + u.OutputTokens
 			}
 		}

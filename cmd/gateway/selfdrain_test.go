@@ -11,15 +11,23 @@ import (
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 )
 
-// healthChecker calls a gateway's /readyz every interval, as the ALB's
-// target group health check does, until stopped (deregistration).
+// User-Agents of readiness pollers: the ALB's target group health check,
+// and a person or script waiting for readiness.
+const (
+	albUserAgent  = "ELB-HealthChecker/2.0"
+	curlUserAgent = "curl/8.5.0"
+)
+
+// healthChecker calls a gateway's /readyz every interval with a User-Agent,
+// as the ALB's target group health check does (albUserAgent) or a script
+// does (curlUserAgent), until stopped (for the ALB: deregistration).
 type healthChecker struct {
 	stop chan struct{}
 	done chan struct{}
 	ok   chan struct{} // closed after the first 200
 }
 
-func checkHealth(t *testing.T, admin string, every time.Duration) *healthChecker {
+func checkHealth(t *testing.T, admin, userAgent string, every time.Duration) *healthChecker {
 	h := &healthChecker{stop: make(chan struct{}), done: make(chan struct{}), ok: make(chan struct{})}
 	go func() {
 		defer close(h.done)
@@ -27,7 +35,12 @@ func checkHealth(t *testing.T, admin string, every time.Duration) *healthChecker
 		defer tick.Stop()
 		var once sync.Once
 		for {
-			resp, err := http.Get("http://" + admin + "/readyz")
+			req, err := http.NewRequest(http.MethodGet, "http://"+admin+"/readyz", nil)
+			if err != nil {
+				panic(err)
+			}
+			req.Header.Set("User-Agent", userAgent)
+			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				if resp.StatusCode == http.StatusOK {
 					once.Do(func() { close(h.ok) })
@@ -65,7 +78,7 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	fast := map[string]string{"JETWAY_HEALTH_CHECK_INTERVAL": "200ms", "JETWAY_SELF_DRAIN_MISSES": "3"}
 	a := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "task-a"}))
 	b := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "task-b"}))
-	alb := checkHealth(t, a.Admin, 200*time.Millisecond)
+	alb := checkHealth(t, a.Admin, albUserAgent, 200*time.Millisecond)
 	select {
 	case <-alb.ok:
 	case <-time.After(10 * time.Second):
@@ -110,6 +123,59 @@ func TestSelfDrainWhenHealthChecksStop(t *testing.T) {
 	}
 	if d := b.logs.Find("draining", ""); len(d) != 0 {
 		t.Fatalf("server b, never health checked, drained: %v", d)
+	}
+}
+
+// TestSelfDrainArmedOnlyByTheLoadBalancer: a gateway polled on /readyz by
+// a script (curl's User-Agent, and Go's) answers readiness and never drains
+// when the polling stops; one polled by the ALB's User-Agent arms the watch
+// and drains once its checks stop. Both are polled the same way at the same
+// pace and stopped together; after the armed one drained, the other gets
+// five more silences to prove it does not.
+func TestSelfDrainArmedOnlyByTheLoadBalancer(t *testing.T) {
+	w := newWorld(t, fastPace())
+	const interval, misses = 200 * time.Millisecond, 3
+	fast := map[string]string{"JETWAY_HEALTH_CHECK_INTERVAL": interval.String(), "JETWAY_SELF_DRAIN_MISSES": "3"}
+	byALB := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "polled-by-alb"}))
+	byCurl := w.startProcess(merge(fast, map[string]string{"JETWAY_SERVER_ID": "polled-by-curl"}))
+	alb := checkHealth(t, byALB.Admin, albUserAgent, interval)
+	curl := checkHealth(t, byCurl.Admin, curlUserAgent, interval)
+	for name, h := range map[string]*healthChecker{"alb": alb, "curl": curl} {
+		select {
+		case <-h.ok:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s poller never got a 200 from /readyz", name)
+		}
+	}
+	if n := len(byALB.logs.Await("self_drain_armed", "", 1, 10*time.Second)); n != 1 {
+		t.Fatalf("the gateway polled by the ALB logged self_drain_armed %d times, want 1", n)
+	}
+	// A few more rounds of polling (Go's own User-Agent too), then both stop.
+	for range 2 * misses {
+		if code := getStatus(t, "http://"+byCurl.Admin+"/readyz"); code != http.StatusOK {
+			t.Fatalf("polled-by-curl /readyz: %d, want 200", code)
+		}
+		<-time.After(interval)
+	}
+	alb.deregister()
+	curl.deregister()
+
+	d := byALB.logs.Await("draining", "", 1, 30*time.Second)
+	if len(d) != 1 || d[0]["reason"] != "health_checks_stopped" {
+		t.Fatalf("gateway polled by the ALB: drains %v, want one with reason health_checks_stopped", d)
+	}
+	silence := misses * interval
+	if d := byCurl.logs.Await("draining", "", 1, 5*silence); len(d) != 0 {
+		t.Fatalf("gateway polled only by curl drained: %v", d)
+	}
+	if a := byCurl.logs.Find("self_drain_armed", ""); len(a) != 0 {
+		t.Fatalf("gateway polled only by curl armed self-drain: %v", a)
+	}
+	if code := getStatus(t, "http://"+byCurl.Admin+"/readyz"); code != http.StatusOK {
+		t.Fatalf("gateway polled only by curl: /readyz %d after the polling stopped, want 200", code)
+	}
+	if code := getStatus(t, "http://"+byALB.Admin+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("self-drained gateway: /readyz %d, want 503", code)
 	}
 }
 

@@ -62,6 +62,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := s.checkFleet(); err != nil {
+		return err
+	}
 	logger, err := telemetry.NewLogger(s.LogLevel, stdout)
 	if err != nil {
 		return err
@@ -140,9 +143,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The fleet: this server's membership item, renewed with a client of
 	// its own so heartbeats never wait behind request writes. Its load is
 	// read at each heartbeat (hub and gw are set below, before Join).
-	if err := s.checkFleet(); err != nil {
-		return err
-	}
 	instance, err := s.instanceID()
 	if err != nil {
 		return err
@@ -158,7 +158,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	members := fleet.NewMembership(fleetStore, fleet.Options{ID: instance, Heartbeat: s.FleetHeartbeat, StaleAfter: s.FleetStaleAfter,
 		Load: func() fleet.Load {
 			n := gw.Inflight()
-			return fleet.Load{Sessions: hub.Sessions(), Streams: n, InFlight: n}
+			// Sessions asked to move are leaving: the balancer counts what stays.
+			return fleet.Load{Sessions: hub.Staying(), Streams: n, InFlight: n}
 		}}, logger)
 
 	var qstore quota.Store = quota.NewMemoryStore()
@@ -167,11 +168,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		qs.SetObserver(metrics)
 		qstore = qs
 	}
-	var leaseGone func(string, time.Time) bool
-	if fleetStore != nil {
-		leaseGone = members.Gone
-	}
-	lease := s.quotaLease(instance, leaseGone)
+	lease := s.quotaLease(instance)
 	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
 	g.Go(func() error { return quotas.Run(gctx) })
 
@@ -210,11 +207,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, Instance: instance, CheckpointInterval: s.CheckpointInterval,
 		CheckpointChunks: s.CheckpointChunks, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
-	hub = session.NewHub(verifier, gw, metrics, logger, session.Options{
+	// With a members table the balancer spreads sessions over the fleet
+	// (without one the fleet is this server alone and nothing moves).
+	var balancer *fleet.Balancer
+	sessionOpts := session.Options{
 		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
-		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), SendQueueFrames: s.SendQueueFrames,
+		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), AttachmentBytesPerUser: int64(s.AttachBytesPerUser),
+		FrameReadTimeout: s.FrameReadTimeout, SendQueueFrames: s.SendQueueFrames,
 		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
-		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()})
+		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()}
+	if fleetStore != nil {
+		sessionOpts.RoomElsewhere = func() (fleet.Spread, bool) { return balancer.RoomElsewhere() }
+	}
+	hub = session.NewHub(verifier, gw, metrics, logger, sessionOpts)
+	if fleetStore != nil {
+		balancer = fleet.NewBalancer(members, hub, logger, fleet.BalanceOptions{Interval: s.BalanceInterval,
+			Margin: s.BalanceMargin, MovesPerSecond: float64(s.BalanceMovesPerSec)})
+		g.Go(func() error { return balancer.Run(gctx) })
+	}
 
 	if s.EMF == "stdout" {
 		emf := telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.ServerID}, logger)
@@ -232,23 +242,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		default:
 		}
 	}
-	// A gone member's requests are ended and its quota given back in the
-	// background: the heartbeat goes on meanwhile.
-	members.OnGone(func(id string) {
-		gw.Sweep(id)
-		g.Go(func() error {
-			ctx, cancel := context.WithTimeout(gctx, 30*time.Second)
-			defer cancel()
-			quotas.ReclaimGone(ctx, id)
-			return nil
-		})
-	})
+	// A gone member's requests are ended and its quota leases taken back
+	// in the background: the heartbeat goes on meanwhile.
+	members.OnGone(gw.Sweep)
 	members.OnExpelled(func() { requestDrain("expelled_from_fleet") })
 	if err := members.Join(bg); err != nil {
 		return err
 	}
 	g.Go(func() error { return members.Run(gctx) })
-	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses()})
+	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses(),
+		UserAgent: s.HealthCheckUserAgent})
 	g.Go(func() error {
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
 		return nil
@@ -271,7 +274,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
 	admin.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		healthChecks.Checked()
+		// Only the load balancer's own checks arm the self-drain watch;
+		// anyone else asking gets the same answer and arms nothing.
+		if healthChecks.Checked(r.UserAgent()) {
+			logger.Info("self_drain_armed", zap.String("user_agent", s.HealthCheckUserAgent),
+				zap.Duration("silence", healthChecks.Silence()))
+		}
 		if !ready.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 			return

@@ -45,6 +45,8 @@ type settings struct {
 	MaxFrameBytes         int
 	MaxAttachFrameBytes   int
 	AttachBytesInFlight   int
+	AttachBytesPerUser    int
+	FrameReadTimeout      time.Duration
 	SendQueueFrames       int
 	SendQueueBytes        int
 	WriteTimeout          time.Duration
@@ -64,6 +66,7 @@ type settings struct {
 	DrainTimeout          time.Duration
 	HealthCheckInterval   time.Duration
 	SelfDrainMisses       int
+	HealthCheckUserAgent  string
 	CheckpointInterval    time.Duration
 	CheckpointChunks      int
 	FleetHeartbeat        time.Duration
@@ -89,6 +92,9 @@ type settings struct {
 	RequestsTable        string
 	CacheTable           string
 	MembersTable         string
+	BalanceInterval      time.Duration
+	BalanceMargin        float64
+	BalanceMovesPerSec   int
 	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
@@ -265,6 +271,8 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", session.DefaultMaxFrameBytes, "largest inbound frame in bytes")
 	num(&s.MaxAttachFrameBytes, "JETWAY_MAX_ATTACHMENT_FRAME_BYTES", session.DefaultMaxAttachmentFrameBytes, "largest inbound frame with an image or document, bytes (0: the plain frame bound)")
 	num(&s.AttachBytesInFlight, "JETWAY_ATTACHMENT_BYTES_IN_FLIGHT", session.DefaultAttachmentBytesInFlight, "server-wide bytes of frames past the plain bound being read or admitted; past it: busy")
+	num(&s.AttachBytesPerUser, "JETWAY_ATTACHMENT_BYTES_PER_USER", 0, "one user's share of that budget over all its sessions, bytes (0: a quarter of it); past it: rate_limited")
+	dur(&s.FrameReadTimeout, "JETWAY_FRAME_READ_TIMEOUT", session.DefaultFrameReadTimeout, "longest time from an inbound frame's first byte to its last (pings do not extend it); past it: close 1008")
 	num(&s.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", session.DefaultSendQueueFrames, "per-connection send queue bound, frames")
 	num(&s.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", session.DefaultSendQueueBytes, "per-connection send queue bound, bytes")
 	dur(&s.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take")
@@ -289,6 +297,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	dur(&s.DrainTimeout, "JETWAY_DRAIN_TIMEOUT", 110*time.Second, "on SIGTERM, how long requests may take to finish")
 	dur(&s.HealthCheckInterval, "JETWAY_HEALTH_CHECK_INTERVAL", selfdrain.DefaultInterval, "the load balancer's health check interval (/readyz)")
 	num(&s.SelfDrainMisses, "JETWAY_SELF_DRAIN_MISSES", selfdrain.DefaultMisses, "drain when this many health check intervals pass without one (0: never)")
+	str(&s.HealthCheckUserAgent, "JETWAY_HEALTH_CHECK_USER_AGENT", selfdrain.DefaultUserAgent, "User-Agent prefix of the load balancer's health checks; only these arm self-drain")
 	str(&s.Region, "AWS_REGION", "", "AWS region")
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
@@ -308,6 +317,9 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
 	str(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet members table (unset: a fleet of one); required with a requests table")
+	dur(&s.BalanceInterval, "JETWAY_BALANCE_INTERVAL", fleet.DefaultBalanceInterval, "with a members table: how often this server compares its sessions with the fleet's mean")
+	fraction(&s.BalanceMargin, "JETWAY_BALANCE_MARGIN", fleet.DefaultBalanceMargin, "with a members table: move idle sessions only while above the fleet's mean by this fraction")
+	num(&s.BalanceMovesPerSec, "JETWAY_BALANCE_MOVES_PER_SECOND", fleet.DefaultMovesPerSecond, "with a members table: sessions asked to move per second, at most (balance and busy moves together)")
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
@@ -346,15 +358,14 @@ func (s *settings) checkFleet() error {
 
 // quotaLease returns the quota lease options: off without a quota table
 // (the in-memory store is this process's alone) or with JETWAY_QUOTA_LEASE
-// false. The owner is the instance id; gone reports whether another
-// owner left the fleet.
-func (s *settings) quotaLease(owner string, gone func(owner string, since time.Time) bool) quota.LeaseOptions {
+// false. The owner is the instance id.
+func (s *settings) quotaLease(owner string) quota.LeaseOptions {
 	if s.QuotaTable == "" || !s.QuotaLease {
 		return quota.LeaseOptions{}
 	}
 	return quota.LeaseOptions{Owner: owner, TTL: s.QuotaLeaseTTL,
 		Ahead: s.QuotaLeaseAhead, Block: s.QuotaLeaseBlock, Fraction: s.QuotaLeaseFraction,
-		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems, Gone: gone}
+		MinRequests: s.QuotaLeaseMinReqs, MaxItems: s.QuotaLeaseMaxItems}
 }
 
 // attachmentFrameBytes is the session's MaxAttachmentFrameBytes: 0 means

@@ -137,7 +137,7 @@ func TestQuotaLeaseSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.quotaLease(id, nil)
+		return s.quotaLease(id)
 	}
 	if lo := lease(parse(map[string]string{})); lo.Owner != "" {
 		t.Errorf("leases on without a quota table: %+v", lo)
@@ -153,8 +153,7 @@ func TestQuotaLeaseSettings(t *testing.T) {
 	want := quota.LeaseOptions{Owner: a.Owner, TTL: quota.DefaultLeaseTTL, Ahead: quota.DefaultLeaseAhead,
 		Block: quota.DefaultLeaseBlock, Fraction: quota.DefaultLeaseFraction, MinRequests: quota.DefaultLeaseMinRequests,
 		MaxItems: quota.DefaultLeaseMaxItems}
-	if a.Gone != nil || a.Owner != want.Owner || a.TTL != want.TTL || a.Ahead != want.Ahead || a.Block != want.Block ||
-		a.Fraction != want.Fraction || a.MinRequests != want.MinRequests || a.MaxItems != want.MaxItems {
+	if a != want {
 		t.Errorf("lease options %+v, want the quota package's defaults %+v", a, want)
 	}
 	s = parse(map[string]string{"JETWAY_QUOTA_TABLE": "q", "JETWAY_QUOTA_LEASE_TTL": "2s", "JETWAY_QUOTA_LEASE_FRACTION": "0.25"})

@@ -183,7 +183,9 @@ func checkNoWildcardIAMActions(t *testing.T, s *stack) {
 }
 
 // checkTaskRoleIsLeastPrivilege pins the gateway's task role to exactly what
-// the issue allows: streaming from the configured models, its three tables,
+// the issue allows: streaming from the configured models, its three tables
+// (and the members table and the requests table's by_server index, each for
+// exactly what membership and takeovers need),
 // its delivery stream and its own log group.
 func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 	iam := s.dir(t, "modules/iam")
@@ -199,6 +201,8 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"BedrockStream":     "bedrock:InvokeModelWithResponseStream",
 		"BedrockGuardrails": "bedrock:ApplyGuardrail",
 		"Tables":            "dynamodb:DescribeTable,dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Query",
+		"Members":           "dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Scan",
+		"RequestsByServer":  "dynamodb:Query",
 		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
 		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
 	}
@@ -212,10 +216,12 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		}
 	}
 	resources := map[string]string{
-		"BedrockStream": "local.bedrock_resources",
-		"Tables":        "var.dynamodb_table_arns",
-		"UsageStream":   "[var.firehose_stream_arn]",
-		"OwnLogGroup":   "[var.log_group_arn, local.log_streams]",
+		"BedrockStream":    "local.bedrock_resources",
+		"Tables":           "var.dynamodb_table_arns",
+		"Members":          "[var.members_table_arn]",
+		"RequestsByServer": "[var.requests_by_server_index_arn]",
+		"UsageStream":      "[var.firehose_stream_arn]",
+		"OwnLogGroup":      "[var.log_group_arn, local.log_streams]",
 	}
 	for _, b := range nested(doc.Body, "statement") {
 		sid := eval(t, "sid", attr(t, "statement", b.Body, "sid").Expr, nil).AsString()

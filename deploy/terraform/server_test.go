@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
 // The settings the ECS task must set; each must also be documented.
@@ -22,11 +23,12 @@ var requiredSettings = []string{
 	"JETWAY_LISTEN", "JETWAY_ADMIN_LISTEN", "JETWAY_CONFIG", "JETWAY_AUTH_ISSUER", "JETWAY_ALLOWED_ORIGINS",
 	"JETWAY_DRAIN_TIMEOUT", "JETWAY_LOG_LEVEL", "JETWAY_QUOTA_TABLE", "JETWAY_REQUESTS_TABLE", "JETWAY_CACHE_TABLE",
 	"JETWAY_FIREHOSE_STREAM", "JETWAY_EMF", "JETWAY_MAX_INFLIGHT", "AWS_REGION",
-	"JETWAY_HEALTH_CHECK_INTERVAL", "JETWAY_SELF_DRAIN_MISSES",
+	"JETWAY_HEALTH_CHECK_INTERVAL", "JETWAY_SELF_DRAIN_MISSES", "JETWAY_HEALTH_CHECK_USER_AGENT", "JETWAY_MEMBERS_TABLE",
 }
 
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
-var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency"}
+var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency",
+	"Takeovers", "SessionsMoved"}
 
 // configurationDoc is docs/configuration.md, the server's own statement of
 // its settings and their defaults.
@@ -385,6 +387,20 @@ func checkTimeoutsMatchServer(t *testing.T, s *stack) {
 			t.Errorf("%s = %q, want %q", setting, got, want)
 		}
 	}
+	// Only the ALB's own checks arm self-drain: the task is told their
+	// User-Agent prefix explicitly, from the alb module, and it is the
+	// server's documented default (what every ALB check sends).
+	agent := doc.defaultOf(t, "JETWAY_HEALTH_CHECK_USER_AGENT")
+	if got := asString(t, "alb local.health_check_user_agent", eval(t, "health_check_user_agent", alb.local(t, "health_check_user_agent"), nil)); got != agent {
+		t.Errorf("modules/alb health_check_user_agent %q, want the server's default %q", got, agent)
+	}
+	if src := ecs.source(env["JETWAY_HEALTH_CHECK_USER_AGENT"].Range()); src != "var.health_check_user_agent" {
+		t.Errorf("JETWAY_HEALTH_CHECK_USER_AGENT = %s, want var.health_check_user_agent", src)
+	}
+	jwECS := s.dir(t, "modules/jetway").block(t, "module", "ecs")
+	if src := s.dir(t, "modules/jetway").source(attr(t, "module ecs", jwECS.Body, "health_check_user_agent").Expr.Range()); src != "module.alb.health_check_user_agent" {
+		t.Errorf("modules/jetway passes health_check_user_agent = %s, want module.alb.health_check_user_agent", src)
+	}
 	detection := time.Duration(misses+1) * interval
 	dereg := time.Duration(asInt(t, "deregistration_delay", defaultOf(t, alb, "deregistration_delay"))) * time.Second
 	if dereg < detection+drain+10*time.Second {
@@ -473,8 +489,8 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	ctx := ddb.evalContext()
 	tables := stringsOf(t, "local.tables", eval(t, "local.tables", ddb.local(t, "tables"), ctx))
 	sort.Strings(tables)
-	if !slices.Equal(tables, []string{"cache", "quota", "requests"}) {
-		t.Errorf("tables %v, want cache, quota, requests", tables)
+	if !slices.Equal(tables, []string{"cache", "members", "quota", "requests"}) {
+		t.Errorf("tables %v, want cache, members, quota, requests", tables)
 	}
 	tb := ddb.block(t, "resource", "aws_dynamodb_table", "this")
 	if src := ddb.source(attr(t, "table", tb.Body, "for_each").Expr.Range()); src != "local.tables" {
@@ -494,15 +510,23 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	}
 	attrs := nested(tb.Body, "attribute")
 	if len(attrs) != 1 || str2(t, attrs[0].Body, "name", ctx) != "pk" || str2(t, attrs[0].Body, "type", ctx) != "S" {
-		t.Errorf("want exactly one attribute, pk of type S")
+		t.Errorf("want one static attribute, pk of type S")
 	}
+	checkRequestsByServerIndex(t, ddb, tb.Body)
 	ttl := nested(tb.Body, "ttl")
 	if len(ttl) != 1 || str2(t, ttl[0].Body, "attribute_name", ctx) != "expires_at" || !eval(t, "ttl.enabled", attr(t, "ttl", ttl[0].Body, "enabled").Expr, ctx).True() {
 		t.Errorf("want TTL enabled on expires_at")
 	}
 	pitr := nested(tb.Body, "point_in_time_recovery")
-	if len(pitr) != 1 || !eval(t, "pitr", attr(t, "pitr", pitr[0].Body, "enabled").Expr, ctx).True() {
-		t.Errorf("want point-in-time recovery on by default")
+	if len(pitr) != 1 {
+		t.Fatalf("want one point_in_time_recovery block")
+	}
+	for _, table := range tables {
+		c := tableContext(t, ddb, table)
+		on := eval(t, "pitr", attr(t, "pitr", pitr[0].Body, "enabled").Expr, c).True()
+		if want := table != "members"; on != want {
+			t.Errorf("table %s: point-in-time recovery %v by default, want %v (members only describes running servers)", table, on, want)
+		}
 	}
 	sse := nested(tb.Body, "server_side_encryption")
 	if len(sse) != 1 || !eval(t, "sse", attr(t, "sse", sse[0].Body, "enabled").Expr, ctx).True() {
@@ -511,7 +535,8 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 
 	env := taskEnvironment(t, s.dir(t, "modules/ecs"))
 	jw := s.dir(t, "modules/jetway").block(t, "module", "ecs")
-	for setting, input := range map[string]string{"JETWAY_QUOTA_TABLE": "quota", "JETWAY_REQUESTS_TABLE": "requests", "JETWAY_CACHE_TABLE": "cache"} {
+	for setting, input := range map[string]string{"JETWAY_QUOTA_TABLE": "quota", "JETWAY_REQUESTS_TABLE": "requests", "JETWAY_CACHE_TABLE": "cache",
+		"JETWAY_MEMBERS_TABLE": "members"} {
 		if src := s.dir(t, "modules/ecs").source(env[setting].Range()); src != "var."+input+"_table_name" {
 			t.Errorf("%s = %s, want var.%s_table_name", setting, src, input)
 		}
@@ -519,6 +544,62 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 			t.Errorf("modules/jetway: %s_table_name = %s", input, src)
 		}
 	}
+}
+
+// checkRequestsByServerIndex: the requests table, and only it, has the
+// keys-only index by_server (server S, ended_ms N) a survivor queries for
+// a dead server's records, with both key attributes declared.
+func checkRequestsByServerIndex(t *testing.T, ddb *tfDir, table *hclsyntax.Body) {
+	t.Helper()
+	for _, key := range []string{"requests", "quota", "cache", "members"} {
+		c := tableContext(t, ddb, key)
+		attrs, indexes := map[string]string{}, []string{}
+		for _, b := range nested(table, "dynamic") {
+			forEach := eval(t, "for_each", attr(t, "dynamic", b.Body, "for_each").Expr, c)
+			switch b.Labels[0] {
+			case "attribute":
+				for it := forEach.ElementIterator(); it.Next(); {
+					k, v := it.Element()
+					attrs[k.AsString()] = v.AsString()
+				}
+			case "global_secondary_index":
+				content := nested(b.Body, "content")[0].Body
+				for it := forEach.ElementIterator(); it.Next(); {
+					_, v := it.Element()
+					c.Variables["global_secondary_index"] = cty.ObjectVal(map[string]cty.Value{"value": v})
+					indexes = append(indexes, strings.Join([]string{str2(t, content, "name", c), str2(t, content, "hash_key", c),
+						str2(t, content, "range_key", c), str2(t, content, "projection_type", c)}, " "))
+				}
+			}
+		}
+		if key != "requests" {
+			if len(attrs) != 0 || len(indexes) != 0 {
+				t.Errorf("table %s: attributes %v, indexes %v, want none beyond pk", key, attrs, indexes)
+			}
+			continue
+		}
+		if attrs["server"] != "S" || attrs["ended_ms"] != "N" || len(attrs) != 2 {
+			t.Errorf("requests table attributes %v, want server S and ended_ms N", attrs)
+		}
+		if !slices.Equal(indexes, []string{"by_server server ended_ms KEYS_ONLY"}) {
+			t.Errorf("requests table indexes %q, want by_server (server, ended_ms), KEYS_ONLY", indexes)
+		}
+	}
+}
+
+// tableContext evaluates the dynamodb module's table resource for one key
+// of its for_each: the module's variable defaults, its locals, each.
+func tableContext(t *testing.T, ddb *tfDir, key string) *hcl.EvalContext {
+	t.Helper()
+	c := ddb.evalContext()
+	c.Functions["contains"] = stdlib.ContainsFunc
+	locals := map[string]cty.Value{}
+	for _, name := range []string{"ephemeral", "requests_by_server"} {
+		locals[name] = eval(t, "local."+name, ddb.local(t, name), c)
+	}
+	c.Variables["local"] = cty.ObjectVal(locals)
+	c.Variables["each"] = cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(key), "value": cty.StringVal(key)})
+	return c
 }
 
 func str2(t *testing.T, body *hclsyntax.Body, name string, ctx *hcl.EvalContext) string {
@@ -628,13 +709,22 @@ func checkOperationsTimingTable(t *testing.T, s *stack) {
 				t.Errorf("docs/operations.md: %s: %q is not modules/<m>.<variable>", what, m[1])
 				continue
 			}
-			got := asInt(t, m[1], defaultOf(t, s.dir(t, mod), variable))
-			if d, err := time.ParseDuration(want); err == nil {
-				if time.Duration(got)*time.Second != d {
+			v := defaultOf(t, s.dir(t, mod), variable)
+			_, numErr := strconv.ParseInt(want, 10, 64)
+			d, durErr := time.ParseDuration(want)
+			switch {
+			case numErr != nil && durErr != nil: // a string, such as a User-Agent prefix
+				if got := asString(t, m[1], v); got != want {
+					t.Errorf("docs/operations.md: %s: %s defaults to %q, the table says %s", what, m[1], got, want)
+				}
+			case durErr == nil:
+				if got := asInt(t, m[1], v); time.Duration(got)*time.Second != d {
 					t.Errorf("docs/operations.md: %s: %s defaults to %ds, the table says %s", what, m[1], got, want)
 				}
-			} else if strconv.FormatInt(got, 10) != want {
-				t.Errorf("docs/operations.md: %s: %s defaults to %d, the table says %s", what, m[1], got, want)
+			default:
+				if got := asInt(t, m[1], v); strconv.FormatInt(got, 10) != want {
+					t.Errorf("docs/operations.md: %s: %s defaults to %d, the table says %s", what, m[1], got, want)
+				}
 			}
 		}
 		if m := code.FindStringSubmatch(setting); m != nil {

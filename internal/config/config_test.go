@@ -13,7 +13,9 @@ import (
 // The Core issue's example, verbatim: it must load as is.
 // issueExample is the Core issue's example configuration, extended by issue
 // 17: the mock's tool and reasoning models, model capabilities, and the
-// support app's allow list naming them (so the dev page can show them).
+// support app's allow list naming them (so the dev page can show them); and
+// by issue 23: mock-markdown, the support app's default (the dev page shows
+// Markdown from its first answer).
 const issueExample = `models:
   - id: mock-a
     bedrock_id: mock-a
@@ -31,6 +33,10 @@ const issueExample = `models:
     bedrock_id: mock-reasoning
     price: {input_per_1k: 0.003, output_per_1k: 0.015}
     capabilities: [tools, images, documents, reasoning]
+  - id: mock-markdown
+    bedrock_id: mock-markdown
+    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    capabilities: [tools, images, documents]
   - id: mock-cheap
     bedrock_id: mock-cheap
     price: {input_per_1k: 0.00025, output_per_1k: 0.00125}
@@ -43,7 +49,7 @@ tenants:
     apps:
       - id: support-assistant
         client_ids: [contoso-support]
-        models: {default: mock-a, fallbacks: [mock-b], allow: [mock-a, mock-b, mock-tools, mock-reasoning]}
+        models: {default: mock-markdown, fallbacks: [mock-b], allow: [mock-markdown, mock-a, mock-b, mock-tools, mock-reasoning]}
         limits: [{window: hour, tokens: 2000000}]
       - id: developer-assistant
         client_ids: [contoso-dev]
@@ -69,8 +75,8 @@ func TestIssueExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if got := len(c.Models); got != 5 {
-		t.Errorf("models = %d, want 5", got)
+	if got := len(c.Models); got != 6 {
+		t.Errorf("models = %d, want 6", got)
 	}
 	m, ok := c.Model("mock-cheap")
 	if !ok || m.BedrockID != "mock-cheap" || m.Price.InputPer1K != 0.00025 || m.Price.OutputPer1K != 0.00125 {
@@ -127,7 +133,7 @@ func TestDefaultIsTheIssueExample(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := Default()
 	_, sa, _ := c.App("contoso", "support-assistant")
-	if want := []string{"mock-a", "mock-b", "mock-tools", "mock-reasoning"}; !reflect.DeepEqual(sa.Models.Allow, want) {
+	if want := []string{"mock-markdown", "mock-a", "mock-b", "mock-tools", "mock-reasoning"}; !reflect.DeepEqual(sa.Models.Allow, want) {
 		t.Errorf("support-assistant allow = %v, want %v", sa.Models.Allow, want)
 	}
 	_, da, _ := c.App("contoso", "developer-assistant")

@@ -22,7 +22,8 @@ import (
 type flight struct {
 	g      *Gateway
 	caller Caller
-	req    Request
+	req    Request // its content (messages, system, tools) is dropped once the model call ended
+	feats  protocol.Features
 	log    *stream.Log
 	logger *zap.Logger
 
@@ -52,7 +53,7 @@ type flight struct {
 }
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	return &flight{g: g, caller: c, req: req, log: log,
+	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log,
 		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
 }
 
@@ -304,9 +305,9 @@ func (g *Gateway) acquire(f *flight) error {
 	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:
 		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", g.opts.MaxInflightPerUser)
 	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[f.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
-		return fmt.Errorf("%w: tenant at its in-flight cap", errBusy)
+		return fmt.Errorf("%w: tenant at its in-flight cap", ErrAtCapacity)
 	case g.inflight >= g.opts.MaxInflight:
-		return fmt.Errorf("%w: server at its in-flight cap of %d", errBusy, g.opts.MaxInflight)
+		return fmt.Errorf("%w: server at its in-flight cap of %d", ErrAtCapacity, g.opts.MaxInflight)
 	}
 	g.inflight++
 	g.byTenant[f.caller.Principal.Tenant]++

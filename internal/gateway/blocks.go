@@ -18,7 +18,7 @@ import (
 // could not answer it. It sets the call's max_tokens for reasoning and
 // converts the blocks for the model call (validation decoded the attachments).
 func (f *flight) checkBlocks() error {
-	feats := f.req.Features()
+	feats := f.feats
 	if !feats.UsesBlocks() {
 		return nil
 	}
@@ -112,7 +112,7 @@ func (f *flight) onBlock(d router.BlockDelta) {
 
 // attachmentEstimate is the input-token bound of the request's attachments.
 func (f *flight) attachmentEstimate() int64 {
-	feats := f.req.Features()
+	feats := f.feats
 	return quota.EstimateAttachmentTokens(feats.Images, feats.Documents, feats.DocumentBytes)
 }
 

@@ -24,7 +24,7 @@ type Records interface {
 	Get(ctx context.Context, owner, requestID string) (*stream.Record, error)
 	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
 	Cancel(ctx context.Context, owner, requestID string) error
-	Running(ctx context.Context, server string) ([]stream.RecordKey, error)
+	Owned(ctx context.Context, server string, since time.Time) ([]stream.RecordKey, error)
 }
 
 // Fleet is what the pipeline asks of the fleet's membership
@@ -198,11 +198,13 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, n
 	return true
 }
 
-// Sweep ends the running records of a server the fleet judged gone, so
-// that its requests end (and its quota comes back) whether or not a client
-// comes back for them: each is followed here, and the follower interrupts
-// it. Safe to call on every server for the same member: every record ends
-// once. The fleet's membership calls it when it judges a member gone.
+// Sweep ends what a server the fleet judged gone left behind, so that its
+// requests end and its quota comes back whether or not a client returns:
+// each running record is followed here and the follower interrupts it
+// (settled at what it generated, the rest of its reservation refunded);
+// then its quota leases are reclaimed at what its requests used. Safe to
+// call on every server for the same member: every record ends once and
+// every lease is reclaimed once. The fleet's membership calls it.
 func (g *Gateway) Sweep(server string) {
 	if g.records == nil {
 		return
@@ -212,15 +214,177 @@ func (g *Gateway) Sweep(server string) {
 		defer g.wg.Done()
 		ctx, cancel := context.WithTimeout(g.base, sweepTimeout)
 		defer cancel()
-		keys, err := g.records.Running(ctx, server)
+		keys, err := g.records.Owned(ctx, server, stream.Running)
 		if err != nil {
 			g.logger.Warn("sweep_failed", zap.String("member", server), zap.Error(err))
+			return
 		}
+		items := map[string]quota.Item{}
 		for _, k := range keys {
-			if _, err := g.adoptKey(k.Owner, k.RequestID); err != nil && !errors.Is(err, errNotFound) {
-				g.logger.Warn("sweep_record_failed", zap.String("member", server), zap.String("request_id", k.RequestID), zap.Error(err))
+			g.leaseItems(k, server, items)
+			log, err := g.adoptKey(k.Owner, k.RequestID)
+			if err != nil {
+				if !errors.Is(err, errNotFound) {
+					g.logger.Warn("sweep_record_failed", zap.String("member", server), zap.String("request_id", k.RequestID), zap.Error(err))
+				}
+				continue
+			}
+			if !waitEnded(ctx, log) {
+				g.logger.Warn("sweep_unfinished", zap.String("member", server), zap.String("request_id", k.RequestID))
+				return // its lease is reclaimed when it expires
 			}
 		}
 		g.logger.Info("swept", zap.String("member", server), zap.Int("running", len(keys)))
+		g.reclaimLeases(ctx, server, items)
 	}()
+}
+
+// leaseItems adds to items the quota items the record k reserved from
+// server's leases.
+func (g *Gateway) leaseItems(k stream.RecordKey, server string, items map[string]quota.Item) {
+	ctx, cancel := g.storeCtx()
+	rec, err := g.records.Get(ctx, k.Owner, k.RequestID)
+	cancel()
+	var env envelope
+	if err != nil || json.Unmarshal(rec.Reservation, &env) != nil || env.Quota == nil {
+		return
+	}
+	res, err := g.quotas.Restore(env.Quota)
+	if err != nil {
+		return
+	}
+	for _, it := range res.Items() {
+		if it.LeaseOwner == server {
+			items[it.Item.Key()] = it.Item
+		}
+	}
+}
+
+// waitEnded waits until log has its terminal frame or ctx ends.
+func waitEnded(ctx context.Context, log *stream.Log) bool {
+	for {
+		snap := log.Read(0)
+		if snap.Terminal != nil {
+			return true
+		}
+		select {
+		case <-snap.Changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// settleLag bounds how long after its record's end stamp (taken as the
+// terminal's write is sent) a request's settlement may come: the write's
+// own timeout, plus a margin.
+func (g *Gateway) settleLag() time.Duration { return g.opts.StoreTimeout + time.Second }
+
+// reclaimLeases takes back the quota leases of server, gone, keeping what
+// its requests used. A lease's Spent counts every request admitted before
+// its last write, at its settled usage if it was settled before the write
+// was planned (At), else at its reservation. So the survivor adds, for
+// every record of server admitted from the lease since (an epoch not
+// below the lease's), what it was charged if it ended done (settled on
+// the lease alone) or else its reservation (an interrupted one's own
+// settlement refunds the rest); and for one admitted before that ended
+// done after At, its usage less its reservation (settled after the plan,
+// so counted at its reservation), or, when its end is too close to At to
+// tell, only the usage past its reservation. Every record must have
+// ended: otherwise nothing is reclaimed here and the leases expire as
+// usual.
+func (g *Gateway) reclaimLeases(ctx context.Context, server string, items map[string]quota.Item) {
+	known := make([]quota.Item, 0, len(items))
+	for _, it := range items {
+		known = append(known, it)
+	}
+	held := g.quotas.GoneLeases(ctx, server, known)
+	if len(held) == 0 {
+		return
+	}
+	since := held[0].Lease.At
+	keep := map[string]quota.Amount{}
+	byItem := map[string]quota.HeldLease{}
+	for _, h := range held {
+		if h.Lease.At.Before(since) {
+			since = h.Lease.At
+		}
+		keep[h.Item.Key()] = h.Lease.Spent
+		byItem[h.Item.Key()] = h
+	}
+	keys, err := g.records.Owned(ctx, server, since.Add(-g.settleLag()))
+	if err != nil {
+		g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.Error(err))
+		return
+	}
+	for _, k := range keys {
+		sctx, cancel := g.storeCtx()
+		rec, err := g.records.Get(sctx, k.Owner, k.RequestID)
+		cancel()
+		switch {
+		case errors.Is(err, stream.ErrNotFound):
+			continue
+		case err != nil:
+			g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.Error(err))
+			return
+		case !rec.Ended():
+			g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.String("request_id", k.RequestID),
+				zap.String("why", "a record still runs"))
+			return
+		}
+		g.countUse(rec, server, byItem, keep)
+	}
+	for _, h := range held {
+		if err := g.quotas.ReclaimGone(ctx, h, keep[h.Item.Key()]); err != nil {
+			g.logger.Warn("quota_reclaim_failed", zap.String("member", server), zap.Error(err))
+		}
+	}
+}
+
+// countUse adds to keep what rec, a record of the gone server, used on
+// the leases in byItem its reservation was admitted from, beyond what the
+// lease's Spent already counts (see reclaimLeases).
+func (g *Gateway) countUse(rec *stream.Record, server string, byItem map[string]quota.HeldLease, keep map[string]quota.Amount) {
+	var env envelope
+	if json.Unmarshal(rec.Reservation, &env) != nil || env.Quota == nil {
+		return
+	}
+	res, err := g.quotas.Restore(env.Quota)
+	if err != nil {
+		return
+	}
+	reserved := res.Amount()
+	used, done := g.doneUsage(rec)
+	for _, it := range res.Items() {
+		h, ok := byItem[it.Item.Key()]
+		if !ok || it.LeaseOwner != server {
+			continue
+		}
+		k := it.Item.Key()
+		after := it.LeaseEpoch >= h.Lease.Epoch
+		switch {
+		case after && done:
+			// Settled by its server at what it used, on its lease alone.
+			keep[k] = keep[k].Add(used)
+		case after:
+			// Interrupted (its own settlement refunds the rest of its
+			// reservation), or ended otherwise: at most its reservation.
+			keep[k] = keep[k].Add(reserved)
+		case !done:
+		case !rec.EndedAt.Before(h.Lease.At):
+			// Settled after the plan: Spent counts its reservation.
+			keep[k] = keep[k].Add(used.Sub(reserved))
+		case rec.EndedAt.After(h.Lease.At.Add(-g.settleLag())):
+			keep[k] = keep[k].Add(quota.MaxAmount(used.Sub(reserved), quota.Amount{}))
+		}
+	}
+}
+
+// doneUsage is what a record that ended done was charged.
+func (g *Gateway) doneUsage(rec *stream.Record) (quota.Amount, bool) {
+	var d protocol.Done
+	if rec.State != stream.StateDone || json.Unmarshal(rec.Terminal, &d) != nil {
+		return quota.Amount{}, false
+	}
+	return quota.Amount{Tokens: d.Usage.InputTokens + d.Usage.OutputTokens, Requests: 1, MicroUSD: g.price(d.Model, d.Usage)}, true
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -31,10 +32,27 @@ var (
 	// ErrBusy: this server is at an admission limit (for one, its budget
 	// for frames with attachments); retryable, here or elsewhere.
 	ErrBusy = errBusy
+	// ErrRateLimited: the caller is at one of its own limits (for one,
+	// its share of the budget for frames with attachments); retryable
+	// once its other work is through.
+	ErrRateLimited = errRateLimited
+	// ErrAtCapacity is the busy of this server's own bounds (its in-flight
+	// caps, its attachment budget), not of a store every server shares:
+	// another server may have room.
+	ErrAtCapacity = fmt.Errorf("%w: at this server's capacity", errBusy)
+	// ErrRoomElsewhere marks a busy whose session is being moved to a
+	// server with room (it got a `draining` frame): wrap the busy error
+	// with it and the client is told to send again at once, there.
+	ErrRoomElsewhere = errors.New("another server has room: this session moves there")
 )
 
 // RetryAfterBusyMs is the retry hint sent with busy and rate_limited errors.
 const RetryAfterBusyMs = 1000
+
+// RetryAfterMovedMs is the retry hint of a busy whose session moves to a
+// server with room: the client reconnects at once on the `draining` frame
+// and sends again there.
+const RetryAfterMovedMs = 100
 
 // ProtocolError is the one table from errors to protocol error frames. The
 // message is safe to show; anything unexpected is `internal`, with the
@@ -71,6 +89,9 @@ func ProtocolError(err error) protocol.Error {
 	case errors.Is(err, errDraining):
 		set(protocol.CodeDraining, "server is draining: reconnect and send new work there", true)
 		e.RetryAfterMs = RetryAfterBusyMs
+	case errors.Is(err, errBusy) && errors.Is(err, ErrRoomElsewhere):
+		set(protocol.CodeBusy, "server busy: this session moves to a server with room; send again there", true)
+		e.RetryAfterMs = RetryAfterMovedMs
 	case errors.Is(err, errBusy), errors.Is(err, quota.ErrUnavailable):
 		set(protocol.CodeBusy, "server busy: retry, possibly on another server", true)
 		e.RetryAfterMs = RetryAfterBusyMs

@@ -37,6 +37,8 @@ func TestProtocolErrorTable(t *testing.T) {
 		{protocol.Errorf(errRateLimited, "4 in flight"), protocol.CodeRateLimited, true},
 		{errDraining, protocol.CodeDraining, true},
 		{errBusy, protocol.CodeBusy, true},
+		{fmt.Errorf("%w: in-flight cap", ErrAtCapacity), protocol.CodeBusy, true},
+		{fmt.Errorf("%w (%w)", fmt.Errorf("%w: in-flight cap", ErrAtCapacity), ErrRoomElsewhere), protocol.CodeBusy, true},
 		{fmt.Errorf("reserve: %w", quota.ErrUnavailable), protocol.CodeBusy, true},
 		{errCancelled, protocol.CodeCancelled, false},
 		{errTimeout, protocol.CodeTimeout, true},
@@ -53,6 +55,14 @@ func TestProtocolErrorTable(t *testing.T) {
 		if e.Code != c.code || e.Status != protocol.Status(c.code) || e.Retryable != c.retryable || e.Message == "" || e.Type != protocol.TypeError {
 			t.Errorf("ProtocolError(%v) = %+v, want code %s retryable %v", c.err, e, c.code, c.retryable)
 		}
+	}
+	// One place builds busy: a session moving to a server with room is told
+	// to send again sooner than a plain busy.
+	if e := ProtocolError(fmt.Errorf("%w (%w)", ErrAtCapacity, ErrRoomElsewhere)); e.RetryAfterMs != RetryAfterMovedMs {
+		t.Errorf("busy with room elsewhere: retry_after_ms %d, want %d", e.RetryAfterMs, RetryAfterMovedMs)
+	}
+	if e := ProtocolError(ErrAtCapacity); e.RetryAfterMs != RetryAfterBusyMs {
+		t.Errorf("busy: retry_after_ms %d, want %d", e.RetryAfterMs, RetryAfterBusyMs)
 	}
 	if e := ProtocolError(&quota.ExceededError{Scope: quota.AppScope("t", "a"), Window: quota.Hour, RetryAfter: time.Minute}); e.Message != "Token quota exceeded" ||
 		e.RetryAfterMs != 60000 || e.Scope != "app" || e.Window != "hour" {

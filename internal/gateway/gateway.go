@@ -49,6 +49,10 @@ type Quotas interface {
 	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
 	Release(ctx context.Context, r *quota.Reservation) error
 	Restore(data []byte) (*quota.Reservation, error)
+	// GoneLeases and ReclaimGone take back the quota leases of a server
+	// the fleet judged gone (see Sweep).
+	GoneLeases(ctx context.Context, owner string, items []quota.Item) []quota.HeldLease
+	ReclaimGone(ctx context.Context, h quota.HeldLease, keep quota.Amount) error
 }
 
 // Cache is the response cache.
@@ -133,6 +137,11 @@ type Request struct {
 	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
 	Stop       []string // stop sequences (the OpenAI door's stop)
 	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
+	// Release, when set, is called once when the request's content is
+	// used no more: its model call ended, or it never started (refused,
+	// re-sent, following another server). The session gives the
+	// attachments' share of its budget back there.
+	Release func()
 }
 
 // The doors a request can come through (telemetry.UsageRecord.Door).
@@ -154,6 +163,12 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // which stops the model call started beside it and follows that server's
 // record. The same id with a different body is a conflict.
 func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
+	flying := false // then the flight releases the request
+	defer func() {
+		if !flying && req.Release != nil {
+			req.Release()
+		}
+	}()
 	if err := g.refusalGate(c, req.RequestID); err != nil {
 		return nil, 0, err
 	}
@@ -177,16 +192,26 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	// no chunk reaches the client before it is.
 	f.ctx, f.cancel = context.WithTimeout(g.base, g.opts.RequestTimeout)
 	f.cancelled = make(chan struct{})
-	var once sync.Once
-	f.stop = func() { once.Do(func() { close(f.cancelled) }); f.cancel() }
+	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
 	g.wg.Add(1)
+	flying = true
 	go f.fly()
 	f.land()
 	if f.following {
 		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
 	}
 	return log, 0, nil // a new request: everything, whatever after_seq said
+}
+
+// stopper is a request's cancel hook (the client's cancel): it closes
+// cancelled, once, then stops the model call. It holds these two and not
+// the flight: the log keeps the hook, and a log may outlive its request's
+// model call by the resume window, which must not keep the request's
+// messages and attachments.
+func stopper(cancelled chan struct{}, cancel context.CancelFunc) func() {
+	var once sync.Once
+	return func() { once.Do(func() { close(cancelled) }); cancel() }
 }
 
 // Resume returns the user's log for requestID so the caller can replay it.

@@ -21,6 +21,7 @@ import (
 func (f *flight) fly() {
 	g := f.g
 	defer g.wg.Done()
+	defer f.dropContent() // whatever way the flight ends
 	defer func() {
 		// A bug must not leave an accepted request without its terminal.
 		if v := recover(); v != nil {
@@ -47,6 +48,7 @@ func (f *flight) fly() {
 	if !f.waitLanded() {
 		return // land ended this flight: rejected, or following another server
 	}
+	f.dropContent()
 	if err != nil {
 		select {
 		case <-f.cancelled:
@@ -65,6 +67,20 @@ func (f *flight) fly() {
 		f.storeCache(out, f.log.Pieces())
 	}
 	f.end(out, err)
+}
+
+// dropContent forgets what the request asked once its model call ended
+// (and land decided): its messages with their attachments, the model
+// call's copy of them, its system prompt and tools, and releases the
+// request (Request.Release). What resume, the record and the usage
+// record need (id, arrival, model, features) stays.
+func (f *flight) dropContent() {
+	f.messages = nil
+	f.req.Messages, f.req.System, f.req.Tools, f.req.ToolChoice = nil, "", nil, nil
+	if release := f.req.Release; release != nil {
+		f.req.Release = nil
+		release()
+	}
 }
 
 // end builds the request's outcome and finishes it, once per flight (a
@@ -159,10 +175,7 @@ func (f *flight) outcome(err error) outcome {
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
 		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
 			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
-	if f.req.Messages != nil {
-		feats := f.req.Features()
-		o.who.images, o.who.documents = feats.Images, feats.Documents
-	}
+	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
 	if f.reservation != nil {
 		o.reserved = f.reservation.Amount().Tokens
 	}

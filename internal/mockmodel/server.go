@@ -11,6 +11,9 @@
 //	mock-stall          HTTP 200 and headers, then nothing until the client goes away
 //	mock-guardrail      a few tokens, then stopReason "guardrail_intervened"
 //	mock-reasoning      reasoning deltas (block 0, with a signature), then the text
+//	mock-markdown       a fixed Markdown answer (a heading, a list, a table, a
+//	                    code block, a link), whatever the prompt, in as many
+//	                    tokens as it has words (Options.Tokens does not apply)
 //	mock-tools          with a toolConfig: a few words of text, then a call of the
 //	                    first tool (input {"query": the last message's first three
 //	                    words}, see Tool), stopReason "tool_use"; any model does
@@ -369,6 +372,9 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	}
 
 	limit, stop := s.tokens, stopEndTurn
+	if modelID == modelMarkdown {
+		limit = len(s.frames.markdown)
+	}
 	if req.maxTokens > 0 && req.maxTokens < limit {
 		limit, stop = req.maxTokens, stopMaxTokens
 	}
@@ -425,7 +431,11 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		if p.wait(ctx, i) != nil {
 			return
 		}
-		if _, err := w.Write(s.frames.delta(i, words.next())); err != nil {
+		frame := s.frames.delta(i, words.next())
+		if modelID == modelMarkdown {
+			frame = s.frames.markdown[i]
+		}
+		if _, err := w.Write(frame); err != nil {
 			return
 		}
 	}

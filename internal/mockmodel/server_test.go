@@ -207,6 +207,38 @@ func TestDefaultsAndMaxTokensCap(t *testing.T) {
 	}
 }
 
+// TestMarkdown: mock-markdown answers in Markdown (a heading, a list, a
+// table, a code block, a link), the same whatever the prompt, streamed word
+// by word; maxTokens cuts it.
+func TestMarkdown(t *testing.T) {
+	_, url := mockmodeltest.Start(t, mockmodel.Options{TTFT: mockmodel.NoDelay, PerToken: mockmodel.NoDelay, Tokens: 5})
+	client := mockmodeltest.Client(t, url)
+	tr, err := converse(t.Context(), client, "mock-markdown", input("", "Where is gate B12?"))
+	if err != nil || tr.streamEr != nil {
+		t.Fatal(err, tr.streamEr)
+	}
+	want := mockmodel.Tokens("mock-markdown", "", []string{"anything"}, 1000)
+	if !slices.Equal(tr.deltas, want) || tr.stop != types.StopReasonEndTurn || aws.ToInt32(tr.usage.OutputTokens) != int32(len(want)) {
+		t.Fatalf("answer: %d deltas, stop %q, usage %+v; want %d deltas, end_turn", len(tr.deltas), tr.stop, tr.usage, len(want))
+	}
+	text := tr.text()
+	for _, part := range []string{"\n## ", "\n- ", "\n|---|", "\n```js\n", "\n```\n", "](https://"} {
+		if !strings.Contains("\n"+text, part) {
+			t.Errorf("the answer has no %q:\n%s", part, text)
+		}
+	}
+	if len(want) < 50 || strings.Join(mockmodel.Tokens("mock-markdown", "", nil, 3), "") != "## Gate B12" {
+		t.Errorf("pieces: %d, first %q", len(want), want[:3])
+	}
+
+	in := input("", "hi")
+	in.InferenceConfig = &types.InferenceConfiguration{MaxTokens: aws.Int32(7)}
+	tr, err = converse(t.Context(), client, "mock-markdown", in)
+	if err != nil || !slices.Equal(tr.deltas, want[:7]) || tr.stop != types.StopReasonMaxTokens {
+		t.Errorf("capped: %q, stop %q, err %v", tr.deltas, tr.stop, err)
+	}
+}
+
 // The SDK path-escapes the model id; ARNs contain ':' and '/'.
 func TestModelIDIsUnescaped(t *testing.T) {
 	srv, url := mockmodeltest.Start(t, mockmodel.Options{TTFT: mockmodel.NoDelay, PerToken: mockmodel.NoDelay, Tokens: 5})

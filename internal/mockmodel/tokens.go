@@ -89,10 +89,15 @@ func (g *wordSource) next() int {
 // receive. system is the request's system text blocks joined with "\n";
 // messages[i] is the text blocks of the request's message i joined with "\n"
 // (roles do not matter). The first piece is a capitalised word ("Lorem"),
-// every later piece a space and a word (" ipsum").
+// every later piece a space and a word (" ipsum"). For mock-markdown they
+// are the pieces of its one answer, at most n of them.
 func Tokens(modelID string, system string, messages []string, n int) []string {
 	if n <= 0 {
 		return nil
+	}
+	if modelID == modelMarkdown {
+		md := markdownPieces()
+		return append([]string(nil), md[:min(n, len(md))]...)
 	}
 	g := newWordSource(modelID, system, messages)
 	out := make([]string, n)

@@ -37,6 +37,7 @@ type frames struct {
 	stop         map[string][]byte // by stop reason
 	first        [len(vocabulary)][]byte
 	rest         [len(vocabulary)][]byte
+	markdown     [][]byte // mock-markdown's deltas, in order
 }
 
 func newFrames() *frames {
@@ -52,6 +53,9 @@ func newFrames() *frames {
 	for w := range vocabulary {
 		f.first[w] = deltaMessage(enc, piece(0, w))
 		f.rest[w] = deltaMessage(enc, piece(1, w))
+	}
+	for _, p := range markdownPieces() {
+		f.markdown = append(f.markdown, deltaMessage(enc, p))
 	}
 	return f
 }

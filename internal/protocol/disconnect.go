@@ -36,6 +36,11 @@ var (
 	// DisconnectHeartbeat closes a connection that answered no ping within
 	// two heartbeats.
 	DisconnectHeartbeat = Disconnect{Code: 1008, Reason: "heartbeat timeout"}
+	// DisconnectFrameTimeout closes a connection that did not finish an
+	// inbound frame within JETWAY_FRAME_READ_TIMEOUT of its start (pings
+	// do not extend it): the frame's bytes are dropped and its share of
+	// the attachment budget given back.
+	DisconnectFrameTimeout = Disconnect{Code: 1008, Reason: "frame read timeout"}
 	// DisconnectInternal closes a session whose handler failed; the client
 	// reconnects and resumes.
 	DisconnectInternal = Disconnect{Code: 1011, Reason: "internal error"}

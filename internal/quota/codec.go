@@ -52,6 +52,9 @@ type encodedItem struct {
 	UsedAfter encodedAmount `json:"used_after"`
 	// LeaseOwner is the server whose lease admitted the item (version 2).
 	LeaseOwner string `json:"lease_owner,omitempty"`
+	// LeaseEpoch is the lease's epoch at admission (read by version-2
+	// readers that know it; others ignore it).
+	LeaseEpoch int64 `json:"lease_epoch,omitempty"`
 }
 
 func encodeAmount(a Amount) encodedAmount { return encodedAmount(a) }
@@ -81,6 +84,7 @@ func (r *Reservation) MarshalBinary() ([]byte, error) {
 			Limit:      encodeAmount(it.Limit.Max()),
 			UsedAfter:  encodeAmount(it.UsedAfter),
 			LeaseOwner: it.LeaseOwner,
+			LeaseEpoch: it.LeaseEpoch,
 		}
 		if it.LeaseOwner != "" {
 			e.V = leasedReservationVersion
@@ -115,7 +119,8 @@ func (r *Reservation) UnmarshalBinary(data []byte) error {
 		if s, _ := it.Window.Bounds(start); !s.Equal(start) {
 			return fmt.Errorf("%w: item %d: %s is not the start of a %s window", ErrInvalidReservation, i, start.Format(time.RFC3339), it.Window)
 		}
-		items[i] = ReservedItem{Limit: limit, Item: Item{Scope: scope, Window: it.Window, Start: start}, UsedAfter: it.UsedAfter.amount(), LeaseOwner: it.LeaseOwner}
+		items[i] = ReservedItem{Limit: limit, Item: Item{Scope: scope, Window: it.Window, Start: start}, UsedAfter: it.UsedAfter.amount(), LeaseOwner: it.LeaseOwner,
+			LeaseEpoch: it.LeaseEpoch}
 	}
 	r.requestID = e.RequestID
 	r.amount = amount

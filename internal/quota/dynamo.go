@@ -173,13 +173,17 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 }
 
 // Lease attributes: one map attribute per owner, lease_<owner> =
-// {granted: {t, r, c}, committed: {t, r, c}, expires_ms, seq}.
+// {granted: {t, r, c}, committed: {t, r, c}, spent: {t, r, c}, expires_ms,
+// seq, epoch, at_ms}.
 const (
 	leasePrefix    = "lease_"
 	attrGranted    = "granted"
 	attrCommitted  = "committed"
+	attrSpent      = "spent"
 	attrLeaseExp   = "expires_ms"
 	attrLeaseSeq   = "seq"
+	attrLeaseEpoch = "epoch"
+	attrLeaseAt    = "at_ms"
 	attrAmountTok  = "t"
 	attrAmountReq  = "r"
 	attrAmountUSD  = "c"
@@ -248,10 +252,10 @@ func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 
 // ReclaimLease implements Store with one conditional UpdateItem:
 //
-//	ADD used :-(granted - committed) ... REMOVE lease_<owner>
+//	ADD used :-(granted - keep) ... REMOVE lease_<owner>
 //	condition: lease_<owner>.seq = :seq AND lease_<owner>.expires_ms < :now
-func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error) {
-	in := s.update(it, Amount{}.Sub(l.Granted.Sub(l.Committed)))
+func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error) {
+	in := s.update(it, Amount{}.Sub(l.Granted.Sub(keep)))
 	in.UpdateExpression = aws.String(*in.UpdateExpression + " REMOVE #l")
 	in.ExpressionAttributeNames["#l"] = leasePrefix + l.Owner
 	in.ExpressionAttributeNames["#seq"] = attrLeaseSeq
@@ -329,10 +333,13 @@ func decodeAmountMap(v types.AttributeValue) Amount {
 
 func encodeLease(l Lease) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		attrGranted:   encodeAmountMap(l.Granted),
-		attrCommitted: encodeAmountMap(l.Committed),
-		attrLeaseExp:  number(l.Expires.UnixMilli()),
-		attrLeaseSeq:  number(l.Seq),
+		attrGranted:    encodeAmountMap(l.Granted),
+		attrCommitted:  encodeAmountMap(l.Committed),
+		attrSpent:      encodeAmountMap(l.Spent),
+		attrLeaseExp:   number(l.Expires.UnixMilli()),
+		attrLeaseSeq:   number(l.Seq),
+		attrLeaseEpoch: number(l.Epoch),
+		attrLeaseAt:    number(l.At.UnixMilli()),
 	}}
 }
 
@@ -346,11 +353,14 @@ func decodeState(item map[string]types.AttributeValue) ItemState {
 		}
 		exp, _ := intAttr(m.Value, attrLeaseExp)
 		seq, _ := intAttr(m.Value, attrLeaseSeq)
+		epoch, _ := intAttr(m.Value, attrLeaseEpoch)
+		at, _ := intAttr(m.Value, attrLeaseAt)
 		if st.Leases == nil {
 			st.Leases = make(map[string]Lease)
 		}
 		st.Leases[owner] = Lease{Owner: owner, Granted: decodeAmountMap(m.Value[attrGranted]),
-			Committed: decodeAmountMap(m.Value[attrCommitted]), Expires: time.UnixMilli(exp), Seq: seq}
+			Committed: decodeAmountMap(m.Value[attrCommitted]), Expires: time.UnixMilli(exp), Seq: seq,
+			Spent: decodeAmountMap(m.Value[attrSpent]), Epoch: epoch, At: time.UnixMilli(at)}
 	}
 	return st
 }

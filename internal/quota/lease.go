@@ -26,6 +26,19 @@ type Lease struct {
 	// conditioned on the previous value, which makes a retried write
 	// detectable (hence idempotent).
 	Seq int64
+	// Spent is what the owner had charged plus held in reservations in
+	// flight when it planned this write (the write's own reservation
+	// included): every request admitted before the write is in it, at
+	// its reservation or its settled usage.
+	Spent Amount
+	// Epoch numbers the owner's plans of lease writes: a request admitted
+	// from the lease after this write's plan carries an epoch >= Epoch in
+	// its reservation (ReservedItem.LeaseEpoch), one counted in Spent a
+	// smaller one. With Spent it lets a survivor settle a gone owner's
+	// lease at what its requests used (see Quota.ReclaimGone).
+	Epoch int64
+	// At is when the write was planned (the owner's clock).
+	At time.Time
 }
 
 // ItemState is an item's counters with the leases held on it.
@@ -53,7 +66,7 @@ type LeaseWrite struct {
 // leaseStore is the part of Store that leases use.
 type leaseStore interface {
 	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
-	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error)
+	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error)
 	ReadItem(ctx context.Context, it Item) (ItemState, error)
 }
 
@@ -83,13 +96,13 @@ func applyLease(st *ItemState, w LeaseWrite) error {
 	return nil
 }
 
-// applyReclaim removes an expired lease, returning its uncommitted tokens.
-func applyReclaim(st *ItemState, l Lease, now time.Time) error {
+// applyReclaim removes an expired lease, returning all of it but keep.
+func applyReclaim(st *ItemState, l Lease, now time.Time, keep Amount) error {
 	cur, held := st.Leases[l.Owner]
 	if !held || cur.Seq != l.Seq || !cur.Expires.Before(now) {
 		return ErrLeaseConflict
 	}
-	st.Used = st.Used.Sub(cur.Granted.Sub(cur.Committed))
+	st.Used = st.Used.Sub(cur.Granted.Sub(keep))
 	delete(st.Leases, l.Owner)
 	return nil
 }

@@ -26,9 +26,9 @@ func (c *countingStore) WriteLease(ctx context.Context, it quota.Item, w quota.L
 	return c.Store.WriteLease(ctx, it, w)
 }
 
-func (c *countingStore) ReclaimLease(ctx context.Context, it quota.Item, l quota.Lease, now time.Time) (quota.ItemState, error) {
+func (c *countingStore) ReclaimLease(ctx context.Context, it quota.Item, l quota.Lease, now time.Time, keep quota.Amount) (quota.ItemState, error) {
 	c.reclaims.Add(1)
-	return c.Store.ReclaimLease(ctx, it, l, now)
+	return c.Store.ReclaimLease(ctx, it, l, now, keep)
 }
 
 func (c *countingStore) ReadItem(ctx context.Context, it quota.Item) (quota.ItemState, error) {
@@ -341,6 +341,57 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		}
 		if got := readItem(t, store, it).Used.Tokens; got != before+200 {
 			t.Errorf("used after settling a's request at 1200 = %d, want %d (the 200 beyond its reservation)", got, before+200)
+		}
+	})
+
+	t.Run("a gone server's lease is reclaimed at what its requests used", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		clk := newClock(midMonth)
+		lo := quota.LeaseOptions{TTL: 30 * time.Second, Ahead: time.Second, Block: 4 * time.Second, MinRequests: 2, Fraction: 1}
+		limit := quota.Limit{Scope: support, Window: quota.Hour, Tokens: 100_000}
+		it := itemOf(limit, midMonth)
+		lo.Owner = "server-a"
+		a := quota.New(store, quota.Options{Now: clk.Now, Logger: zaptest.NewLogger(t), Lease: lo}) // never drained: killed
+		// The first request is admitted by a lease write (in its Spent),
+		// the second locally after it (an epoch not below the write's).
+		first, err := a.Reserve(c, "a-1", []quota.Limit{limit}, tokens(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := a.Reserve(c, "a-2", []quota.Limit{limit}, tokens(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := readItem(t, store, it).Leases["server-a"]
+		e1, e2 := first.Items()[0].LeaseEpoch, second.Items()[0].LeaseEpoch
+		if held.Spent.Tokens != 1000 || e1 >= held.Epoch || e2 < held.Epoch || held.Committed.Tokens < 2000 {
+			t.Fatalf("lease %+v, epochs %d and %d: want the first request in Spent (epoch below), the second after", held, e1, e2)
+		}
+		// a dies. b, told a is gone, keeps what a's requests used: the
+		// lease's Spent plus the second request's reservation.
+		b := leaseServer(t, store, "server-b", clk.Now, lo)
+		if _, err := b.Reserve(c, "b-1", []quota.Limit{limit}, tokens(500)); err != nil {
+			t.Fatal(err)
+		}
+		leases := b.GoneLeases(c, "server-a", nil)
+		if len(leases) != 1 || leases[0].Lease.Seq != held.Seq {
+			t.Fatalf("gone leases %+v, want a's", leases)
+		}
+		before := readItem(t, store, it)
+		keep := leases[0].Lease.Spent.Add(second.Amount())
+		if err := b.ReclaimGone(c, leases[0], keep); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReclaimGone(c, leases[0], keep); err != nil { // another survivor, later: a no-op
+			t.Fatal(err)
+		}
+		after := readItem(t, store, it)
+		if _, still := after.Leases["server-a"]; still {
+			t.Fatal("a's lease is still there")
+		}
+		if got, want := after.Used.Tokens, before.Used.Tokens-held.Granted.Tokens+2000; got != want {
+			t.Fatalf("used %d after the reclaim, want %d: a's lease gone but its two requests' 2000", got, want)
 		}
 	})
 

@@ -61,11 +61,6 @@ type LeaseOptions struct {
 	// another item is reserved with one conditional write, without lease.
 	// Default 10000.
 	MaxItems int
-	// Gone reports whether the owner of another lease, last written at
-	// since, is known to be gone (the fleet's membership); such a lease is
-	// reclaimed at once, not at its expiry. Nil: only expired leases are
-	// reclaimed.
-	Gone func(owner string, since time.Time) bool
 }
 
 func (o *LeaseOptions) defaults() {
@@ -118,6 +113,7 @@ type lease struct {
 	seenUsed           Amount // the item's used at the last write (all servers)
 	others             []Lease
 	// Local.
+	epoch             int64 // see Lease.Epoch: incremented by every plan
 	charged, inflight Amount
 	unit              Amount // the last request's amount: the unit of lease sizes
 	rate              float64
@@ -164,16 +160,17 @@ func (s *leases) get(p plannedItem) *lease {
 }
 
 // admit takes a from the lease's room without a store call. It reports
-// whether it did and whether a background refill should start.
-func (l *lease) admit(a Amount, now time.Time) (ok, refill bool) {
+// whether it did, the epoch it admitted it in, and whether a background
+// refill should start.
+func (l *lease) admit(a Amount, now time.Time) (ok bool, epoch int64, refill bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || !now.Before(l.expires) || !fitsRoom(l.room(), a, l.limit) {
-		return false, false
+		return false, 0, false
 	}
 	l.inflight = l.inflight.Add(a)
 	l.noteUse(a, now)
-	return true, l.lowLocked(now)
+	return true, l.epoch, l.lowLocked(now)
 }
 
 // noteUse counts a request in the rate average: an exponentially
@@ -219,6 +216,9 @@ func scale(a Amount, k float64) Amount {
 	return Amount{f(a.Tokens), f(a.Requests), f(a.MicroUSD)}
 }
 
+// MaxAmount is the larger of a and b on every metric.
+func MaxAmount(a, b Amount) Amount { return maxAmount(a, b) }
+
 func maxAmount(a, b Amount) Amount {
 	return Amount{max(a.Tokens, b.Tokens), max(a.Requests, b.Requests), max(a.MicroUSD, b.MicroUSD)}
 }
@@ -238,9 +238,10 @@ const (
 )
 
 // plan builds the write of kind for a reservation of need on top of the
-// lease's state. l.mu is held.
+// lease's state, in a new epoch. l.mu is held.
 func (l *lease) plan(kind writeKind, need Amount, now time.Time) LeaseWrite {
 	o := l.ls.opts
+	l.epoch++
 	base := l.charged.Add(l.inflight).Add(need)
 	committed, granted := maxAmount(l.committed, base), maxAmount(l.granted, base)
 	force := false
@@ -282,10 +283,11 @@ func (l *lease) plan(kind writeKind, need Amount, now time.Time) LeaseWrite {
 	}
 	return LeaseWrite{
 		PrevSeq: l.seq,
-		Lease:   Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL).Truncate(time.Millisecond), Seq: l.seq + 1},
-		Grant:   granted.Sub(l.granted),
-		Limit:   l.limit,
-		Force:   force,
+		Lease: Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL).Truncate(time.Millisecond), Seq: l.seq + 1,
+			Spent: base, Epoch: l.epoch, At: now.Truncate(time.Millisecond)},
+		Grant: granted.Sub(l.granted),
+		Limit: l.limit,
+		Force: force,
 	}
 }
 
@@ -320,15 +322,16 @@ func sameLease(a, b Lease) bool {
 var errLeaseClosed = errors.New("quota lease returned (draining)")
 
 // store writes a lease change of kind, for a reservation of need (zero for
-// a refill), and on success adds need to inflight. One write at a time per
-// lease. Conflicts are resolved by adopting the store's lease (a write
-// whose earlier attempt applied is recognised by its Seq, so no write is
-// ever applied twice), an ambiguous failure by reading the item back.
-func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
+// a refill), and on success adds need to inflight and returns the epoch
+// need was admitted in. One write at a time per lease. Conflicts are
+// resolved by adopting the store's lease (a write whose earlier attempt
+// applied is recognised by its Seq, so no write is ever applied twice), an
+// ambiguous failure by reading the item back.
+func (l *lease) store(ctx context.Context, kind writeKind, need Amount) (int64, error) {
 	select {
 	case l.write <- struct{}{}:
 	case <-ctx.Done():
-		return unavailable(ctx.Err())
+		return 0, unavailable(ctx.Err())
 	}
 	defer func() { <-l.write }()
 	q := l.ls.q
@@ -337,14 +340,15 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 		l.mu.Lock()
 		if l.closed && kind != writeReturn && kind != writeCharge {
 			l.mu.Unlock()
-			return unavailable(errLeaseClosed)
+			return 0, unavailable(errLeaseClosed)
 		}
 		if kind != writeReturn && kind != writeCharge && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
 			// Another write made room meanwhile.
 			l.inflight = l.inflight.Add(need)
 			l.noteUse(need, now)
+			epoch := l.epoch
 			l.mu.Unlock()
-			return nil
+			return epoch, nil
 		}
 		w := l.plan(kind, need, now)
 		l.mu.Unlock()
@@ -361,7 +365,7 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 				return err
 			})
 			if rerr != nil {
-				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+				return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
 			}
 			if mine, ok := st.Leases[w.Lease.Owner]; ok && sameLease(mine, w.Lease) {
 				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "applied"), zap.Error(err))
@@ -371,7 +375,7 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 				l.mu.Lock()
 				l.adopt(st)
 				l.mu.Unlock()
-				return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+				return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
 			}
 		}
 		if mine, ok := st.Leases[w.Lease.Owner]; errors.Is(err, ErrLeaseConflict) && ok && sameLease(mine, w.Lease) {
@@ -386,7 +390,8 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 				l.noteUse(need, now)
 			}
 			l.mu.Unlock()
-			return nil
+			// need is in the write's Spent: an epoch below the write's.
+			return w.Lease.Epoch - 1, nil
 		case errors.Is(err, ErrLeaseConflict) && attempt < leaseWriteAttempts:
 			if mine, ok := st.Leases[w.Lease.Owner]; ok && w.PrevSeq == 0 && l.granted.IsZero() && l.committed.IsZero() {
 				// A lease of this owner that this process does not know
@@ -400,32 +405,33 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) error {
 		case errors.Is(err, ErrExceeded):
 			l.adopt(st)
 			l.mu.Unlock()
-			return err
+			return 0, err
 		}
 		l.adopt(st)
 		l.mu.Unlock()
-		return fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
+		return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
 	}
 }
 
 // reserve admits need on the lease: locally when it fits, otherwise with
 // a synchronous write (top-up, then exact, then exact again after
 // reclaiming expired leases of other servers). It returns the used amount
-// to report (Tightest) or ErrExceeded with the item's used.
-func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, err error) {
+// to report (Tightest) and the epoch need was admitted in, or ErrExceeded
+// with the item's used.
+func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, epoch int64, err error) {
 	now := l.ls.q.opts.Now()
-	if ok, refill := l.admit(need, now); ok {
+	if ok, epoch, refill := l.admit(need, now); ok {
 		if refill {
 			l.refill()
 		}
-		return l.usedAfter(), nil
+		return l.usedAfter(), epoch, nil
 	}
-	err = l.store(ctx, writeTopUp, need)
+	epoch, err = l.store(ctx, writeTopUp, need)
 	if errors.Is(err, ErrExceeded) {
-		err = l.store(ctx, writeExact, need)
+		epoch, err = l.store(ctx, writeExact, need)
 	}
 	if errors.Is(err, ErrExceeded) && l.reclaimExpired(ctx) {
-		err = l.store(ctx, writeExact, need)
+		epoch, err = l.store(ctx, writeExact, need)
 	}
 	if errors.Is(err, ErrExceeded) {
 		// The limit is (nearly) spent: room left in this lease that is
@@ -440,9 +446,9 @@ func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, err
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// The used this server sees, without its own unspent lease.
-		return l.seenUsed.Sub(l.granted).Add(l.charged).Add(l.inflight), err
+		return l.seenUsed.Sub(l.granted).Add(l.charged).Add(l.inflight), 0, err
 	}
-	return l.usedAfter(), nil
+	return l.usedAfter(), epoch, nil
 }
 
 // usedAfter is the item's usage as this server knows it (see Tightest).
@@ -470,7 +476,7 @@ func (l *lease) refill() {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), s.q.opts.CompensateTimeout)
 		defer cancel()
-		err := l.store(ctx, writeTopUp, Amount{})
+		_, err := l.store(ctx, writeTopUp, Amount{})
 		if err != nil && !errors.Is(err, ErrExceeded) && !errors.Is(err, errLeaseClosed) {
 			s.q.log.Warn("quota_lease_refill_failed", zap.String("item", l.item.Key()), zap.Error(err))
 		}
@@ -478,31 +484,23 @@ func (l *lease) refill() {
 	})
 }
 
-// reclaimExpired returns the uncommitted tokens of other servers' leases
-// seen at the last write that have expired or whose owner is known gone.
-// It reports whether any came back.
+// reclaimExpired returns the uncommitted tokens of other servers' expired
+// leases seen at the last write. It reports whether any came back.
 func (l *lease) reclaimExpired(ctx context.Context) bool {
 	q := l.ls.q
 	now := q.opts.Now()
-	gone := l.ls.opts.Gone
 	l.mu.Lock()
 	var expired []Lease
 	for _, x := range l.others {
-		if x.Expires.Before(now) || (gone != nil && gone(x.Owner, x.Expires.Add(-l.ls.opts.TTL))) {
+		if x.Expires.Before(now) {
 			expired = append(expired, x)
 		}
 	}
 	l.mu.Unlock()
 	any := false
 	for _, x := range expired {
-		at := now
-		if !x.Expires.Before(at) {
-			// Its owner is gone: reclaim it as if it had expired (the
-			// store's condition on the lease's seq still guards a renewal).
-			at = x.Expires.Add(time.Millisecond)
-		}
 		err := q.call(ctx, func(ctx context.Context) error {
-			_, err := q.store.ReclaimLease(ctx, l.item, x, at)
+			_, err := q.store.ReclaimLease(ctx, l.item, x, now, x.Committed)
 			return err
 		})
 		if err == nil {
@@ -530,13 +528,14 @@ func (l *lease) settle(ctx context.Context, a, actual Amount) error {
 	if !l.ls.q.opts.Now().Before(l.item.End()) {
 		return nil // the window is over: nothing left to correct
 	}
+	var err error
 	switch {
 	case closed:
-		return l.store(ctx, writeReturn, Amount{})
+		_, err = l.store(ctx, writeReturn, Amount{})
 	case over:
-		return l.store(ctx, writeCharge, Amount{})
+		_, err = l.store(ctx, writeCharge, Amount{})
 	}
-	return nil
+	return err
 }
 
 // release gives a reservation of a back to the lease's room.
@@ -578,7 +577,8 @@ func (l *lease) returnUnused(ctx context.Context) error {
 	if idle {
 		return nil
 	}
-	return l.store(ctx, writeReturn, Amount{})
+	_, err := l.store(ctx, writeReturn, Amount{})
+	return err
 }
 
 // tidy forgets leases of ended windows, returns idle leases and renews

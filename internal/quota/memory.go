@@ -76,8 +76,8 @@ func (s *MemoryStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 }
 
 // ReclaimLease implements Store.
-func (s *MemoryStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error) {
-	return s.change(ctx, it, func(st *ItemState) error { return applyReclaim(st, l, now) })
+func (s *MemoryStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error) {
+	return s.change(ctx, it, func(st *ItemState) error { return applyReclaim(st, l, now, keep) })
 }
 
 // ReadItem implements Store.

@@ -199,7 +199,7 @@ type Store interface {
 	// ReclaimLease removes the lease l of another owner if it still has
 	// l.Seq and expired before now, subtracting Granted - Committed from
 	// the item's counters; ErrLeaseConflict (with the state) otherwise.
-	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time) (ItemState, error)
+	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error)
 	// ReadItem returns the item's counters and leases; zero for an
 	// unknown or expired item.
 	ReadItem(ctx context.Context, it Item) (ItemState, error)
@@ -310,6 +310,9 @@ type ReservedItem struct {
 	// LeaseOwner is the server whose lease the reservation was admitted
 	// from; empty for a reservation written to the item directly.
 	LeaseOwner string
+	// LeaseEpoch is the lease's epoch when it admitted the reservation
+	// (see Lease.Epoch).
+	LeaseEpoch int64
 }
 
 // Reservation is usage held for one request until it is settled.
@@ -436,7 +439,7 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 	r.leases = make([]*lease, 0, len(planned))
 	for _, p := range planned {
 		if l := q.leaseFor(p); l != nil {
-			used, err := l.reserve(ctx, a)
+			used, epoch, err := l.reserve(ctx, a)
 			if err != nil {
 				q.compensate(ctx, r)
 				if errors.Is(err, ErrExceeded) {
@@ -444,7 +447,8 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 				}
 				return nil, fmt.Errorf("reserve %s: %w", requestID, err)
 			}
-			r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used, LeaseOwner: q.opts.Lease.Owner})
+			r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used, LeaseOwner: q.opts.Lease.Owner,
+				LeaseEpoch: epoch})
 			r.leases = append(r.leases, l)
 			continue
 		}
@@ -613,46 +617,74 @@ func (q *Quota) Drain(ctx context.Context) error {
 	return q.leases.drain(ctx)
 }
 
-// ReclaimGone gives back at once the uncommitted tokens of every lease
-// that owner (a server the fleet judged gone) holds on the items this
-// server leases too, instead of when those leases expire. A no-op without
-// leases. Errors are logged; a lease missed here is reclaimed at the next
-// write that sees it.
-func (q *Quota) ReclaimGone(ctx context.Context, owner string) {
-	if q.leases == nil || owner == q.leases.opts.Owner {
-		return
+// HeldLease is a lease a server holds on an item, as read from the store.
+type HeldLease struct {
+	Item  Item
+	Lease Lease
+}
+
+// GoneLeases reads the leases that owner, a server the fleet judged gone,
+// holds on items and on every item this server leases: what ReclaimGone
+// takes. Items that cannot be read are logged and left out (their lease
+// is reclaimed when it expires).
+func (q *Quota) GoneLeases(ctx context.Context, owner string, items []Item) []HeldLease {
+	seen := map[string]Item{}
+	for _, it := range items {
+		seen[it.Key()] = it
 	}
-	q.leases.mu.Lock()
-	all := make([]*lease, 0, len(q.leases.items))
-	for _, l := range q.leases.items {
-		all = append(all, l)
+	if q.leases != nil {
+		q.leases.mu.Lock()
+		for _, l := range q.leases.items {
+			seen[l.item.Key()] = l.item
+		}
+		q.leases.mu.Unlock()
 	}
-	q.leases.mu.Unlock()
-	for _, l := range all {
-		// The lease seen at this server's last write may be older than
-		// the gone owner's last one: read the item first.
+	var out []HeldLease
+	for _, it := range seen {
 		var st ItemState
 		err := q.call(ctx, func(ctx context.Context) (err error) {
-			st, err = q.store.ReadItem(ctx, l.item)
+			st, err = q.store.ReadItem(ctx, it)
 			return err
 		})
 		if err != nil {
-			q.log.Warn("quota_lease_reclaim_read_failed", zap.String("item", l.item.Key()), zap.Error(err))
+			q.log.Warn("quota_gone_lease_read_failed", zap.String("item", it.Key()), zap.String("owner", owner), zap.Error(err))
 			continue
 		}
-		if _, held := st.Leases[owner]; !held {
-			continue
+		if x, held := st.Leases[owner]; held {
+			out = append(out, HeldLease{Item: it, Lease: x})
 		}
-		l.mu.Lock()
-		l.others = l.others[:0]
-		for o, x := range st.Leases {
-			if o != q.leases.opts.Owner {
-				l.others = append(l.others, x)
-			}
-		}
-		l.mu.Unlock()
-		l.reclaimExpired(ctx)
 	}
+	return out
+}
+
+// ReclaimGone removes the lease h of a server the fleet judged gone, at
+// once, keeping in the item's usage only keep: what its requests used
+// (the caller counts them: h.Lease.Spent plus the requests it admitted in
+// epoch h.Lease.Epoch or later), at most what it committed; the rest of
+// the lease goes back. One conditional write on the lease's seq, so of
+// several servers reclaiming the same lease exactly one does; the others
+// get nil too (the lease is gone) or ErrUnavailable.
+func (q *Quota) ReclaimGone(ctx context.Context, h HeldLease, keep Amount) error {
+	keep = maxAmount(minAmount(keep, h.Lease.Committed), Amount{})
+	at := q.opts.Now()
+	if !h.Lease.Expires.Before(at) {
+		// Its owner is gone: reclaim it as if it had expired (the seq
+		// condition still guards against a renewal).
+		at = h.Lease.Expires.Add(time.Millisecond)
+	}
+	err := q.call(ctx, func(ctx context.Context) error {
+		_, err := q.store.ReclaimLease(ctx, h.Item, h.Lease, at, keep)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrLeaseConflict):
+		return nil // another server reclaimed it first
+	case err != nil:
+		return fmt.Errorf("reclaim %s of %s: %w", h.Item.Key(), h.Lease.Owner, err)
+	}
+	q.log.Info("quota_lease_reclaimed", zap.String("item", h.Item.Key()), zap.String("owner", h.Lease.Owner),
+		zap.Int64("tokens", h.Lease.Granted.Tokens-keep.Tokens), zap.Int64("kept", keep.Tokens), zap.String("why", "gone"))
+	return nil
 }
 
 // Run keeps the leases tidy until ctx ends: it returns leases idle for

@@ -54,6 +54,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
+// alb is the User-Agent an AWS load balancer's health check sends.
+const alb = "ELB-HealthChecker/2.0"
+
 func TestMissed(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -76,13 +79,58 @@ func TestMissed(t *testing.T) {
 			w := New(Options{Interval: 10 * time.Second, Misses: tc.misses, Now: clk.Now, After: clk.After})
 			for _, c := range tc.checks {
 				clk.Advance(start.Add(c).Sub(clk.Now()))
-				w.Checked()
+				w.Checked(alb)
 			}
 			clk.Advance(start.Add(tc.at).Sub(clk.Now()))
 			if got := w.Missed(); got != tc.drained {
 				t.Fatalf("Missed() = %v at %s, want %v", got, tc.at, tc.drained)
 			}
 		})
+	}
+}
+
+// TestOnlyTheLoadBalancerArms: readiness requests from anyone but the load
+// balancer (curl, a Go client, a browser, a harness, no User-Agent at all)
+// never arm the watch, however many arrive and however long they stop for;
+// the load balancer's check does, once, and a custom prefix replaces the
+// default one.
+func TestOnlyTheLoadBalancerArms(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix string
+		agents []string
+		armed  bool
+	}{
+		{name: "curl", agents: []string{"curl/8.5.0", "curl/8.5.0"}},
+		{name: "go and browsers", agents: []string{"Go-http-client/1.1", "Mozilla/5.0 (X11; Linux x86_64)", "", "kube-probe/1.29"}},
+		{name: "lookalikes", agents: []string{"elb-healthchecker/2.0", " ELB-HealthChecker/2.0", "ELB-HealthChecker", "my ELB-HealthChecker/2.0"}},
+		{name: "the ALB", agents: []string{"curl/8.5.0", alb}, armed: true},
+		{name: "another load balancer", prefix: "HAProxy-Check/", agents: []string{alb, "HAProxy-Check/1.0"}, armed: true},
+		{name: "not that load balancer", prefix: "HAProxy-Check/", agents: []string{alb, "curl/8.5.0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			w := New(Options{Interval: 10 * time.Second, Misses: 3, UserAgent: tc.prefix, Now: clk.Now, After: clk.After})
+			firsts := 0
+			for _, a := range tc.agents {
+				if w.Checked(a) {
+					firsts++
+				}
+				clk.Advance(time.Second)
+			}
+			clk.Advance(time.Hour)
+			if got := w.Missed(); got != tc.armed {
+				t.Fatalf("Missed() = %v an hour after %q, want %v", got, tc.agents, tc.armed)
+			}
+			if want := map[bool]int{true: 1}[tc.armed]; firsts != want {
+				t.Fatalf("Checked reported the first check %d times, want %d", firsts, want)
+			}
+		})
+	}
+	// Checked reports the arming check only once.
+	w := New(Options{})
+	if !w.Checked(alb) || w.Checked(alb) {
+		t.Fatal("Checked: want true for the first load balancer check only")
 	}
 }
 
@@ -111,7 +159,7 @@ func TestRunDrainsOnceWhenChecksStop(t *testing.T) {
 		clk.Advance(10 * time.Second)
 	}
 	for range 10 { // healthy: a check per interval
-		w.Checked()
+		w.Checked(alb)
 		tick()
 	}
 	select {

@@ -15,6 +15,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // Session is one WebSocket connection: one chat session of one user.
@@ -25,6 +26,7 @@ type Session struct {
 	id     string
 	logger sessionLogger
 	queue  *sendQueue
+	share  *userShare // the user's share of the attachment budget
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -34,7 +36,10 @@ type Session struct {
 	expiry    *time.Timer
 	pinger    *time.Timer // sends a WebSocket ping every heartbeat
 	draining  bool
+	moved     bool               // asked to move to another server (guarded by hub.mu, not mu)
+	activeAt  time.Time          // when a request was last delivered, or the session opened
 	follows   map[string]*follow // request id -> the follower delivering it
+	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
 	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
@@ -61,13 +66,13 @@ type follow struct {
 	cancel context.CancelFunc
 }
 
-func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string) *Session {
+func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, _ := conn.NetConn().(*batchConn)
 	s := &Session{
-		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel,
+		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
-		follows: map[string]*follow{},
+		follows: map[string]*follow{}, activeAt: h.opts.Now(),
 	}
 	s.queue = newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes, s.writeLoop)
 	return s
@@ -117,51 +122,80 @@ func (s *Session) run() {
 }
 
 // readLoop handles inbound frames until the connection fails or closes.
+// Between frames the read deadline is the heartbeat's, moved on by every
+// pong; from a frame's first byte it is also at most FrameReadTimeout
+// away, which pongs do not move: a frame that takes longer closes the
+// socket (DisconnectFrameTimeout) and gives its bytes back.
 func (s *Session) readLoop() {
 	opts := s.hub.opts
-	deadline := func() time.Time { return time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2) }
+	var frameDue time.Time // while a frame is read: when it must have arrived whole
+	deadline := func() time.Time {
+		d := time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2)
+		if !frameDue.IsZero() && frameDue.Before(d) {
+			return frameDue
+		}
+		return d
+	}
 	// The frame reader enforces the bounds itself (see frames.go), so it
 	// can tell which bound a frame passed.
 	s.conn.SetReadLimit(0)
 	_ = s.conn.SetReadDeadline(deadline())
+	// Called on this goroutine, from inside the reads below.
 	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
 	for {
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
-			s.readFailed(err)
+			s.readFailed(err, false)
 			return
 		}
-		data, held, err := s.hub.frames.read(r)
+		frameDue = time.Now().Add(opts.FrameReadTimeout)
+		_ = s.conn.SetReadDeadline(deadline())
+		data, held, err := s.hub.frames.read(r, s.share)
+		late := !time.Now().Before(frameDue)
+		frameDue = time.Time{}
 		var spent *budgetSpentError
 		switch {
 		case errors.As(err, &spent):
 			// Nothing was admitted and the socket stays open: the client
-			// sends the request again, here or elsewhere.
+			// sends the request again, here or elsewhere (busy), or once
+			// its other large frames are through (rate_limited).
 			s.logger.Info("attachment_budget_spent", zap.Int64("frame_bytes_read", spent.Size),
-				zap.Int64("budget", opts.AttachmentBytesInFlight))
+				zap.Bool("user_share", spent.By == userSpent), zap.Int64("budget", opts.AttachmentBytesInFlight),
+				zap.Int64("user_share_bytes", opts.AttachmentBytesPerUser))
 			s.hub.metrics.AttachmentFrameRefused()
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(
-				fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrBusy, opts.AttachmentBytesInFlight)))
+			var refusal error
+			if spent.By == userSpent {
+				refusal = protocol.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
+					opts.AttachmentBytesPerUser)
+			} else {
+				refusal = s.moveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
+			}
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(refusal))
+			_ = s.conn.SetReadDeadline(deadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
 			s.closeNow(protocol.DisconnectFrameTooBig)
 			return
 		case err != nil:
-			s.readFailed(err)
+			s.readFailed(err, late)
 			return
 		}
 		_ = s.conn.SetReadDeadline(deadline())
-		ok := s.handleFrame(mt, data, opts.Now())
-		s.hub.frames.budget.give(held)
-		if !ok {
+		if !s.handleFrame(mt, data, opts.Now(), held) {
 			return
 		}
 	}
 }
 
-// handleFrame decodes and handles one frame; false when it closed the session.
-func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
+// handleFrame decodes and handles one frame; false when it closed the
+// session. held is what the frame took of the attachment budget: given
+// back once the frame is handled, except its decoded attachments' share,
+// which a request holds until its model call ends (Request.Release), so
+// the budget bounds the attachments of model calls too.
+func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int64) bool {
+	keep := int64(0)
+	defer func() { s.hub.frames.give(s.share, held-keep) }()
 	plain := s.hub.opts.MaxFrameBytes
 	size := int64(len(data))
 	if mt != websocket.TextMessage {
@@ -190,7 +224,13 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time) bool {
 		s.refuse(gateway.Request{Inbound: in, ReceivedAt: received}, err)
 		return true
 	}
-	s.handle(in, received)
+	var release func()
+	if in.Type == protocol.TypeRequest {
+		if keep = min(held, in.Features().AttachmentBytes); keep > 0 {
+			release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
+		}
+	}
+	s.handle(in, received, release)
 	return true
 }
 
@@ -202,7 +242,9 @@ func (s *Session) refuse(req gateway.Request, err error) {
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
 
-func (s *Session) readFailed(err error) {
+// readFailed ends a read that failed; frameLate: a frame was being read
+// past its FrameReadTimeout.
+func (s *Session) readFailed(err error, frameLate bool) {
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -210,6 +252,11 @@ func (s *Session) readFailed(err error) {
 	default:
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
+			if frameLate {
+				s.logger.Info("frame_read_timeout", zap.Duration("timeout", s.hub.opts.FrameReadTimeout))
+				s.closeNow(protocol.DisconnectFrameTimeout)
+				return
+			}
 			s.logger.Info("heartbeat_timeout")
 			s.closeNow(protocol.DisconnectHeartbeat)
 			return
@@ -218,7 +265,9 @@ func (s *Session) readFailed(err error) {
 	}
 }
 
-func (s *Session) handle(in protocol.Inbound, received time.Time) {
+// handle handles a decoded frame; release (nil for none) is a request's
+// Request.Release, called here when the request goes no further.
+func (s *Session) handle(in protocol.Inbound, received time.Time, release func()) {
 	switch in.Type {
 	case protocol.TypePing:
 		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
@@ -229,6 +278,8 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 		}
 	case protocol.TypeResume:
+		s.admitting(true)
+		defer s.admitting(false)
 		log, err := s.hub.gw.Resume(s.caller(), in.RequestID)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
@@ -236,7 +287,12 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 		}
 		s.follow(log, in.AfterSeq, false)
 	case protocol.TypeRequest:
-		if s.isDraining() {
+		draining := s.admitting(true)
+		defer s.admitting(false)
+		if draining {
+			if release != nil {
+				release()
+			}
 			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
@@ -245,9 +301,9 @@ func (s *Session) handle(in protocol.Inbound, received time.Time) {
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received})
+		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release})
 		if err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
@@ -305,6 +361,7 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 		old.cancel()
 	}
 	s.follows[log.RequestID] = f
+	s.activeAt = s.hub.opts.Now()
 	s.mu.Unlock()
 	go func() {
 		defer func() {
@@ -313,7 +370,8 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 			if s.follows[log.RequestID] == f {
 				delete(s.follows, log.RequestID)
 			}
-			idle := s.draining && len(s.follows) == 0 && s.idle != nil
+			s.activeAt = s.hub.opts.Now()
+			idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
 			s.mu.Unlock()
 			if idle {
 				s.signalIdle()
@@ -561,22 +619,74 @@ func (s *Session) isDraining() bool {
 	return s.draining
 }
 
-// drain tells the client to move to another server.
-func (s *Session) drain() {
+// admitting marks a request or resume being handled (start true) or done
+// with (start false): from reading it to following its log or refusing it,
+// the session is not idle, so neither a move nor the drain's close takes
+// it meanwhile. It returns whether the session is draining (at the start:
+// a request is then refused draining, with the mark held).
+func (s *Session) admitting(start bool) (draining bool) {
 	s.mu.Lock()
-	if s.draining {
+	if start {
+		s.pending++
+		draining = s.draining
 		s.mu.Unlock()
-		return
+		return draining
+	}
+	s.pending--
+	idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
+	s.mu.Unlock()
+	if idle {
+		s.signalIdle()
+	}
+	return false
+}
+
+// moveIfBusy moves the session when err is a busy at this server's
+// capacity and another server has room: the `draining` frame goes out
+// before the refusal, so the client sends the request again on its new
+// connection. It returns the refusal to send.
+func (s *Session) moveIfBusy(err error) error {
+	if !errors.Is(err, gateway.ErrAtCapacity) || s.hub.opts.RoomElsewhere == nil || s.isDraining() {
+		return err
+	}
+	at, ok := s.hub.opts.RoomElsewhere()
+	if !ok || !s.hub.move(s, telemetry.MoveBusy, at, false) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, gateway.ErrRoomElsewhere)
+}
+
+// idleSince is when the session last delivered a request (or opened),
+// if it delivers nothing now and is not draining.
+func (s *Session) idleSince() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.activeAt, len(s.follows) == 0 && s.pending == 0 && !s.draining && !s.closing
+}
+
+// drain tells the client to move to another server.
+func (s *Session) drain() { s.startDrain(false) }
+
+// startDrain marks the session draining and sends the `draining` frame,
+// once; with idleOnly, only if nothing is being delivered (checked under
+// the same lock, so a request arriving now is refused draining). False
+// when it did not start a drain.
+func (s *Session) startDrain(idleOnly bool) bool {
+	s.mu.Lock()
+	if s.draining || s.closing || (idleOnly && (len(s.follows) > 0 || s.pending > 0)) {
+		s.mu.Unlock()
+		return false
 	}
 	s.draining = true
 	s.idle = make(chan struct{})
-	empty := len(s.follows) == 0
+	empty := len(s.follows) == 0 && s.pending == 0
 	s.mu.Unlock()
 	s.send(protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
 		ReconnectAfterMs: s.hub.opts.ReconnectAfter.Milliseconds()}))
 	if empty {
 		s.signalIdle()
 	}
+	return true
 }
 
 func (s *Session) signalIdle() {

@@ -3,8 +3,10 @@ package session
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -155,9 +157,10 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 	release := make(chan struct{})
 	gw.hold["held-image-1"] = release
 	const plain = 16 << 10
-	hub, url := serve(t, gw, nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20, AttachmentBytesInFlight: 150 << 10})
+	hub, url := serve(t, gw, nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20, AttachmentBytesInFlight: 150 << 10,
+		AttachmentBytesPerUser: 150 << 10})
 
-	first, second := dial(t, url), dial(t, url)
+	first, second := dial(t, url), dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}, "other")
 	if err := first.WriteMessage(websocket.TextMessage, imageFrame("held-image-1", 120<<10, false)); err != nil {
 		t.Fatal(err)
 	}
@@ -201,17 +204,18 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 func BenchmarkReadImageFrame(b *testing.B) {
 	frame := imageFrame("bench-image-1", 1400<<10, false)
 	fr := frameReader{plain: DefaultMaxFrameBytes, largest: DefaultMaxAttachmentFrameBytes,
-		budget: &byteBudget{limit: DefaultAttachmentBytesInFlight, observe: func(int64) {}}}
+		budget: &byteBudget{limit: DefaultAttachmentBytesInFlight, observe: func(int64) {}}, perUser: DefaultAttachmentBytesInFlight}
+	u := &userShare{}
 	r := bytes.NewReader(frame)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
 		r.Reset(frame)
-		data, held, err := fr.read(r)
+		data, held, err := fr.read(r, u)
 		if err != nil || len(data) != len(frame) {
 			b.Fatal(len(data), err)
 		}
-		fr.budget.give(held)
+		fr.give(u, held)
 	}
 }
 
@@ -308,4 +312,179 @@ func TestOnlyRequestsUseTheAttachmentBound(t *testing.T) {
 	if got := served(t, ws, imageFrame("image-req-1", 200<<10, false), "image-req-1"); got != fmt.Sprintf("seen %d attachment bytes", 200<<10*3/4) {
 		t.Fatalf("a request with an image: %q", got)
 	}
+}
+// partialFrame starts an image request's frame of about size bytes on ws
+// and writes its first n bytes without ending it. The caller must keep
+// reading ws (pings are answered there) and may finish the frame with Close.
+func partialFrame(t *testing.T, ws *websocket.Conn, id string, size, n int) io.WriteCloser {
+	t.Helper()
+	w, err := ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := imageFrame(id, size, false)
+	if _, err := w.Write(frame[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return &frameRest{w, frame[n:]}
+}
+
+// frameRest writes the rest of a partial frame, then ends it.
+type frameRest struct {
+	io.WriteCloser
+	rest []byte
+}
+
+func (f *frameRest) Close() error {
+	if _, err := f.WriteCloser.Write(f.rest); err != nil {
+		return err
+	}
+	return f.WriteCloser.Close()
+}
+
+// readAll reads ws on its own goroutine (answering pings, as a live
+// client does) and hands over each frame; the socket's end is the last
+// value, then the channel closes.
+func readAll(ws *websocket.Conn) <-chan any {
+	out := make(chan any, 16)
+	go func() {
+		defer close(out)
+		for {
+			_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				out <- err
+				return
+			}
+			var f map[string]any
+			_ = json.Unmarshal(data, &f)
+			out <- f
+		}
+	}()
+	return out
+}
+
+// awaitUsed polls the server's attachment budget until at least n bytes are taken.
+func awaitUsed(t *testing.T, hub *Hub, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.used.Load() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget holds %d bytes, want at least %d", hub.frames.budget.used.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// awaitBudgetFree polls until every byte of the attachment budget is back.
+func awaitBudgetFree(t *testing.T, hub *Hub) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.used.Load() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.used.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A frame must arrive whole within the frame read timeout, however
+// faithfully its sender answers pings meanwhile: past it the socket is
+// closed with 1008 and the frame's share of the attachment budget is
+// given back (issue 23: 16 sockets held the whole budget for minutes).
+func TestFrameReadTimeout(t *testing.T) {
+	// Several heartbeats fit in the frame timeout: the pings they bring
+	// are answered, and must not move it.
+	const heartbeat, frameTimeout = 200 * time.Millisecond, 1500 * time.Millisecond
+	hub, url := serve(t, newAnswering(), nil, Options{Heartbeat: heartbeat, FrameReadTimeout: frameTimeout,
+		MaxFrameBytes: 16 << 10, MaxAttachmentFrameBytes: 1 << 20})
+	ws := dial(t, url)
+	frames := readAll(ws) // answers every ping
+	partialFrame(t, ws, "stalled-image-1", 400<<10, 200<<10)
+	select {
+	case v := <-frames:
+		err, ok := v.(error)
+		if !ok {
+			t.Fatalf("frame %v before the close", v)
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != protocol.DisconnectFrameTimeout.Code || ce.Text != protocol.DisconnectFrameTimeout.Reason {
+			t.Fatalf("a frame never finished: %v, want close %v", err, protocol.DisconnectFrameTimeout)
+		}
+	case <-time.After(20 * frameTimeout): // generous: a busy machine
+		t.Fatalf("a frame unfinished for %s, its sender answering pings, is still being read", 20*frameTimeout)
+	}
+	awaitBudgetFree(t, hub)
+
+	// A socket idle for longer than the frame timeout (its pings keep it
+	// open: idle time is the heartbeat's) is served a frame sent at once.
+	ws = dial(t, url)
+	pings := make(chan struct{}, 64)
+	ws.SetPingHandler(func(data string) error {
+		select {
+		case pings <- struct{}{}:
+		default:
+		}
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	frames = readAll(ws)
+	idle := time.Now()
+	for time.Since(idle) < frameTimeout+frameTimeout/2 {
+		select {
+		case <-pings:
+		case v := <-frames:
+			t.Fatalf("an idle socket got %v", v)
+		}
+	}
+	if err := ws.WriteMessage(websocket.TextMessage, imageFrame("whole-image-1", 200<<10, false)); err != nil {
+		t.Fatal(err)
+	}
+	for v := range frames {
+		f, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("after idling: %v", v)
+		}
+		if f["type"] == protocol.TypeDone {
+			break
+		}
+	}
+}
+
+// One user's frames hold at most AttachmentBytesPerUser of the server's
+// budget: past it, that user's frame is read and dropped and its request
+// answered rate_limited, while another user's image is served (issue 23:
+// one user's 16 stalled frames made every other user's image busy).
+func TestAttachmentBudgetPerUser(t *testing.T) {
+	const plain = 16 << 10
+	hub, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20,
+		AttachmentBytesInFlight: 1 << 20, AttachmentBytesPerUser: 300 << 10})
+	stalled := dial(t, url)
+	stalledFrames := readAll(stalled)
+	rest := partialFrame(t, stalled, "stalled-image-2", 250<<10, 200<<10)
+	awaitUsed(t, hub, 150<<10) // read up to its last whole 64 KiB piece: 176 KiB of the user's 300
+
+	// The same user's second frame does not fit in the user's share.
+	second := dial(t, url)
+	if err := second.WriteMessage(websocket.TextMessage, imageFrame("second-image-2", 200<<10, false)); err != nil {
+		t.Fatal(err)
+	}
+	f := read(t, second)
+	if f["code"] != protocol.CodeRateLimited || f["request_id"] != "second-image-2" || f["retryable"] != true {
+		t.Fatalf("over the user's share: %v, want rate_limited naming the request", f)
+	}
+
+	// Another user's image fits in the server's budget.
+	other := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}, "other")
+	served(t, other, imageFrame("other-image-1", 200<<10, false), "other-image-1")
+
+	if err := rest.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for v := range stalledFrames {
+		if f, ok := v.(map[string]any); ok && f["type"] == protocol.TypeDone && f["request_id"] == "stalled-image-2" {
+			break
+		}
+		if err, ok := v.(error); ok {
+			t.Fatalf("the finished frame: %v", err)
+		}
+	}
+	awaitBudgetFree(t, hub)
 }

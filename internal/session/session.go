@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -54,11 +57,18 @@ const (
 	// DefaultAttachmentBytesInFlight is 16 frames at the default
 	// attachment bound, or about 180 frames of a 1 MiB image, at once.
 	DefaultAttachmentBytesInFlight = 128 << 20
-	DefaultSendQueueFrames         = 1024
-	DefaultSendQueueBytes          = 4 << 20
-	DefaultWriteTimeout            = 10 * time.Second
-	DefaultMaxConnsPerUser         = 16
-	DefaultReconnectAfter          = time.Second
+	// DefaultAttachmentShareDivisor makes one user's default share of the
+	// attachment budget a quarter of it (32 MiB: four frames at the
+	// default attachment bound), so it takes four users to spend it.
+	DefaultAttachmentShareDivisor = 4
+	// DefaultFrameReadTimeout is the time an inbound frame may take from
+	// its first byte to its last: an 8 MiB frame at 1.2 Mbit/s.
+	DefaultFrameReadTimeout = 60 * time.Second
+	DefaultSendQueueFrames  = 1024
+	DefaultSendQueueBytes   = 4 << 20
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultMaxConnsPerUser  = 16
+	DefaultReconnectAfter   = time.Second
 )
 
 // Options bound every session. Zero values mean the Default constants.
@@ -71,15 +81,27 @@ type Options struct {
 	// AttachmentBytesInFlight is the server-wide budget of the bytes past
 	// MaxFrameBytes of frames being read or admitted; past it: `busy`.
 	AttachmentBytesInFlight int64
-	SendQueueFrames         int           // send queue bound in frames; over it: 4008
-	SendQueueBytes          int           // send queue bound in bytes; over it: 4008
-	WriteTimeout            time.Duration // longest wait for room in the queue, and for one socket write
-	MaxConnsPerUser         int           // open WebSockets per user on this server
-	AllowedOrigins          []string      // exact origins, or "*"
-	AllowLoopback           bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter          time.Duration // the hint in draining frames
-	SocketSendBuffer        int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
-	Now                     func() time.Time
+	// AttachmentBytesPerUser is one user's share of that budget, over all
+	// of the user's sessions; past it: `rate_limited` for that user only.
+	// 0: AttachmentBytesInFlight / DefaultAttachmentShareDivisor.
+	AttachmentBytesPerUser int64
+	// FrameReadTimeout bounds the time from an inbound frame's first byte
+	// to its last; pings and pongs do not extend it. Past it: close 1008.
+	FrameReadTimeout time.Duration
+	SendQueueFrames  int           // send queue bound in frames; over it: 4008
+	SendQueueBytes   int           // send queue bound in bytes; over it: 4008
+	WriteTimeout     time.Duration // longest wait for room in the queue, and for one socket write
+	MaxConnsPerUser  int           // open WebSockets per user on this server
+	AllowedOrigins   []string      // exact origins, or "*"
+	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
+	ReconnectAfter   time.Duration // the hint in draining frames
+	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
+	// RoomElsewhere, when set, is asked when a request is refused busy at
+	// this server's capacity: true when another server has room and the
+	// move rate allows a move (the balancer's RoomElsewhere). The session
+	// is then moved, and its busy says so (a short retry_after_ms).
+	RoomElsewhere func() (fleet.Spread, bool)
+	Now           func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -94,6 +116,12 @@ func (o *Options) defaults() {
 	}
 	if o.AttachmentBytesInFlight <= 0 {
 		o.AttachmentBytesInFlight = DefaultAttachmentBytesInFlight
+	}
+	if o.AttachmentBytesPerUser <= 0 {
+		o.AttachmentBytesPerUser = o.AttachmentBytesInFlight / DefaultAttachmentShareDivisor
+	}
+	if o.FrameReadTimeout <= 0 {
+		o.FrameReadTimeout = DefaultFrameReadTimeout
 	}
 	if o.SendQueueFrames <= 0 {
 		o.SendQueueFrames = DefaultSendQueueFrames
@@ -130,17 +158,19 @@ type Hub struct {
 	mu       sync.Mutex
 	draining bool
 	sessions map[*Session]struct{}
-	perUser  map[string]int
-	idle     chan struct{} // closed when draining and the last session ends
+	moving   int                   // of sessions, how many were asked to move (Session.moved)
+	perUser  map[string]*userShare // by auth.Principal.Owner, while the user has a session
+	idle     chan struct{}         // closed when draining and the last session ends
 }
 
 // NewHub returns the endpoint. metrics may be nil.
 func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
 	o.defaults()
 	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
-		sessions: map[*Session]struct{}{}, perUser: map[string]int{}, idle: make(chan struct{}),
+		sessions: map[*Session]struct{}{}, perUser: map[string]*userShare{}, idle: make(chan struct{}),
 		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
-			budget: &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight}}}
+			budget:  &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight},
+			perUser: o.AttachmentBytesPerUser}}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:      []string{protocol.Subprotocol},
 		ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader
@@ -187,7 +217,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, *herr)
 		return
 	}
-	if !h.register(p) {
+	share := h.register(p)
+	if share == nil {
 		writeHTTPError(w, httpError{http.StatusTooManyRequests, protocol.CodeRateLimited,
 			fmt.Sprintf("too many connections for this user (at most %d)", h.opts.MaxConnsPerUser), nil})
 		if h.metrics != nil {
@@ -206,7 +237,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = tc.SetWriteBuffer(n)
 		}
 	}
-	s := newSession(h, conn, p, sessionID)
+	s := newSession(h, conn, p, sessionID, share)
 	h.track(s)
 	// The session runs on its own goroutine so net/http's handler goroutine,
 	// with its request, headers and buffers, is released: an idle session
@@ -318,15 +349,21 @@ func (h *Hub) originAllowed(origin string) bool {
 	return false
 }
 
-// register counts a connection for its user, refusing one over the cap.
-func (h *Hub) register(p auth.Principal) bool {
+// register counts a connection for its user and returns the user's share
+// of the attachment budget; nil when the user is at the connection cap.
+func (h *Hub) register(p auth.Principal) *userShare {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.perUser[p.Owner()] >= h.opts.MaxConnsPerUser {
-		return false
+	u := h.perUser[p.Owner()]
+	if u == nil {
+		u = &userShare{}
+		h.perUser[p.Owner()] = u
 	}
-	h.perUser[p.Owner()]++
-	return true
+	if u.sessions >= h.opts.MaxConnsPerUser {
+		return nil
+	}
+	u.sessions++
+	return u
 }
 
 func (h *Hub) track(s *Session) {
@@ -346,15 +383,18 @@ func (h *Hub) unregister(p auth.Principal, s *Session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := p.Owner()
-	if h.perUser[k] <= 1 {
-		delete(h.perUser, k)
+	if u := h.perUser[k]; u.sessions <= 1 {
+		delete(h.perUser, k) // its frames gave their bytes back as its sessions ended
 	} else {
-		h.perUser[k]--
+		u.sessions--
 	}
 	if s == nil {
 		return
 	}
 	delete(h.sessions, s)
+	if s.moved {
+		h.moving--
+	}
 	if h.metrics != nil {
 		h.metrics.SessionClosed()
 	}
@@ -372,6 +412,77 @@ func (h *Hub) Sessions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.sessions)
+}
+
+// Staying is the number of open sessions not asked to move.
+func (h *Hub) Staying() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions) - h.moving
+}
+
+// MoveIdle asks up to n idle sessions (no request being delivered) to move
+// to another server, those idle longest first, and returns how many it
+// asked. A moved session is drained as at shutdown: a `draining` frame,
+// new requests on it refused `draining`, and a close with 1001 once what
+// it delivers has ended (its answers stay resumable). reason is
+// telemetry.MoveBalance or telemetry.MoveBusy; at is logged with each move.
+func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
+	if n <= 0 {
+		return 0
+	}
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		return 0
+	}
+	all := make([]*Session, 0, len(h.sessions)-h.moving)
+	for s := range h.sessions {
+		if !s.moved {
+			all = append(all, s)
+		}
+	}
+	h.mu.Unlock()
+	type candidate struct {
+		s     *Session
+		since time.Time
+	}
+	idle := make([]candidate, 0, len(all))
+	for _, s := range all {
+		if since, ok := s.idleSince(); ok {
+			idle = append(idle, candidate{s, since})
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].since.Before(idle[j].since) })
+	moved := 0
+	for _, c := range idle {
+		if moved == n {
+			break
+		}
+		if h.move(c.s, reason, at, true) {
+			moved++
+		}
+	}
+	return moved
+}
+
+// move drains one session for a move (with idleOnly, only if it has
+// nothing in flight), counts and logs it; false if it was not moved.
+func (h *Hub) move(s *Session, reason string, at fleet.Spread, idleOnly bool) bool {
+	if !s.startDrain(idleOnly) {
+		return false
+	}
+	h.mu.Lock()
+	if _, open := h.sessions[s]; open && !s.moved {
+		s.moved = true
+		h.moving++
+	}
+	h.mu.Unlock()
+	h.metrics.SessionMoved(reason)
+	s.logger.Info("session_moved", zap.String("reason", reason), zap.Int("sessions", at.Sessions),
+		zap.Float64("fleet_mean", math.Round(at.Mean*10)/10), zap.Int("members", at.Members))
+	go s.closeWhenIdle(context.Background())
+	return true
 }
 
 // Drain refuses new upgrades (503 draining) and tells every session to

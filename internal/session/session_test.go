@@ -34,7 +34,12 @@ type fakeGateway struct {
 
 var errNoSuchRequest = errors.New("no such request")
 
+// Submit answers at once, so it releases the request (Request.Release)
+// as the gateway does when its model call ends.
 func (g fakeGateway) Submit(c gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
+	if r.Release != nil {
+		defer r.Release()
+	}
 	if g.submit == nil {
 		return nil, 0, errNoSuchRequest
 	}

@@ -460,6 +460,9 @@ func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key strin
 	if c, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
 		r.Cancelled = c.Value
 	}
+	if ms, ok := intAttr(item, attrEndedMS); ok && ms != runningEndedMS {
+		r.EndedAt = time.UnixMilli(ms)
+	}
 	if l, ok := item[attrChunks].(*types.AttributeValueMemberL); ok && len(l.Value) > 0 {
 		r.Chunks = make([]string, len(l.Value))
 		for i, v := range l.Value {
@@ -523,30 +526,30 @@ func nonEmpty(b []byte) []byte {
 	return b
 }
 
-// Running implements Store with a Query of the by_server index (keys
-// only, eventually consistent: a record created a moment ago may be
-// missing, one that just ended may still be listed; callers read each
+// Owned implements Store with a Query of the by_server index (keys only,
+// eventually consistent: a record created a moment ago may be missing,
+// one that just ended may still be listed as running; callers read each
 // record before acting on it), all pages.
-func (s *DynamoStore) Running(ctx context.Context, server string) ([]RecordKey, error) {
+func (s *DynamoStore) Owned(ctx context.Context, server string, since time.Time) ([]RecordKey, error) {
 	if server == "" {
-		return nil, fmt.Errorf("running: %w: empty server", ErrInvalid)
+		return nil, fmt.Errorf("owned: %w: empty server", ErrInvalid)
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(s.table),
 		IndexName:                aws.String(IndexByServer),
-		KeyConditionExpression:   aws.String("#server = :server AND #ended = :running"),
+		KeyConditionExpression:   aws.String("#server = :server AND #ended >= :since"),
 		ExpressionAttributeNames: map[string]string{"#server": attrServer, "#ended": attrEndedMS},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":server": str(server), ":running": num(runningEndedMS)},
+			":server": str(server), ":since": num(since.UnixMilli())},
 	}
 	var keys []RecordKey
 	p := dynamodb.NewQueryPaginator(s.client, in)
 	for p.HasMorePages() {
 		start := time.Now()
 		out, err := p.NextPage(ctx)
-		s.meter.Observe("running", start, err)
+		s.meter.Observe("owned", start, err)
 		if err != nil {
-			return keys, fmt.Errorf("running %s: %w", server, s.failure(err))
+			return keys, fmt.Errorf("owned %s: %w", server, s.failure(err))
 		}
 		for _, item := range out.Items {
 			owner, id := splitKey(strAttr(item, attrPK))

@@ -91,6 +91,9 @@ func (l *Log) Finish(frame []byte, now time.Time) bool {
 	}
 	l.terminal = frame
 	l.ended = now
+	// The hook has nothing left to stop, and whatever it holds must not
+	// stay for the resume window.
+	l.cancel = nil
 	l.broadcast()
 	onFinish, rejected, bytes := l.onFinish, l.rejected, l.retainedBytes()
 	l.mu.Unlock()

@@ -106,7 +106,7 @@ func (s *MemoryStore) Finish(ctx context.Context, owner, requestID, server strin
 		}
 		cur.rec.Chunks = append(cur.rec.Chunks, chunks...)
 		cur.bytes += chunksBytes(chunks) + len(terminal)
-		cur.rec.State, cur.rec.Terminal = state, slices.Clone(terminal)
+		cur.rec.State, cur.rec.Terminal, cur.rec.EndedAt = state, slices.Clone(terminal), time.UnixMilli(s.now().UnixMilli())
 		cur.expires = expirySeconds(expires)
 		cur.rec.Expires = expiryTime(cur.expires)
 		return nil
@@ -161,7 +161,7 @@ func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID, server st
 			return fmt.Errorf("%w: about %d bytes stored, %d more, limit %d", ErrTooLarge, cur.bytes, len(terminal), MaxRecordBytes)
 		}
 		cur.bytes += len(terminal)
-		cur.rec.State, cur.rec.Terminal = StateError, slices.Clone(terminal)
+		cur.rec.State, cur.rec.Terminal, cur.rec.EndedAt = StateError, slices.Clone(terminal), time.UnixMilli(s.now().UnixMilli())
 		cur.expires = expirySeconds(expires)
 		cur.rec.Expires = expiryTime(cur.expires)
 		return nil
@@ -232,20 +232,23 @@ func (s *MemoryStore) load(owner, requestID string) *memRecord {
 	return r
 }
 
-// Running implements Store.
-func (s *MemoryStore) Running(ctx context.Context, server string) ([]RecordKey, error) {
+// Owned implements Store.
+func (s *MemoryStore) Owned(ctx context.Context, server string, since time.Time) ([]RecordKey, error) {
 	if server == "" {
-		return nil, fmt.Errorf("running: %w: empty server", ErrInvalid)
+		return nil, fmt.Errorf("owned: %w: empty server", ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("running: %w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("owned: %w: %w", ErrUnavailable, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	var keys []RecordKey
 	for _, r := range s.records {
-		if r.rec.Server == server && r.rec.State == StateRunning && !expired(r.expires, now) {
+		if r.rec.Server != server || expired(r.expires, now) {
+			continue
+		}
+		if r.rec.State == StateRunning || !r.rec.EndedAt.Before(since) {
 			keys = append(keys, RecordKey{Owner: r.rec.Owner, RequestID: r.rec.RequestID})
 		}
 	}

@@ -173,6 +173,8 @@ type Record struct {
 	// Cancelled is set by Cancel while the record runs: its user asked to
 	// stop it on some server.
 	Cancelled bool
+	// EndedAt is when it ended (millisecond precision); zero while running.
+	EndedAt time.Time
 	// Expires is when the record is forgotten (second precision): while
 	// running a bound set by the owner, once ended the end plus the
 	// resume window. Zero means never (MemoryStore) / no TTL (DynamoStore).
@@ -218,10 +220,11 @@ type Store interface {
 	// after the record ended or while another server owns it, get
 	// ErrConflict (ErrNotFound when there is no record).
 	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
-	// Running lists the keys of the records server owns that are still
-	// running, at least those created before the call started and not yet
-	// ended (DynamoStore's index may also list some that just ended).
-	Running(ctx context.Context, server string) ([]RecordKey, error)
+	// Owned lists the keys of the records server owns that are running or
+	// ended at or after since (Running: only the running ones). At least
+	// those created a moment before the call; DynamoStore's index is
+	// eventually consistent, so callers read each record before acting.
+	Owned(ctx context.Context, server string, since time.Time) ([]RecordKey, error)
 	// Cancel flags a running record as cancelled by its user, whichever
 	// server owns it; the owner learns it from its next Checkpoint
 	// (ErrCancelled). Repeating it is a no-op returning nil. Errors:
@@ -234,6 +237,9 @@ type RecordKey struct{ Owner, RequestID string }
 
 // runningEndedMS is ended_ms while a record runs: larger than any end.
 const runningEndedMS = 9999999999999
+
+// Running, as Owned's since, lists only the running records.
+var Running = time.UnixMilli(runningEndedMS)
 
 // recordKey is the storage key of a record (DynamoDB's pk).
 func recordKey(owner, requestID string) string { return "req#" + owner + "#" + requestID }

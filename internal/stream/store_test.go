@@ -280,7 +280,7 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		if err := s.Interrupt(ctx, alice, "req-run-interrupted", serverA, []byte("i"), time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		keys, err := s.Running(ctx, serverA)
+		keys, err := s.Owned(ctx, serverA, stream.Running)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,9 +293,25 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 		slices.Sort(ids)
 		if want := []string{"req-run-1", "req-run-2"}; !slices.Equal(ids, want) {
-			t.Fatalf("Running(serverA) = %q, want %q", ids, want)
+			t.Fatalf("Owned(serverA, Running) = %q, want %q", ids, want)
 		}
-		_, err = s.Running(ctx, "")
+		// Since a moment before the ends: the ended ones too; since later: none of them.
+		for _, c := range []struct {
+			since time.Time
+			n     int
+		}{{time.Now().Add(-time.Minute), 4}, {time.Now().Add(time.Minute), 2}} {
+			keys, err := s.Owned(ctx, serverA, c.since)
+			if err != nil || len(keys) != c.n {
+				t.Fatalf("Owned(serverA, %v) = %d keys (%v), want %d", c.since, len(keys), err, c.n)
+			}
+		}
+		if got := mustGet(t, s, alice, "req-run-done"); got.EndedAt.IsZero() || time.Since(got.EndedAt) > time.Minute {
+			t.Errorf("EndedAt = %v, want the end", got.EndedAt)
+		}
+		if got := mustGet(t, s, alice, "req-run-1"); !got.EndedAt.IsZero() {
+			t.Errorf("EndedAt = %v while running, want zero", got.EndedAt)
+		}
+		_, err = s.Owned(ctx, "", stream.Running)
 		wantErr(t, "Running of no server", err, stream.ErrInvalid)
 	})
 

@@ -50,7 +50,8 @@ func (o *EMFOptions) defaults() {
 //   - one server line, Dimensions [["Server"], []] (per task, and the
 //     dimensionless fleet-wide series autoscaling and alarms read):
 //     ActiveSessions, InFlight (gauges at write time), Takeovers (records
-//     of gone servers this one ended), Requests, Errors (status >= 500),
+//     of gone servers this one ended), SessionsMoved (sessions asked to
+//     move to another server), Requests, Errors (status >= 500),
 //     QuotaRejections (status 429), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
@@ -82,6 +83,7 @@ type appKey struct{ tenant, app string }
 type emfAgg struct {
 	requests, errors, quota int64
 	takeovers               int64 // server line only: records of gone servers this one ended
+	moved                   int64 // server line only: sessions asked to move to another server
 	ttft, latency           dist
 }
 
@@ -134,6 +136,7 @@ func (e *EMF) Flush() error {
 	doc.count("ActiveSessions", e.sessions.Load())
 	doc.count("InFlight", e.inflight.Load())
 	doc.count("Takeovers", server.takeovers)
+	doc.count("SessionsMoved", server.moved)
 	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
@@ -178,6 +181,15 @@ func (a *emfAgg) put(d *emfDoc) {
 }
 
 // The feed, called by Metrics. All are no-ops on a nil *EMF.
+
+func (e *EMF) addMoved() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.server.moved++
+	e.mu.Unlock()
+}
 
 func (e *EMF) addTakeover() {
 	if e == nil {

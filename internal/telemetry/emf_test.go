@@ -197,6 +197,8 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 	m.SessionOpened()
 	m.SessionOpened()
 	m.RequestStarted()
+	m.SessionMoved(MoveBalance)
+	m.SessionMoved(MoveBusy)
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Model: "haiku", Outcome: "done", Status: 200, TTFTMs: 250, LatencyMs: 2000, Chunks: 9})
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Model: "haiku", Outcome: "done", Status: 200, TTFTMs: 270, LatencyMs: 2100, Chunks: 9})
 	m.ObserveRequest(UsageRecord{Tenant: "contoso", App: "support", Outcome: "quota_exceeded", Status: 429})
@@ -229,7 +231,7 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 	if server["Server"] != "task-abc" {
 		t.Errorf("Server %v", server["Server"])
 	}
-	for name, want := range map[string]float64{"ActiveSessions": 2, "InFlight": 1, "Requests": 4, "Errors": 1, "QuotaRejections": 1} {
+	for name, want := range map[string]float64{"ActiveSessions": 2, "InFlight": 1, "Requests": 4, "Errors": 1, "QuotaRejections": 1, "SessionsMoved": 2} {
 		if got := num(server[name]); got != want {
 			t.Errorf("server %s = %v, want %v", name, got, want)
 		}
@@ -267,7 +269,7 @@ func TestEMFLinesFollowTheSpec(t *testing.T) {
 		t.Fatalf("%d lines after a quiet interval, want 1 more (server only)", len(lines))
 	}
 	quiet := checkEMF(t, lines[3])
-	if num(quiet["Requests"]) != 0 || num(quiet["ActiveSessions"]) != 2 {
+	if num(quiet["Requests"]) != 0 || num(quiet["ActiveSessions"]) != 2 || num(quiet["SessionsMoved"]) != 0 {
 		t.Errorf("quiet interval %v", quiet)
 	}
 	if _, ok := quiet["TTFT"]; ok {

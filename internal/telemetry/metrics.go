@@ -84,6 +84,7 @@ type Metrics struct {
 	takenOver         prometheus.Counter
 	attachmentBytes   prometheus.Gauge
 	attachmentRefused prometheus.Counter
+	sessionsMoved     *prometheus.CounterVec // reason
 	unauthenticated   *prometheus.CounterVec // door
 }
 
@@ -118,6 +119,7 @@ type Metrics struct {
 //	requests_taken_over_total             counter
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
+//	sessions_moved_total                  counter   reason (balance|busy)
 //	unauthenticated_refusals_total        counter   door (ws|openai)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
@@ -165,7 +167,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		attachmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "attachment_bytes_in_flight",
 			Help: "Bytes past JETWAY_MAX_FRAME_BYTES of inbound frames being read or admitted (bounded by JETWAY_ATTACHMENT_BYTES_IN_FLIGHT)."}),
 		attachmentRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "attachment_frames_refused_total",
-			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped, their request answered busy, because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT was spent."}),
+			Help: "Frames past JETWAY_MAX_FRAME_BYTES read and dropped because JETWAY_ATTACHMENT_BYTES_IN_FLIGHT (their request answered busy) or the user's share of it, JETWAY_ATTACHMENT_BYTES_PER_USER (rate_limited), was spent."}),
+		sessionsMoved: counter("sessions_moved_total", "Sessions asked to move to another server (a draining frame for that session), "+
+			"by reason: balance (this server above the fleet's mean), busy (answered busy while another server had room).", "reason"),
 		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
 			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 	}
@@ -174,7 +178,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated)
+			m.unauthenticated, m.sessionsMoved)
 	}
 	return m
 }
@@ -443,11 +447,36 @@ func (m *Metrics) AttachmentBytesInFlight(n int64) {
 	m.attachmentBytes.Set(float64(n))
 }
 
-// AttachmentFrameRefused counts a frame dropped, and its request answered
-// busy, because the server's budget for large frames was spent.
+// AttachmentFrameRefused counts a frame dropped, and its request refused,
+// because the server's budget for large frames, or the user's share of
+// it, was spent.
 func (m *Metrics) AttachmentFrameRefused() {
 	if m == nil {
 		return
 	}
 	m.attachmentRefused.Inc()
+}
+
+// Why a session was asked to move: the reason label of
+// jetway_sessions_moved_total, a fixed set.
+const (
+	// MoveBalance: this server held more sessions than the fleet's mean by
+	// the balance margin.
+	MoveBalance = "balance"
+	// MoveBusy: the session's request was answered busy while another
+	// server had room.
+	MoveBusy = "busy"
+)
+
+// SessionMoved counts a session asked to move to another server; reason is
+// MoveBalance or MoveBusy (anything else is counted as "other").
+func (m *Metrics) SessionMoved(reason string) {
+	if m == nil {
+		return
+	}
+	if reason != MoveBalance && reason != MoveBusy {
+		reason = "other"
+	}
+	m.sessionsMoved.WithLabelValues(reason).Inc()
+	m.emf.Load().addMoved()
 }

@@ -98,6 +98,10 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 	m.UsageRecordsDropped(SinkFile, 3)
 	m.AttachmentBytesInFlight(5 << 20)
 	m.AttachmentFrameRefused()
+	m.SessionMoved(MoveBalance)
+	m.SessionMoved(MoveBalance)
+	m.SessionMoved(MoveBusy)
+	m.SessionMoved("from a client") // not in the set: "other"
 	m.UnauthenticatedRefusal("openai")
 	m.UnauthenticatedRefusal("openai")
 
@@ -130,6 +134,9 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"breaker", gauge("jetway_breaker_state", map[string]string{"model": "haiku"}), 2},
 		{"usage sent", counter("jetway_usage_records_sent_total", map[string]string{"sink": "firehose"}), 7},
 		{"usage failed", counter("jetway_usage_records_failed_total", map[string]string{"sink": "firehose"}), 2},
+		{"moved balance", counter("jetway_sessions_moved_total", map[string]string{"reason": "balance"}), 2},
+		{"moved busy", counter("jetway_sessions_moved_total", map[string]string{"reason": "busy"}), 1},
+		{"moved other", counter("jetway_sessions_moved_total", map[string]string{"reason": "other"}), 1},
 		{"usage dropped", counter("jetway_usage_records_dropped_total", map[string]string{"sink": "file"}), 3},
 		{"attachment bytes in flight", gauge("jetway_attachment_bytes_in_flight", nil), 5 << 20},
 		{"attachment frames refused", counter("jetway_attachment_frames_refused_total", nil), 1},

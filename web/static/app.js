@@ -5,7 +5,8 @@
 // reasoning (collapsible), an attached image, a tool the model can call that
 // runs in the page (a calculator), time to first token and latency, the
 // quota, plain errors (a 429 with the time until the window resets), the
-// connection state, and the app's model allowlist.
+// connection state, and the app's model allowlist; Copy and Retry under
+// every answer, example questions in an empty conversation.
 //
 // Query parameters: ws=<url>[,<url>...] gateway WebSocket endpoints
 // (default: this page's host); ttl=<seconds> dev token lifetime.
@@ -30,6 +31,16 @@ import { renderMarkdown } from './markdown.js';
  * @property {string} model '' for the app's default
  * @property {boolean} tools offer the calculator
  * @property {boolean} reasoning ask the model to think first (the model needs the reasoning capability)
+ */
+
+/**
+ * One question and what it needs to be asked again (retryAnswer).
+ * @typedef {Object} Question
+ * @property {HTMLElement} li the user's turn
+ * @property {Message[]} before the conversation before it
+ * @property {Message} message the question itself
+ * @property {Tool[]|undefined} tools
+ * @property {AskOptions} opts
  */
 
 /**
@@ -99,6 +110,17 @@ const reasoningBudget = 1024;
 const maxImageBytes = 150_000;
 /** The longest side of a scaled-down image, in pixels. */
 const scaledImageSide = 1024;
+/** The questions an empty conversation offers. */
+const examples = [
+  { text: 'Where is gate B12?', note: 'Markdown with mock-markdown' },
+  { text: 'How long does boarding take?', note: 'a streamed answer' },
+  { text: '12 * 7 please', note: 'with Calculator and mock-tools' },
+  { text: 'Which gate for Oslo?', note: 'with Reasoning and mock-reasoning' },
+];
+/** The tallest the message box grows, in pixels, before it scrolls. */
+const maxPromptHeight = 192;
+/** @type {WeakMap<HTMLElement, Call>} the call each assistant turn shows */
+const turnCalls = new WeakMap();
 
 start();
 
@@ -235,7 +257,9 @@ function startChat(getToken, models) {
   turns = [];
   $('conversation').replaceChildren();
   $('quota').textContent = '';
+  showExamples();
   $('chat').hidden = false;
+  $('account').hidden = false;
 
   client = connect({ urls: wsURLs, getToken });
   demo.client = client;
@@ -255,6 +279,7 @@ $('ask').addEventListener('submit', (ev) => {
   const text = input.value.trim();
   if (!text || !client) return;
   input.value = '';
+  fitPrompt();
   const image = attached;
   clearAttachment();
   ask(client, text, image, {
@@ -263,6 +288,15 @@ $('ask').addEventListener('submit', (ev) => {
     reasoning: /** @type {HTMLInputElement} */ ($('use-reasoning')).checked,
   });
 });
+
+// The message box grows with its text, up to maxPromptHeight.
+$('prompt').addEventListener('input', fitPrompt);
+
+function fitPrompt() {
+  const input = /** @type {HTMLTextAreaElement} */ ($('prompt'));
+  input.style.height = 'auto';
+  input.style.height = `${Math.min(input.scrollHeight, maxPromptHeight)}px`;
+}
 
 // Enter sends, Shift+Enter starts a new line.
 $('prompt').addEventListener('keydown', (ev) => {
@@ -334,7 +368,7 @@ async function fitImage(file) {
  */
 function ask(c, text, image, opts) {
   const q = el('li', 'turn user');
-  q.append(el('p', 'who', 'You'));
+  q.append(el('p', 'who visually-hidden', 'You'));
   if (image) {
     const thumb = /** @type {HTMLImageElement} */ (el('img', 'thumb'));
     thumb.src = image.url;
@@ -343,42 +377,71 @@ function ask(c, text, image, opts) {
   }
   q.append(el('div', 'text', text));
   $('conversation').append(q);
+  $('empty').hidden = true;
   /** @type {Message} */
-  const question = { role: 'user', content: image ? [image.block, { type: 'text', text }] : text };
-  const messages = [...turns, question];
-  // A conversation that holds tool calls must offer the tools again.
-  const tools = opts.tools || messages.some(hasToolBlocks) ? [calculator] : undefined;
-  answer(c, messages, tools, opts, 0);
+  const message = { role: 'user', content: image ? [image.block, { type: 'text', text }] : text };
+  // The calculator is offered when it is ticked. A question's tool rounds
+  // stay within it (the conversation keeps only its final answer), so a
+  // later question without the tool needs none.
+  /** @type {Question} */
+  const question = { li: q, before: turns, message, tools: opts.tools ? [calculator] : undefined, opts };
+  answer(c, question, [...turns, message], 0);
+}
+
+/**
+ * Asks a question again, as a new request (a new request id): its answers
+ * and every later turn are replaced.
+ * @param {Question} question
+ */
+function retryAnswer(question) {
+  if (!client) return;
+  for (let next = question.li.nextElementSibling; next; next = question.li.nextElementSibling) {
+    const call = turnCalls.get(/** @type {HTMLElement} */ (next));
+    if (call && !call.done && !call.error) call.cancel();
+    next.remove();
+  }
+  turns = question.before;
+  answer(client, question, [...question.before, question.message], 0);
 }
 
 /**
  * One model call: streams it into a new assistant turn; a tool_use stop
  * runs the tools and calls the model again with their results.
  * @param {Client} c
- * @param {Message[]} messages
- * @param {Tool[]|undefined} tools
- * @param {AskOptions} opts
+ * @param {Question} question
+ * @param {Message[]} messages the question's conversation so far
  * @param {number} round tool rounds so far
  */
-function answer(c, messages, tools, opts, round) {
+function answer(c, question, messages, round) {
+  const { tools, opts } = question;
   const a = el('li', 'turn assistant');
   a.dataset.state = 'waiting';
   a.setAttribute('aria-busy', 'true');
   const who = el('p', 'who', 'Assistant');
   const view = new AnswerView();
+  const actions = el('div', 'actions');
+  const stop = action('stop', 'Stop', 'Stop this answer', icons.stop);
   const meta = el('p', 'meta', 'Waiting for the gateway…');
-  const stop = /** @type {HTMLButtonElement} */ (el('button', 'link stop', 'Stop'));
-  stop.type = 'button';
-  a.append(who, ...view.elements, meta, stop);
+  actions.append(stop, meta);
+  a.append(who, ...view.elements, actions);
   $('conversation').append(a);
   scrollToEnd();
+
+  /** Copy and Retry, for the answer that ends the question. */
+  const offerActions = () => {
+    const copy = action('copy', 'Copy', 'Copy the answer', icons.copy);
+    copy.addEventListener('click', () => copyAnswer(copy, call.text));
+    const retry = action('retry', 'Retry', 'Ask this again (a new request)', icons.retry);
+    retry.addEventListener('click', () => retryAnswer(question));
+    actions.prepend(copy, retry);
+  };
 
   const reasoning = opts.reasoning ? { budget_tokens: reasoningBudget } : undefined;
   const call = c.send({ messages, model: opts.model || undefined, tools, reasoning }, {
     onAccepted: (acc) => {
       a.dataset.state = 'streaming';
       a.dataset.requestId = call.id;
-      who.textContent = `Assistant · ${acc.model}${acc.cached ? ' (cached)' : ''}`;
+      who.replaceChildren(el('span', 'visually-hidden', 'Assistant · '), `${acc.model}${acc.cached ? ' (cached)' : ''}`);
       meta.textContent = 'Answering…';
       renderQuota(acc.quota);
     },
@@ -399,33 +462,111 @@ function answer(c, messages, tools, opts, round) {
         if (round >= maxToolRounds) {
           const box = el('p', 'error', `Stopped: the model asked for tools ${maxToolRounds} times in a row.`);
           box.setAttribute('role', 'alert');
-          a.append(box);
+          actions.before(box);
+          offerActions();
         } else {
           const results = toolCalls(done).map((use) => view.ran(use, runTool(use)));
-          answer(c, [...messages, ...nextTurn(done, results)], tools, opts, round + 1);
+          answer(c, question, [...messages, ...nextTurn(done, results)], round + 1);
         }
       } else {
-        turns = [...messages, { role: 'assistant', content: done.text }];
+        turns = [...question.before, question.message, { role: 'assistant', content: done.text }];
+        offerActions();
       }
       if (follow) scrollToEnd();
     },
     onError: (err) => {
       const follow = nearEnd();
       view.finish(call);
-      a.dataset.state = 'error';
       a.dataset.code = err.code;
       a.removeAttribute('aria-busy');
       stop.remove();
-      if (err.text) view.text(err.text);
+      // view.finish painted call.text: jetway.js keeps the longer of what
+      // arrived and what an interrupted terminal saved, so it never shrinks.
       meta.textContent = call.ttftMs !== null ? `First token ${call.ttftMs} ms · stopped after ${seconds(call.latencyMs ?? 0)}` : '';
-      const box = el('p', 'error');
-      box.setAttribute('role', 'alert');
-      a.append(box);
-      renderError(box, err);
+      if (err.code === 'cancelled') {
+        // The user stopped it: a quiet note, not an error.
+        a.dataset.state = 'stopped';
+        actions.before(el('p', 'note', 'Stopped'));
+      } else {
+        a.dataset.state = 'error';
+        const box = el('p', 'error');
+        box.setAttribute('role', 'alert');
+        actions.before(box);
+        renderError(box, err);
+      }
+      // Retry (for an interrupted answer too: the server died mid-answer)
+      // asks the question again as a new request.
+      offerActions();
       if (follow) scrollToEnd();
     },
   });
+  turnCalls.set(a, call);
   stop.addEventListener('click', () => call.cancel());
+}
+
+/**
+ * A small button under an answer.
+ * @param {string} cls
+ * @param {string} label
+ * @param {string} title
+ * @param {string} icon SVG markup (the page's own constants)
+ */
+function action(cls, label, title, icon) {
+  const b = /** @type {HTMLButtonElement} */ (el('button', `icon-action ${cls}`));
+  b.type = 'button';
+  b.title = title;
+  b.innerHTML = icon;
+  b.append(el('span', 'label', label));
+  return b;
+}
+
+/** Icons of the answer actions (fixed markup, never model text). */
+const icons = {
+  stop: '<svg aria-hidden="true" viewBox="0 0 24 24" width="14" height="14"><rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/></svg>',
+  copy: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><rect x="9" y="9" width="12" height="12" rx="2"/><path d="M5 15H4a1 1 0 0 1-1-1V4a1 1 0 0 1 1-1h10a1 1 0 0 1 1 1v1"/></svg>',
+  retry: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M3 12a9 9 0 0 1 15.5-6.2L21 8"/><path d="M21 3v5h-5"/><path d="M21 12a9 9 0 0 1-15.5 6.2L3 16"/><path d="M3 21v-5h5"/></svg>',
+};
+
+/**
+ * Copies an answer's text (its Markdown) and says so on the button.
+ * @param {HTMLButtonElement} button
+ * @param {string} text
+ */
+async function copyAnswer(button, text) {
+  const label = /** @type {HTMLElement} */ (button.querySelector('.label'));
+  try {
+    await navigator.clipboard.writeText(text);
+    label.textContent = 'Copied';
+    button.dataset.done = '';
+  } catch {
+    label.textContent = 'Copy failed';
+  }
+  setTimeout(() => {
+    label.textContent = 'Copy';
+    delete button.dataset.done;
+  }, copiedForMs);
+}
+
+/** How long a Copy button says Copied. */
+const copiedForMs = 1500;
+
+/** Fills the empty conversation's example questions. */
+function showExamples() {
+  const list = $('examples');
+  list.replaceChildren();
+  for (const ex of examples) {
+    const b = /** @type {HTMLButtonElement} */ (el('button', 'example', ex.text));
+    b.type = 'button';
+    b.append(el('small', '', ex.note));
+    b.addEventListener('click', () => {
+      /** @type {HTMLTextAreaElement} */ ($('prompt')).value = ex.text;
+      /** @type {HTMLFormElement} */ ($('ask')).requestSubmit();
+    });
+    const li = document.createElement('li');
+    li.append(b);
+    list.append(li);
+  }
+  $('empty').hidden = false;
 }
 
 /**
@@ -600,14 +741,6 @@ function calculate(expr) {
   return v;
 }
 
-/**
- * Whether a message holds tool calls or results.
- * @param {Message} m
- */
-function hasToolBlocks(m) {
-  return Array.isArray(m.content) && m.content.some((b) => b.type === 'tool_use' || b.type === 'tool_result');
-}
-
 /** @param {string[]} models */
 function showModels(models) {
   const select = /** @type {HTMLSelectElement} */ ($('model'));
@@ -647,7 +780,6 @@ function renderError(box, err) {
     quota_exceeded: 'Token quota exceeded.',
     rate_limited: 'Too many requests at once.',
     model_not_allowed: 'This app may not use that model.',
-    cancelled: 'Stopped.',
     busy: 'The gateway is busy.',
     model_unavailable: 'The model is unavailable right now.',
     timeout: 'The model took too long.',
@@ -657,7 +789,7 @@ function renderError(box, err) {
   const lead = words[err.code] ?? `${err.message || 'Something went wrong'}.`;
   const ms = err.retryAfterMs;
   if (!ms || ms <= 0) {
-    box.textContent = err.retryable && err.code !== 'cancelled' ? `${lead} You can send it again.` : lead;
+    box.textContent = err.retryable ? `${lead} You can send it again.` : lead;
     return;
   }
   const until = Date.now() + ms;

@@ -451,6 +451,7 @@ export const SUBPROTOCOL = 'jetway.v1';
  * @property {number} terminals terminal frames received (replays included)
  * @property {number} refusals retryable refusals of an accepted call's resume (resumed again after retry_after_ms)
  * @property {boolean} mismatch done.text differed from the chunks joined, or done.blocks from the blocks they assembled
+ * @property {boolean} keptLonger the terminal error (`interrupted`) held fewer chunks than the call had received: the call and the error keep the call's longer text
  */
 
 // ---------------------------------------------------------------------------
@@ -498,6 +499,16 @@ export class JetwayError extends Error {
     this.chunks = frame.chunks;
     /** @type {Partial<ErrorFrame>} */
     this.frame = frame;
+  }
+
+  /**
+   * The server that owned the answer died mid-answer (`interrupted`,
+   * retryable): `text` is the longest answer known (the server's saved
+   * text, or the call's own when it had received more). Retry by sending
+   * the question again as a new request (a new request id).
+   */
+  get interrupted() {
+    return this.code === 'interrupted';
   }
 }
 
@@ -727,7 +738,7 @@ export class Call {
     /** @type {boolean} */
     this.finished = false;
     /** @type {CallStats} */
-    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, refusals: 0, mismatch: false };
+    this.stats = { chunksReceived: 0, duplicates: 0, outOfOrder: 0, resends: 0, resumes: 0, terminals: 0, refusals: 0, mismatch: false, keptLonger: false };
     /** @type {number} when send() was called (performance.now() ms) */
     this.sentAt = now();
     /** @type {number|null} */
@@ -925,6 +936,8 @@ export class Client {
     this._flaps = 0;
     /** @private the next getToken call must return a fresh token */
     this._force = false;
+    /** @private @type {string|null} the last token getToken gave */
+    this._lastToken = null;
     /** @private */
     this._everConnected = false;
     /** @private @type {Array<{resolve: (r: ReadyFrame) => void, reject: (e: Error) => void}>} */
@@ -1158,7 +1171,44 @@ export class Client {
     let token = await this._o.getToken({ force, reason });
     if (!force && expiresWithin(token, 2000)) token = await this._o.getToken({ force: true, reason: 'rejected' });
     if (typeof token !== 'string' || token === '') throw new TypeError('jetway: getToken returned no token');
+    this._lastToken = token;
     return token;
+  }
+
+  /**
+   * The token for a connection attempt. When getToken fails (its server may
+   * be the one that died) the last token it gave is used while it has not
+   * expired, so the client still moves on to the next url; the next attempt
+   * asks getToken again.
+   * @private
+   * @returns {Promise<string>}
+   */
+  async _dialToken() {
+    const force = this._force;
+    const last = this._lastToken;
+    const fresh = this._token(force, force ? 'rejected' : 'connect');
+    if (last === null || expiresWithin(last, 2000)) {
+      const token = await fresh;
+      this._force = false;
+      return token;
+    }
+    // With a token in hand, a getToken that hangs counts as failed too.
+    /** @type {ReturnType<typeof setTimeout>|undefined} */
+    let timer;
+    const slow = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`jetway: getToken took over ${this._o.connectTimeoutMs} ms`)), this._o.connectTimeoutMs);
+    });
+    try {
+      const token = await Promise.race([fresh, slow]);
+      this._force = false;
+      return token;
+    } catch {
+      fresh.catch(() => {}); // it may still fail after the timeout
+      this._force = true;
+      return last;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -1178,9 +1228,7 @@ export class Client {
         if (this._closed) return;
         const url = this._urls[this._urlIndex % this._urls.length];
         try {
-          const force = this._force;
-          const token = await this._token(force, force ? 'rejected' : 'connect');
-          this._force = false;
+          const token = await this._dialToken();
           if (this._closed) return;
           await this._open(url, token);
           return;
@@ -1579,15 +1627,19 @@ export class Client {
       else call[kIn].conn = null;
       return;
     }
-    if (f.code === 'draining' && !call.accepted) {
-      // It reached a server that is shutting down: send it to the next one.
+    if ((f.code === 'draining' || (f.code === 'busy' && f.retryable && conn.draining)) && !call.accepted) {
+      // It reached a server that is shutting down, or a busy one that asked
+      // this connection to move (it has room elsewhere; the draining frame
+      // came first): send it to the next one.
       call.stats.terminals--;
       call[kIn].conn = null;
       const c = this._sendable();
       if (c && c !== conn) this._transmit(call, c);
       return;
     }
-    this._finish(call, null, new JetwayError(f));
+    const err = new JetwayError(f);
+    if (f.chunks != null) keepLonger(call, err);
+    this._finish(call, null, err);
   }
 
   /**
@@ -1640,6 +1692,28 @@ export class Client {
       callback(call.onError, err, call);
     }
     wake(call);
+  }
+}
+
+/**
+ * An accepted call's terminal error holds the text streamed before it
+ * ended; an `interrupted` one holds what the dead owner had saved, which
+ * can be less than this call received (PROTOCOL.md v1.1). The longer
+ * contiguous answer wins, in the call (text, blocks) and in the error (text,
+ * chunks), so an answer never shrinks.
+ * @param {Call} call
+ * @param {JetwayError} err
+ */
+function keepLonger(call, err) {
+  const saved = err.chunks ?? 0;
+  if (call.lastSeq > saved) {
+    err.text = call.text;
+    err.chunks = call.lastSeq;
+    call.stats.keptLonger = true;
+  } else if (saved > call.lastSeq && typeof err.text === 'string') {
+    // Chunks this call never saw (a resume of an answer that had ended).
+    call.text = err.text;
+    if (call.blocks.every((b) => b.type === 'text')) call.blocks = err.text ? [{ type: 'text', text: err.text }] : [];
   }
 }
 

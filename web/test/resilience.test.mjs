@@ -236,3 +236,40 @@ test('unreachable servers: jittered exponential backoff between attempts, moving
     c.close();
   }
 });
+
+test('the token server dies with the gateway: the next url with the token in hand, identical answer', { timeout: 20000 }, async () => {
+  // As the demo page whose own origin (its /dev/token) is the gateway that
+  // died: every getToken fails from the cut on, forced or not.
+  const messages = prompt('Is the Bergen flight boarding yet?');
+  const want = await reference(A, messages);
+  const proxy = await startProxy(A.ws);
+  const source = tokenSource(A.http, { sub: user('token-down') });
+  let down = false;
+  const getToken = async (/** @type {{force: boolean, reason: string}} */ ctx) => {
+    if (down) {
+      source.calls.push(ctx);
+      throw new Error('the token server is down');
+    }
+    return source(ctx);
+  };
+  proxy.cutAt = { chunks: 20, onCut: () => {
+    down = true;
+    proxy.close(); // nothing listens there any more
+  } };
+  const c = open({ urls: [proxy.url, A.ws], minBackoffMs: 20, maxBackoffMs: 200, getToken });
+  try {
+    const call = c.send({ messages });
+    const done = await call.result;
+    assert.equal(done.text, want);
+    assert.equal(call.stats.duplicates, 0);
+    assert.equal(c.url, A.ws);
+    const failed = source.calls.slice(1);
+    assert.ok(failed.length >= 2, `getToken asked on every attempt after the cut: ${JSON.stringify(failed)}`);
+    assert.ok(failed.some((x) => x.force), 'a fresh token was asked for after two failures');
+    const failures = c.states.filter((s) => s.error);
+    assert.ok(failures.length >= 1 && failures.every((s) => s.url === proxy.url), `only the dead url failed: ${JSON.stringify(failures.map((s) => s.url))}`);
+  } finally {
+    c.close();
+    proxy.close();
+  }
+});

@@ -1,5 +1,9 @@
 locals {
   short_name = substr(var.name, 0, 28)
+
+  # What the ALB's health checks send as User-Agent ("ELB-HealthChecker/2.0"),
+  # fixed by AWS: the prefix the task recognizes them by.
+  health_check_user_agent = "ELB-HealthChecker/"
 }
 
 resource "aws_security_group" "alb" {
@@ -78,6 +82,11 @@ resource "aws_lb_target_group" "app" {
 
   deregistration_delay = var.deregistration_delay
 
+  # Every check carries "User-Agent: ELB-HealthChecker/2.0", which a target
+  # group cannot change. Only requests with it arm the task's self-drain
+  # watch (anyone else may poll /readyz), so the task definition sets
+  # JETWAY_HEALTH_CHECK_USER_AGENT to that prefix explicitly
+  # (output health_check_user_agent).
   health_check {
     enabled             = true
     protocol            = "HTTP"

@@ -40,6 +40,11 @@ output "https_listener_arn" {
   value       = aws_lb_listener.https.arn
 }
 
+output "health_check_user_agent" {
+  description = "User-Agent prefix of the target group's health checks, fixed by AWS (the task's JETWAY_HEALTH_CHECK_USER_AGENT: only these checks arm self-drain)."
+  value       = local.health_check_user_agent
+}
+
 output "health_check_interval" {
   description = "Seconds between health checks (the task's JETWAY_HEALTH_CHECK_INTERVAL)."
   value       = aws_lb_target_group.app.health_check[0].interval

@@ -13,12 +13,27 @@ output "cache_table_name" {
   value       = aws_dynamodb_table.this["cache"].name
 }
 
+output "members_table_name" {
+  description = "Name of the fleet membership table (JETWAY_MEMBERS_TABLE)."
+  value       = aws_dynamodb_table.this["members"].name
+}
+
+output "members_table_arn" {
+  description = "ARN of the fleet membership table (the task reads and writes members only, and scans it)."
+  value       = aws_dynamodb_table.this["members"].arn
+}
+
+output "requests_by_server_index_arn" {
+  description = "ARN of the requests table's by_server index (server, ended_ms; keys only), which the task queries for a dead server's records."
+  value       = "${aws_dynamodb_table.this["requests"].arn}/index/${local.requests_by_server.name}"
+}
+
 output "table_names" {
-  description = "All table names by role (quota, requests, cache)."
+  description = "All table names by role (quota, requests, cache, members)."
   value       = { for k, t in aws_dynamodb_table.this : k => t.name }
 }
 
 output "table_arns" {
-  description = "All table ARNs by role (quota, requests, cache)."
-  value       = { for k, t in aws_dynamodb_table.this : k => t.arn }
+  description = "The ARNs of the quota, requests and cache tables by role (members: members_table_arn, with its own narrower permissions)."
+  value       = { for k, t in aws_dynamodb_table.this : k => t.arn if k != "members" }
 }

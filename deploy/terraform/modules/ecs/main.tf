@@ -16,14 +16,18 @@ locals {
     JETWAY_DRAIN_TIMEOUT         = "${var.drain_timeout_seconds}s"
     JETWAY_HEALTH_CHECK_INTERVAL = "${var.health_check_interval}s"
     JETWAY_SELF_DRAIN_MISSES     = tostring(var.self_drain_misses)
-    JETWAY_LOG_LEVEL             = var.log_level
-    JETWAY_QUOTA_TABLE           = var.quota_table_name
-    JETWAY_REQUESTS_TABLE        = var.requests_table_name
-    JETWAY_CACHE_TABLE           = var.cache_table_name
-    JETWAY_FIREHOSE_STREAM       = var.firehose_stream_name
-    JETWAY_EMF                   = "stdout"
-    JETWAY_MAX_INFLIGHT          = tostring(var.max_inflight)
-    AWS_REGION                   = data.aws_region.current.region
+    # Explicit, though it is the gateway's default: the ALB's checks always
+    # send this prefix and only they may arm self-drain.
+    JETWAY_HEALTH_CHECK_USER_AGENT = var.health_check_user_agent
+    JETWAY_LOG_LEVEL               = var.log_level
+    JETWAY_QUOTA_TABLE             = var.quota_table_name
+    JETWAY_REQUESTS_TABLE          = var.requests_table_name
+    JETWAY_CACHE_TABLE             = var.cache_table_name
+    JETWAY_MEMBERS_TABLE           = var.members_table_name
+    JETWAY_FIREHOSE_STREAM         = var.firehose_stream_name
+    JETWAY_EMF                     = "stdout"
+    JETWAY_MAX_INFLIGHT            = tostring(var.max_inflight)
+    AWS_REGION                     = data.aws_region.current.region
   }
 
   log_options = {

@@ -118,6 +118,17 @@ variable "health_check_interval" {
   default     = 10
 }
 
+variable "health_check_user_agent" {
+  description = "JETWAY_HEALTH_CHECK_USER_AGENT: the User-Agent prefix of the load balancer's health checks (pass the alb module's output; an ALB always sends ELB-HealthChecker/2.0, AWS offers no setting). Only /readyz requests carrying it arm self-drain."
+  type        = string
+  default     = "ELB-HealthChecker/"
+
+  validation {
+    condition     = length(var.health_check_user_agent) > 0
+    error_message = "health_check_user_agent must not be empty."
+  }
+}
+
 variable "self_drain_misses" {
   description = "JETWAY_SELF_DRAIN_MISSES: health check intervals without a check after which the task drains (deregistered); 0 turns it off."
   type        = number
@@ -164,6 +175,11 @@ variable "requests_table_name" {
 
 variable "cache_table_name" {
   description = "JETWAY_CACHE_TABLE."
+  type        = string
+}
+
+variable "members_table_name" {
+  description = "JETWAY_MEMBERS_TABLE: the fleet membership table."
   type        = string
 }
 

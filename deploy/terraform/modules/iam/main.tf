@@ -51,7 +51,7 @@ data "aws_iam_policy_document" "ecs_tasks_assume" {
 # The task role: what the gateway process itself may do. Nothing else.
 resource "aws_iam_role" "task" {
   name               = "${var.name}-task"
-  description        = "Jetway gateway task: stream from the configured Bedrock models, its three tables, its delivery stream, its log group"
+  description        = "Jetway gateway task: stream from the configured Bedrock models, its four tables, its delivery stream, its log group"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
 
   tags = var.tags
@@ -88,6 +88,29 @@ data "aws_iam_policy_document" "task" {
       "dynamodb:Query",
     ]
     resources = var.dynamodb_table_arns
+  }
+
+  # Membership: each server writes and deletes its own item and reads the
+  # fleet's with a Scan (a handful of items). Nothing else on that table.
+  statement {
+    sid    = "Members"
+    effect = "Allow"
+    actions = [
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:UpdateItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:Scan",
+    ]
+    resources = [var.members_table_arn]
+  }
+
+  # A survivor finds a dead server's request records through the index.
+  statement {
+    sid       = "RequestsByServer"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = [var.requests_by_server_index_arn]
   }
 
   statement {

@@ -26,6 +26,16 @@ variable "dynamodb_table_arns" {
   type        = list(string)
 }
 
+variable "members_table_arn" {
+  description = "ARN of the fleet membership table (GetItem, PutItem, UpdateItem, DeleteItem and Scan only)."
+  type        = string
+}
+
+variable "requests_by_server_index_arn" {
+  description = "ARN of the requests table's by_server index (Query only)."
+  type        = string
+}
+
 variable "firehose_stream_arn" {
   description = "ARN of the usage delivery stream."
   type        = string

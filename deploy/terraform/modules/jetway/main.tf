@@ -148,6 +148,8 @@ module "iam" {
   bedrock_inference_profile_ids = var.bedrock_inference_profile_ids
   bedrock_guardrail_ids         = var.bedrock_guardrail_ids
   dynamodb_table_arns           = values(module.dynamodb.table_arns)
+  members_table_arn             = module.dynamodb.members_table_arn
+  requests_by_server_index_arn  = module.dynamodb.requests_by_server_index_arn
   firehose_stream_arn           = module.analytics.firehose_stream_arn
   log_group_arn                 = module.ecs.log_group_arn
   ecr_repository_arn            = module.ecr.repository_arn
@@ -157,31 +159,33 @@ module "iam" {
 module "ecs" {
   source = "../ecs"
 
-  name                  = var.name
-  image                 = "${module.ecr.repository_url}:${var.image_tag}"
-  cpu                   = var.task_cpu
-  memory                = var.task_memory
-  cpu_architecture      = var.cpu_architecture
-  desired_count         = var.min_tasks
-  vpc_id                = module.network.vpc_id
-  private_subnet_ids    = module.network.private_subnet_ids
-  alb_security_group_id = module.alb.security_group_id
-  target_group_arn      = module.alb.target_group_arn
-  health_check_interval = module.alb.health_check_interval
-  deregistration_delay  = module.alb.deregistration_delay
-  execution_role_arn    = module.iam.execution_role_arn
-  task_role_arn         = module.iam.task_role_arn
-  auth_issuer           = module.cognito.issuer
-  allowed_origins       = var.allowed_origins
-  log_level             = var.log_level
-  max_inflight          = var.max_inflight
-  quota_table_name      = module.dynamodb.quota_table_name
-  requests_table_name   = module.dynamodb.requests_table_name
-  cache_table_name      = module.dynamodb.cache_table_name
-  firehose_stream_name  = module.analytics.firehose_stream_name
-  config_yaml           = templatefile(var.config_template_file, { client_ids = module.cognito.app_client_ids })
-  log_retention_days    = var.log_retention_days
-  tags                  = var.tags
+  name                    = var.name
+  image                   = "${module.ecr.repository_url}:${var.image_tag}"
+  cpu                     = var.task_cpu
+  memory                  = var.task_memory
+  cpu_architecture        = var.cpu_architecture
+  desired_count           = var.min_tasks
+  vpc_id                  = module.network.vpc_id
+  private_subnet_ids      = module.network.private_subnet_ids
+  alb_security_group_id   = module.alb.security_group_id
+  target_group_arn        = module.alb.target_group_arn
+  health_check_interval   = module.alb.health_check_interval
+  health_check_user_agent = module.alb.health_check_user_agent
+  deregistration_delay    = module.alb.deregistration_delay
+  execution_role_arn      = module.iam.execution_role_arn
+  task_role_arn           = module.iam.task_role_arn
+  auth_issuer             = module.cognito.issuer
+  allowed_origins         = var.allowed_origins
+  log_level               = var.log_level
+  max_inflight            = var.max_inflight
+  quota_table_name        = module.dynamodb.quota_table_name
+  requests_table_name     = module.dynamodb.requests_table_name
+  cache_table_name        = module.dynamodb.cache_table_name
+  members_table_name      = module.dynamodb.members_table_name
+  firehose_stream_name    = module.analytics.firehose_stream_name
+  config_yaml             = templatefile(var.config_template_file, { client_ids = module.cognito.app_client_ids })
+  log_retention_days      = var.log_retention_days
+  tags                    = var.tags
 }
 
 module "autoscaling" {

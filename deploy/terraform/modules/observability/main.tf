@@ -30,6 +30,30 @@ locals {
       ]
     },
     {
+      # Sessions stay on the task they landed on unless a busy task asks idle
+      # ones to move (issue 22): busiest / mean near 1 means the fleet is spread.
+      title  = "Session spread across tasks (busiest, mean, quietest)"
+      stat   = "Average"
+      period = 60
+      metrics = [
+        [{ expression = "SEARCH('{${local.ns},Server} MetricName=\"ActiveSessions\"', 'Average', 60)", id = "pertask", label = "", visible = false }],
+        [{ expression = "MAX(pertask)", id = "busiest", label = "busiest task" }],
+        [{ expression = "AVG(pertask)", id = "mean", label = "mean per task" }],
+        [{ expression = "MIN(pertask)", id = "quietest", label = "quietest task" }],
+        [{ expression = "IF(mean > 0, busiest / mean, 1)", id = "ratio", label = "busiest / mean", yAxis = "right" }],
+      ]
+    },
+    {
+      title  = "Sessions moved per minute, takeovers of dead servers' requests"
+      stat   = "Sum"
+      period = 60
+      metrics = [
+        [local.ns, "SessionsMoved", { label = "sessions moved (all tasks)" }],
+        [{ expression = "SEARCH('{${local.ns},Server} MetricName=\"SessionsMoved\"', 'Sum', 60)", id = "movedby", label = "" }],
+        [local.ns, "Takeovers", { label = "takeovers (a server died)", color = "#d62728", yAxis = "right" }],
+      ]
+    },
+    {
       title  = "Time to first token (ms)"
       stat   = "p50"
       period = 60
@@ -263,6 +287,45 @@ resource "aws_cloudwatch_metric_alarm" "ttft" {
   evaluation_periods  = 3
   comparison_operator = "GreaterThanThreshold"
   threshold           = var.ttft_p95_threshold_ms
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.actions
+  ok_actions          = local.actions
+
+  tags = var.tags
+}
+
+# A takeover is a survivor ending a dead server's request as interrupted and
+# settling its quota: it happens only when a server died (SIGKILL, OOM, host
+# loss), never on a deploy or a scale-in.
+resource "aws_cloudwatch_metric_alarm" "takeovers" {
+  alarm_name          = "${var.name}-takeovers"
+  alarm_description   = "A server died with requests in flight: survivors took over its request records (Jetway Takeovers > 0 in 5 minutes). Find the stopped task and why (ECS stopped reason, OOM). See docs/operations.md."
+  namespace           = local.ns
+  metric_name         = "Takeovers"
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.actions
+  ok_actions          = local.actions
+
+  tags = var.tags
+}
+
+# Busy tasks ask idle sessions to move at a bounded rate; many moves minute
+# after minute mean the fleet keeps reshuffling instead of settling.
+resource "aws_cloudwatch_metric_alarm" "sessions_moved" {
+  alarm_name          = "${var.name}-sessions-moved"
+  alarm_description   = "More than ${var.sessions_moved_per_minute_threshold} sessions a minute asked to move, for 3 minutes (Jetway SessionsMoved, all tasks): a balancing storm. See docs/operations.md."
+  namespace           = local.ns
+  metric_name         = "SessionsMoved"
+  statistic           = "Sum"
+  period              = 60
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.sessions_moved_per_minute_threshold
   treat_missing_data  = "notBreaching"
   alarm_actions       = local.actions
   ok_actions          = local.actions

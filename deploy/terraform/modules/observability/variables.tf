@@ -84,6 +84,17 @@ variable "ttft_p95_threshold_ms" {
   default     = 5000
 }
 
+variable "sessions_moved_per_minute_threshold" {
+  description = "Alarm when the fleet asks more sessions than this to move in a minute, three minutes in a row (a balancing storm)."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.sessions_moved_per_minute_threshold > 0
+    error_message = "sessions_moved_per_minute_threshold must be above 0."
+  }
+}
+
 variable "cpu_threshold" {
   description = "Alarm when the service's average CPU stays above this percentage for 15 minutes (autoscaling is at its maximum or too slow)."
   type        = number

@@ -112,6 +112,7 @@ run "ecs" {
     quota_table_name      = "q"
     requests_table_name   = "r"
     cache_table_name      = "c"
+    members_table_name    = "m"
     firehose_stream_name  = "f"
     config_yaml           = "models: []"
   }
@@ -123,6 +124,14 @@ run "ecs" {
   assert {
     condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_INTERVAL"] == "${var.health_check_interval}s"
     error_message = "the task must know the health check interval"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_HEALTH_CHECK_USER_AGENT"] == "ELB-HealthChecker/"
+    error_message = "the task must be told, explicitly, the User-Agent prefix of the ALB's health checks (only they arm self-drain)"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_MEMBERS_TABLE"] == "m"
+    error_message = "the task must get the members table"
   }
   # Deregistration: the ALB stops health checks; the task notices within
   # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
@@ -164,12 +173,20 @@ run "dynamodb" {
   }
 
   assert {
-    condition     = toset(keys(aws_dynamodb_table.this)) == toset(["quota", "requests", "cache"])
-    error_message = "want the quota, requests and cache tables"
+    condition     = toset(keys(aws_dynamodb_table.this)) == toset(["quota", "requests", "cache", "members"])
+    error_message = "want the quota, requests, cache and members tables"
   }
   assert {
-    condition     = alltrue([for t in aws_dynamodb_table.this : t.point_in_time_recovery[0].enabled])
-    error_message = "every table has point-in-time recovery"
+    condition     = alltrue([for k, t in aws_dynamodb_table.this : t.point_in_time_recovery[0].enabled == (k != "members")])
+    error_message = "every table but members (which only describes running servers) has point-in-time recovery"
+  }
+  assert {
+    condition     = aws_dynamodb_table.this["members"].ttl[0].enabled && aws_dynamodb_table.this["members"].ttl[0].attribute_name == "expires_at" && aws_dynamodb_table.this["members"].hash_key == "pk"
+    error_message = "the members table is keyed by pk and expires a dead server's item by TTL on expires_at"
+  }
+  assert {
+    condition = [for i in aws_dynamodb_table.this["requests"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]] == [["by_server", "server", "ended_ms", "KEYS_ONLY"]] && alltrue([for k, t in aws_dynamodb_table.this : length(t.global_secondary_index) == 0 if k != "requests"])
+    error_message = "the requests table, and only it, has the by_server index (server, ended_ms; keys only)"
   }
   assert {
     condition     = aws_dynamodb_table.this["requests"].ttl[0].enabled && aws_dynamodb_table.this["requests"].ttl[0].attribute_name == "expires_at"
@@ -202,11 +219,13 @@ run "iam" {
     source = "../iam"
   }
   variables {
-    bedrock_model_ids   = ["amazon.nova-micro-v1:0"]
-    dynamodb_table_arns = ["test-table-arn"]
-    firehose_stream_arn = "test-firehose-arn"
-    log_group_arn       = "test-log-group-arn"
-    ecr_repository_arn  = "test-ecr-arn"
+    bedrock_model_ids            = ["amazon.nova-micro-v1:0"]
+    dynamodb_table_arns          = ["test-table-arn"]
+    members_table_arn            = "test-members-arn"
+    requests_by_server_index_arn = "test-requests-arn/index/by_server"
+    firehose_stream_arn          = "test-firehose-arn"
+    log_group_arn                = "test-log-group-arn"
+    ecr_repository_arn           = "test-ecr-arn"
   }
 
   assert {
