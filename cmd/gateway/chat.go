@@ -60,7 +60,7 @@ var demoTools = map[string]demoTool{
 func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway chat", flag.ContinueOnError)
 	url := fs.String("url", defaultChatURL, "the gateway's WebSocket endpoint")
-	token := fs.String("token", "", "bearer token (default: mint dev tokens for --sub, --tenant and --app, as `gateway token` does)")
+	token := fs.String("token", "", "bearer token (default: mint dev tokens for --sub, --tenant and --app, as gateway token does)")
 	model := fs.String("model", "", "model id (default: the app's default model)")
 	system := fs.String("system", "", "system prompt")
 	reasoning := fs.Int("reasoning", 0, "reasoning budget in tokens for a reasoning model (0: none; the protocol's minimum is 1024)")

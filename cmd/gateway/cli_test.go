@@ -89,7 +89,7 @@ func TestCommandLineEdges(t *testing.T) {
 		want string
 	}{
 		{[]string{"tables", "-h"}, "-quota-table"}, {[]string{"tables", "--help"}, "-quota-table"},
-		{[]string{"tables", "create", "-h"}, "-quota-table"}, {[]string{"chat", "-h"}, "-tools"}, {[]string{"chat", "Hello", "-h"}, "-model"},
+		{[]string{"tables", "create", "-h"}, "-quota-table"}, {[]string{"chat", "-h"}, "usage: gateway chat [flags] [prompt]"}, {[]string{"chat", "Hello", "-h"}, "-model"},
 	} {
 		args := c.args
 		out, err := runArgs(args...)

@@ -49,6 +49,17 @@ commands:
 
 `
 
+// synopsis is what a command's -h prints before its flags.
+func synopsis(name string) string {
+	switch name {
+	case "gateway serve":
+		return commandList
+	case "gateway chat":
+		return "usage: gateway chat [flags] [prompt]   (without a prompt: one prompt per line from stdin)\n\n"
+	}
+	return ""
+}
+
 // parseFlags parses args into fs. -h and --help print the flags to out and
 // return flag.ErrHelp; a bad flag returns its error and a hint, not the
 // whole listing; a negative number or duration is refused, as the
@@ -59,9 +70,7 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(out)
-			if fs.Name() == "gateway serve" {
-				fmt.Fprint(out, commandList)
-			}
+			fmt.Fprint(out, synopsis(fs.Name()))
 			fmt.Fprintf(out, "usage of %s:\n", fs.Name())
 			fs.PrintDefaults()
 			return err
