@@ -18,13 +18,9 @@ NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/packag
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
-<<<<<<< HEAD
-# Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door; Chromium for the page tests;
-# HAProxy as the load balancer in front of several gateways (TestSessionsSpreadBehindHAProxy).
-=======
 # Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door, DuckDB (@duckdb/node-api,
-# prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests.
->>>>>>> main
+# prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests;
+# HAProxy as the load balancer in front of several gateways (cmd/gateway's HAProxy tests).
 test-deps:
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
 	@$(NPM_CI)

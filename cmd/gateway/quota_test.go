@@ -50,9 +50,9 @@ func TestArticleTest2Kill(t *testing.T) {
 	// it had admitted but not yet recorded when it died (a round trip's
 	// worth; their clients send them again elsewhere) and of requests
 	// whose end was too close to its last lease write to tell: measured
-	// 127-953 tokens (docs/benchmarks.md), bounded here at three
-	// reservations (~530 tokens each).
-	if lost := r.used - r.usable; lost > 3*530 {
+	// 127-1,864 tokens (docs/benchmarks.md). Each of its sessions (7 of
+	// 20) holds at most one such reservation (~530 tokens).
+	if lost := r.used - r.usable; lost > 7*530 {
 		t.Fatalf("%d tokens counted that no request used (settled %d, used by requests %d)", lost, r.used, r.usable)
 	}
 }
@@ -373,7 +373,7 @@ func TestQuotaLeasesScopesWindowsUSD(t *testing.T) {
 	table := dynalitetest.TableName(t)
 	w.runCommand(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table}, "tables", "create")
 	g := w.start(map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table})
-	owner, _ := g.logs.Find("listening", "")[0]["quota_lease_owner"].(string)
+	owner, _ := g.logs.Find("listening", "")[0]["instance"].(string)
 	if owner == "" {
 		t.Fatal("quota leases are off with a quota table")
 	}

@@ -94,8 +94,10 @@ func TestAbuseRefusalFlood(t *testing.T) {
 
 // TestRequestsTableFailureIsVisible: with the requests table set and
 // DynamoDB unreachable, or no credentials, every request is a retryable
-// busy, logged `rejected` with its cause, and the failed calls are counted
-// in jetway_dynamodb_calls_total{table="requests"}.
+// busy, logged `rejected` with its cause: the server cannot renew its
+// fleet membership (the members table is on the same DynamoDB), so it
+// admits nothing; the failed calls are counted in
+// jetway_dynamodb_calls_total{table="members"}.
 func TestRequestsTableFailureIsVisible(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -127,12 +129,12 @@ func TestRequestsTableFailureIsVisible(t *testing.T) {
 				t.Fatalf("with the requests table failing: %v, want retryable busy", err)
 			}
 			lines := g.logs.Await("rejected", "busy-req-0001", 1, 10*time.Second)
-			if len(lines) != 1 || lines[0]["code"] != "busy" || !strings.Contains(fmt.Sprint(lines[0]["error"]), "request store unavailable") ||
+			if len(lines) != 1 || lines[0]["code"] != "busy" || !strings.Contains(fmt.Sprint(lines[0]["error"]), "fleet membership") ||
 				lines[0]["user"] != "olga" || lines[0]["level"] != "warn" {
 				t.Fatalf("rejected log lines %v, want one warn line with code busy and the cause", lines)
 			}
-			if n := failedDynamoCalls(t, g.Admin, "requests"); n < 1 {
-				t.Fatalf("jetway_dynamodb_calls_total{table=\"requests\",outcome!=\"ok\"} = %v, want >= 1", n)
+			if n := failedDynamoCalls(t, g.Admin, "members"); n < 1 {
+				t.Fatalf("jetway_dynamodb_calls_total{table=\"members\",outcome!=\"ok\"} = %v, want >= 1", n)
 			}
 			t.Logf("rejected: %q", lines[0]["error"])
 		})

@@ -246,8 +246,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// in the background: the heartbeat goes on meanwhile.
 	members.OnGone(gw.Sweep)
 	members.OnExpelled(func() { requestDrain("expelled_from_fleet") })
+	// A server that cannot write its item yet serves, but admits nothing
+	// (busy) until a heartbeat lands: no record of it can exist before
+	// its item does.
 	if err := members.Join(bg); err != nil {
-		return err
+		logger.Error("fleet_join_failed", zap.Error(err))
 	}
 	g.Go(func() error { return members.Run(gctx) })
 	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses(),

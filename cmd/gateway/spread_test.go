@@ -383,3 +383,65 @@ func checkMoveRate(t *testing.T, server int, lines []map[string]any) {
 		}
 	}
 }
+
+// disable puts server i in maintenance: HAProxy stops sending it
+// connections and health checks, as an ALB does to a target it
+// deregisters.
+func (h *haproxy) disable(t *testing.T, i int) {
+	t.Helper()
+	out, err := h.command(fmt.Sprintf("disable server gateways/g%d", i))
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("disable server g%d: %q, %v", i, out, err)
+	}
+}
+
+// TestDeregisteredGatewaySelfDrainsBehindHAProxy: a gateway the load
+// balancer stops checking (disabled in HAProxy) drains by itself: its
+// sessions move to the other gateway through the load balancer, and it is
+// empty within 60 s, while every answer still completes.
+func TestDeregisteredGatewaySelfDrainsBehindHAProxy(t *testing.T) {
+	const sessions = 20
+	w := newWorld(t, fastPace())
+	env := map[string]string{"JETWAY_HEALTH_CHECK_INTERVAL": "500ms"} // HAProxy's inter, as Terraform passes the target group's
+	var gws []*proc
+	for i := range 2 {
+		gws = append(gws, w.startProcess(merge(env, map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("dereg-%d", i)})))
+	}
+	lb := startHAProxy(t, gws, nil)
+	// Both are checked by HAProxy (armed) before the sessions come.
+	waitFor(t, 20*time.Second, func() bool {
+		return len(gws[0].logs.Find("self_drain_armed", "")) > 0 && len(gws[1].logs.Find("self_drain_armed", "")) > 0
+	}, func() string { return "both gateways armed by HAProxy's checks" })
+	clients := make([]*client.Client, sessions)
+	for i := range clients {
+		clients[i] = w.dial(gws[0].gw, fmt.Sprintf("dereg-user-%d", i), func(o *client.Options) {
+			o.URLs = []string{lb.URL}
+			o.Reconnect = true
+		})
+		if _, err := waitCall(t, mustSend(t, clients[i], ask(fmt.Sprintf("before %d", i))), 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := activeSessions(t, gws[0].Admin); n == 0 {
+		t.Fatal("no session landed on gateway 0")
+	}
+	disabledAt := time.Now()
+	lb.disable(t, 0)
+	waitFor(t, 60*time.Second, func() bool { return len(gws[0].logs.Find("drained", "")) > 0 },
+		func() string { return "gateway 0 drained after HAProxy stopped checking it" })
+	if l := gws[0].logs.Find("draining", ""); len(l) == 0 || l[0]["reason"] != "health_checks_stopped" {
+		t.Fatalf("gateway 0's drain: %v, want reason health_checks_stopped", l)
+	}
+	waitFor(t, 60*time.Second, func() bool { return activeSessions(t, gws[0].Admin) == 0 },
+		func() string { return "gateway 0 empty" })
+	t.Logf("deregistered gateway drained and empty %s after HAProxy disabled it", time.Since(disabledAt).Round(time.Millisecond))
+	// Every session carries on through the load balancer, on gateway 1.
+	for i, c := range clients {
+		if _, err := waitCall(t, mustSend(t, c, ask(fmt.Sprintf("after %d", i))), 30*time.Second); err != nil {
+			t.Fatalf("session %d after the drain: %v", i, err)
+		}
+	}
+	if n := activeSessions(t, gws[1].Admin); n != sessions {
+		t.Fatalf("gateway 1 holds %d sessions, want all %d", n, sessions)
+	}
+}

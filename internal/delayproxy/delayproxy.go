@@ -34,10 +34,40 @@ type Proxy struct {
 	upstream string
 	delay    time.Duration
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	stalled chan struct{} // non-nil while stalled: closed by Resume
+	wg      sync.WaitGroup
+}
+
+// Stall holds every byte in both directions, on every connection, new ones
+// included, until Resume: the service seems to hang (as a stalled
+// DynamoDB does: no error, no answer). Bytes held are delivered in order
+// after Resume. Stalling twice is a no-op.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Resume ends a Stall.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// gate is closed when bytes may flow (nil: not stalled).
+func (p *Proxy) gate() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled
 }
 
 // Start listens on 127.0.0.1 (a free port) and forwards every connection
@@ -67,6 +97,10 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
 	err := p.ln.Close()
 	for c := range p.conns {
 		c.Close()
@@ -153,6 +187,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			if wait := time.Until(c.due); wait > 0 {
 				t.Reset(wait)
 				<-t.C
+			}
+			if g := p.gate(); g != nil {
+				<-g
 			}
 			if _, err := dst.Write(c.data); err != nil {
 				src.Close() // stop reading what can no longer be delivered

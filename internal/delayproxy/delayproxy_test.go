@@ -106,6 +106,36 @@ func TestCloseEndsConnections(t *testing.T) {
 	}
 }
 
+// TestStallHoldsEveryByteUntilResume: while stalled nothing is answered
+// (a read times out), and after Resume the held bytes arrive in order.
+func TestStallHoldsEveryByteUntilResume(t *testing.T) {
+	p, err := delayproxy.Start(echo(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.Stall()
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 4)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes (%v) while stalled", n, err)
+	}
+	p.Resume()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+		t.Fatalf("after Resume: %q, %v", got, err)
+	}
+	p.Stall() // Close ends a stall too
+}
+
 func TestDropEndsConnectionsAndKeepsAccepting(t *testing.T) {
 	p, err := delayproxy.Start(echo(t), 0)
 	if err != nil {

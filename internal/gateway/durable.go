@@ -328,9 +328,18 @@ func (g *Gateway) reclaimLeases(ctx context.Context, server string, items map[st
 			g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.Error(err))
 			return
 		case !rec.Ended():
-			g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.String("request_id", k.RequestID),
-				zap.String("why", "a record still runs"))
-			return
+			// Missed by the first listing (the index lags): end it first.
+			log, err := g.adoptKey(k.Owner, k.RequestID)
+			if err == nil && waitEnded(ctx, log) {
+				rctx, cancel := g.storeCtx()
+				rec, err = g.records.Get(rctx, k.Owner, k.RequestID)
+				cancel()
+			}
+			if err != nil || !rec.Ended() {
+				g.logger.Warn("quota_reclaim_skipped", zap.String("member", server), zap.String("request_id", k.RequestID),
+					zap.String("why", "a record still runs"), zap.Error(err))
+				return
+			}
 		}
 		g.countUse(rec, server, byItem, keep)
 	}

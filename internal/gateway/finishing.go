@@ -239,11 +239,22 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 	}
 	backoff := persistBackoff
 	until := g.opts.Now().Add(g.opts.ResumeWindow)
+	resynced := false
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := g.storeCtx()
 		err := g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.Instance, stored, snap.Chunks,
 			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
 		cancel()
+		if errors.Is(err, stream.ErrConflict) && !resynced {
+			// A checkpoint whose answer was lost landed late: finish from
+			// what the record holds (once: a second conflict is real).
+			if n, ok := g.storedSeq(o.who.owner, o.who.requestID, o.log); ok {
+				o.logger.Info("record_finish_resynced", zap.Int("from", stored), zap.Int("to", n))
+				resynced, stored = true, n
+				snap = o.log.Read(stored)
+				continue
+			}
+		}
 		if err == nil || errors.Is(err, stream.ErrLostLease) || errors.Is(err, stream.ErrConflict) || errors.Is(err, stream.ErrTooLarge) {
 			if err != nil {
 				o.logger.Warn("record_finish_refused", zap.Error(err))
@@ -261,6 +272,28 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 		}
 		backoff = min(backoff*2, maxStoreBackoff)
 	}
+}
+
+// storedSeq is the seq the request's record holds when its chunks are
+// the first ones of log (they always are unless the record is not this
+// server's): what the owner's next write continues from.
+func (g *Gateway) storedSeq(owner, requestID string, log *stream.Log) (int, bool) {
+	ctx, cancel := g.storeCtx()
+	rec, err := g.records.Get(ctx, owner, requestID)
+	cancel()
+	if err != nil || rec.Server != g.opts.Instance || rec.Ended() {
+		return 0, false
+	}
+	pieces := log.Pieces()
+	if len(rec.Chunks) > len(pieces) {
+		return 0, false
+	}
+	for i, c := range rec.Chunks {
+		if pieces[i] != c {
+			return 0, false
+		}
+	}
+	return rec.Seq(), true
 }
 
 // persistInterrupt ends another server's record with frame; exactly one

@@ -167,3 +167,47 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		<-time.After(2 * time.Millisecond) // polling with a deadline
 	}
 }
+
+// lateRecords applies the first checkpoint but reports it failed, as a
+// write whose answer was lost in a stalled store and that landed late.
+type lateRecords struct {
+	gateway.Records
+	lied atomic.Bool
+}
+
+func (r *lateRecords) Checkpoint(ctx context.Context, owner, id, server string, prev int, chunks []string) error {
+	err := r.Records.Checkpoint(ctx, owner, id, server, prev, chunks)
+	if err == nil && len(chunks) > 0 && r.lied.CompareAndSwap(false, true) {
+		return stream.ErrUnavailable
+	}
+	return err
+}
+
+// TestALateCheckpointIsCaughtUp: the owner's next write conflicts with a
+// checkpoint that landed after the owner gave up on it; the owner reads
+// the record and continues from it, so the record ends with every chunk.
+func TestALateCheckpointIsCaughtUp(t *testing.T) {
+	e := newEnv(t)
+	late := &lateRecords{Records: stream.NewMemoryStore(nil)}
+	e.records = late
+	next := make(chan struct{})
+	a := e.gateway(streamFunc(func(ctx context.Context, chain []router.Target, c router.Call, onDelta func(string)) (router.Outcome, error) {
+		onDelta("one")
+		<-next
+		onDelta(" two")
+		onDelta(" three")
+		return router.Outcome{Model: "cheap", Result: router.Result{UsageReported: true}}, nil
+	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
+	log, _, err := a.Submit(caller("chat"), request("req-late", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the late checkpoint", late.lied.Load)
+	close(next)
+	terminal(t, log)
+	e.settle(a)
+	rec, err := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-late")
+	if err != nil || rec.State != stream.StateDone || rec.Seq() != 3 {
+		t.Fatalf("record %+v (%v), want done with 3 chunks", rec, err)
+	}
+}

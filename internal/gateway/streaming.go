@@ -301,6 +301,14 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 			case errors.Is(err, stream.ErrTooLarge):
 				f.logger.Warn("checkpoint_too_large", zap.Int("seq", stored))
 				lastWrite = time.Now()
+			case errors.Is(err, stream.ErrConflict):
+				// An earlier write whose answer was lost landed late (a
+				// stalled store delivers it after the call gave up):
+				// continue from what the record holds.
+				if n, ok := g.storedSeq(f.caller.Principal.Owner(), f.req.RequestID, f.log); ok {
+					f.logger.Info("checkpoint_resynced", zap.Int("from", stored), zap.Int("to", n))
+					stored = n
+				}
 			default:
 				// Retried at the next tick with everything since: the
 				// record catches up; the answer streams on meanwhile.

@@ -313,6 +313,7 @@ func TestOnlyRequestsUseTheAttachmentBound(t *testing.T) {
 		t.Fatalf("a request with an image: %q", got)
 	}
 }
+
 // partialFrame starts an image request's frame of about size bytes on ws
 // and writes its first n bytes without ending it. The caller must keep
 // reading ws (pings are answered there) and may finish the frame with Close.
