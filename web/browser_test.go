@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/gin-gonic/gin"
 
 	"github.com/jetway-gateway/jetway/client"
 )
@@ -443,9 +443,8 @@ func TestPageDraining(t *testing.T) {
 // TestPageProduction: without the dev endpoints the page offers the Cognito
 // hosted UI, showing its settings (or that they are missing).
 func TestPageProduction(t *testing.T) {
-	gin.SetMode(gin.TestMode)
 	serve := func(c Cognito) string {
-		r := gin.New()
+		r := http.NewServeMux()
 		Mount(r, Options{Cognito: c})
 		srv := httptest.NewServer(r)
 		t.Cleanup(srv.Close)

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -73,35 +71,36 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 
 // Mount adds the page at / with /jetway.js, /app.js, /markdown.js, /style.css, the
 // vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token.
-func Mount(r gin.IRoutes, o Options) {
-	files := http.FS(Files())
-	serve := func(name string) gin.HandlerFunc {
-		return func(c *gin.Context) {
-			h := c.Writer.Header()
+func Mount(mux *http.ServeMux, o Options) {
+	files := Files()
+	serve := func(path, name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
 			h.Set("Cache-Control", "no-cache")
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "no-referrer")
-			if name == "/" {
+			if path == "/" {
 				h.Set("Content-Security-Policy", contentSecurityPolicy)
 			}
-			c.FileFromFS(name, files)
+			http.ServeFileFS(w, r, files, name)
 		}
 	}
-	names := []string{"/", "/jetway.js", "/app.js", "/markdown.js", "/style.css"}
+	mux.HandleFunc("GET /{$}", serve("/", "index.html"))
+	names := []string{"jetway.js", "app.js", "markdown.js", "style.css"}
 	for name := range vendored {
-		names = append(names, "/"+name)
+		names = append(names, name)
 	}
 	for _, name := range names {
-		r.GET(name, serve(name))
+		mux.HandleFunc("GET /"+name, serve("/"+name, name))
 	}
-	r.GET("/config.json", func(c *gin.Context) {
-		c.Header("Cache-Control", "no-cache")
-		c.JSON(http.StatusOK, gin.H{"dev": o.DevIssuer != nil, "cognito": o.Cognito})
+	mux.HandleFunc("GET /config.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		writeJSON(w, http.StatusOK, map[string]any{"dev": o.DevIssuer != nil, "cognito": o.Cognito})
 	})
 	if o.DevIssuer == nil {
 		return
 	}
-	r.GET("/dev/apps", func(c *gin.Context) {
+	mux.HandleFunc("GET /dev/apps", func(w http.ResponseWriter, r *http.Request) {
 		type app struct {
 			Tenant string   `json:"tenant"`
 			App    string   `json:"app"`
@@ -114,11 +113,23 @@ func Mount(r gin.IRoutes, o Options) {
 				out = append(out, app{Tenant: t.ID, App: a.ID, Models: models})
 			}
 		}
-		c.JSON(http.StatusOK, gin.H{"apps": out})
+		writeJSON(w, http.StatusOK, map[string]any{"apps": out})
 	})
-	r.POST("/dev/token", func(c *gin.Context) {
-		mintDevToken(c, o)
+	mux.HandleFunc("POST /dev/token", func(w http.ResponseWriter, r *http.Request) {
+		mintDevToken(w, r, o)
 	})
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // Bounds of POST /dev/token.
@@ -132,26 +143,26 @@ const (
 // from this loopback listener, may ask: another site open in the same
 // browser must not get tokens, nor one whose name resolves to 127.0.0.1
 // (DNS rebinding: its Origin and Host agree, but neither is a loopback name).
-func mintDevToken(c *gin.Context, o Options) {
+func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	fail := func(status int, code, msg string) {
-		c.JSON(status, gin.H{"error": gin.H{"code": code, "message": msg}})
+		writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 	}
-	if !loopbackHost(c.Request.Host) {
+	if !loopbackHost(r.Host) {
 		fail(http.StatusForbidden, "forbidden", "host not allowed: ask a loopback name or address (localhost, 127.0.0.1, [::1])")
 		return
 	}
-	if origin := c.GetHeader("Origin"); origin != "" && !ownLoopbackOrigin(origin, listenerPort(c.Request)) {
+	if origin := r.Header.Get("Origin"); origin != "" && !ownLoopbackOrigin(origin, listenerPort(r)) {
 		fail(http.StatusForbidden, "forbidden", "origin not allowed")
 		return
 	}
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, devTokenMaxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, devTokenMaxBody)
 	var req struct {
 		Sub    string `json:"sub"`
 		Tenant string `json:"tenant"`
 		App    string `json:"app"`
 		TTLSec int64  `json:"ttl_s"`
 	}
-	if err := json.NewDecoder(c.Request.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			fail(http.StatusRequestEntityTooLarge, "invalid_request", fmt.Sprintf("body over %d bytes", devTokenMaxBody))
@@ -187,7 +198,7 @@ func mintDevToken(c *gin.Context, o Options) {
 	if ttl == 0 {
 		ttl = auth.DefaultMintTTL
 	}
-	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_in": int64(ttl / time.Second)})
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "expires_in": int64(ttl / time.Second)})
 }
 
 // loopbackHost reports whether host (a Host header: name or address, with

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -20,7 +19,6 @@ import (
 // devServer mounts the page in dev mode over the test tenants.
 func devServer(t *testing.T) (*httptest.Server, *auth.DevIssuer, *config.Config) {
 	t.Helper()
-	gin.SetMode(gin.TestMode)
 	cfg, err := config.Load("testdata/jetway.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +27,7 @@ func devServer(t *testing.T) (*httptest.Server, *auth.DevIssuer, *config.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := gin.New()
+	r := http.NewServeMux()
 	Mount(r, Options{DevIssuer: dev, Config: cfg})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
@@ -196,8 +194,7 @@ func TestDevTokenBounds(t *testing.T) {
 }
 
 func TestProductionHasNoDevEndpoints(t *testing.T) {
-	gin.SetMode(gin.TestMode)
-	r := gin.New()
+	r := http.NewServeMux()
 	Mount(r, Options{Cognito: Cognito{Domain: "https://d.auth.eu-west-1.amazoncognito.com", ClientID: "c1"}})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)

@@ -4,20 +4,18 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-
-	"github.com/gin-gonic/gin"
 )
 
 // drainHandler is the admin listener's POST /drain: an operator's drain,
 // refused to a cross-site request (see crossSite).
-func drainHandler(requestDrain func(reason string)) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if status, msg := crossSite(c.Request); status != 0 {
-			c.JSON(status, gin.H{"error": gin.H{"code": "forbidden", "message": msg}})
+func drainHandler(requestDrain func(reason string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if status, msg := crossSite(r); status != 0 {
+			writeJSON(w, status, map[string]any{"error": map[string]string{"code": "forbidden", "message": msg}})
 			return
 		}
 		requestDrain("admin")
-		c.JSON(http.StatusAccepted, gin.H{"status": "draining"})
+		writeJSON(w, http.StatusAccepted, map[string]any{"status": "draining"})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,76 @@ func TestCommandLine(t *testing.T) {
 		if _, err := runArgs(c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
 		}
+	}
+}
+
+// The rough edges a newcomer hit (issue 23): help lists the commands,
+// `tables -h` is help, addresses are checked as addresses first, a missing
+// usage directory says where it looked, a YAML syntax error has its line.
+func TestCommandLineEdges(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"HOME": t.TempDir(), "JETWAY_USAGE_DIR": filepath.Join(dir, "absent")}
+	getenv := func(k string) string { return env[k] }
+	runArgs := func(args ...string) (string, error) {
+		var out strings.Builder
+		err := run(context.Background(), args, getenv, &out)
+		return out.String(), err
+	}
+
+	out, err := runArgs("-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	for _, want := range []string{"commands:", "serve ", "chat [prompt]", "token ", "tables create", "usage ", "usage of gateway serve:", "-listen"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gateway -h does not mention %q:\n%s", want, out)
+		}
+	}
+	if help, err := runArgs("help"); err != nil || !strings.Contains(help, "chat [prompt]") {
+		t.Errorf("gateway help: %v\n%s", err, help)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tables", "-h"}, "-quota-table"}, {[]string{"tables", "--help"}, "-quota-table"},
+		{[]string{"tables", "create", "-h"}, "-quota-table"}, {[]string{"chat", "-h"}, "usage: gateway chat [flags] [prompt]"}, {[]string{"chat", "Hello", "-h"}, "-model"},
+	} {
+		args := c.args
+		out, err := runArgs(args...)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "usage of gateway "+args[0]) || !strings.Contains(out, c.want) {
+			t.Errorf("%v: %v, printed %q; want the flags and flag.ErrHelp (exit 0)", args, err, out)
+		}
+	}
+	if _, err := runArgs("tables"); err == nil || !strings.Contains(err.Error(), "see gateway tables -h") {
+		t.Errorf("tables without create: %v", err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "nonsense"}, `JETWAY_LISTEN (--listen) "nonsense": not a host:port, such as 127.0.0.1:8080: missing port in address`},
+		{[]string{"--listen", "127.0.0.1:99999"}, `"127.0.0.1:99999": not a host:port, such as 127.0.0.1:8080: port "99999"`},
+		{[]string{"--admin-listen", "localhost"}, `JETWAY_ADMIN_LISTEN (--admin-listen) "localhost": not a host:port`},
+		{[]string{"usage", "--dir", filepath.Join(dir, "nowhere")}, "no usage records at " + filepath.Join(dir, "nowhere") + ": the gateway writes them to JETWAY_USAGE_DIR"},
+		{[]string{"usage"}, "no usage records at " + filepath.Join(dir, "absent") + ": the gateway writes them to JETWAY_USAGE_DIR (default ./usage, under the directory it was started in); run this there, or point --dir or JETWAY_USAGE_DIR at them"},
+		{[]string{"chat", "--tools", "nope", "Hi"}, `no demo tool "nope" and no such file (demo tools: clock)`},
+		{[]string{"chat", "--wait", "0s", "--url", "ws://127.0.0.1:1/v1/ws", "Hi"}, "connect ws://127.0.0.1:1/v1/ws: jetway: dial"},
+	} {
+		if _, err := runArgs(c.args...); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "non-loopback") {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("models:\n  - id: mock-a\n  bedrock_id: mock-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env["JETWAY_CONFIG"] = bad
+	_, err = runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
+	if want := bad + ": line 3: did not find expected '-' indicator"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a YAML syntax error on line 3: %v, want %q", err, want)
 	}
 }

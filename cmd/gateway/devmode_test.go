@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -75,9 +76,21 @@ func TestDevModeEndToEnd(t *testing.T) {
 			t.Fatalf("%s in dev mode: %+v, %v", r.Model, d, err)
 		}
 	}
-	// The demo page is served in dev mode.
 	if !strings.Contains(g.logs.String(), `"dev_mode":true`) {
 		t.Fatal("not in dev mode")
+	}
+	// The demo page is served in dev mode, at the address the log gives.
+	page := g.logs.Await("demo_page", "", 1, 10*time.Second)
+	if len(page) != 1 || page[0]["url"] != "http://"+g.Addr+"/" {
+		t.Fatalf("demo_page log lines %v, want one with url http://%s/", page, g.Addr)
+	}
+	resp, err := http.Get(page[0]["url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("the demo page: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command gateway runs Jetway: the multi-tenant AI gateway.
 //
 //	gateway [serve] [flags]       run the server (settings: docs/configuration.md)
+//	gateway chat [flags] [prompt] talk to a gateway from the terminal
 //	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
 //	gateway tables create         create the DynamoDB tables (local and test use)
 //	gateway usage [--dir] [--since 24h] [--by tenant,app,model]
@@ -34,6 +35,31 @@ func main() {
 	}
 }
 
+// commandList is what `gateway -h` and `gateway help` print before the
+// server's flags.
+const commandList = `usage: gateway [command] [flags]   (gateway <command> -h lists a command's flags)
+
+commands:
+  serve             run the gateway (the default; settings: docs/configuration.md)
+  chat [prompt]     talk to a gateway from the terminal: streams the answer, resumes after a
+                    dropped connection; without a prompt, one prompt per line from stdin
+  token             mint a dev-mode token (--sub alice --tenant contoso --app support-assistant)
+  tables create     create the DynamoDB tables, idempotently (local and test use)
+  usage             report of the local usage records (--since 24h --by tenant,app,model)
+
+`
+
+// synopsis is what a command's -h prints before its flags.
+func synopsis(name string) string {
+	switch name {
+	case "gateway serve":
+		return commandList
+	case "gateway chat":
+		return "usage: gateway chat [flags] [prompt]   (without a prompt: one prompt per line from stdin)\n\n"
+	}
+	return ""
+}
+
 // parseFlags parses args into fs. -h and --help print the flags to out and
 // return flag.ErrHelp; a bad flag returns its error and a hint, not the
 // whole listing; a negative number or duration is refused, as the
@@ -44,6 +70,7 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(out)
+			fmt.Fprint(out, synopsis(fs.Name()))
 			fmt.Fprintf(out, "usage of %s:\n", fs.Name())
 			fs.PrintDefaults()
 			return err
@@ -85,10 +112,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return tables(ctx, args, getenv, stdout)
 	case "usage":
 		return usage(args, getenv, stdout)
+	case "chat":
+		return chat(ctx, args, getenv, os.Stdin, stdout, os.Stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: gateway [serve|token|tables create|usage] [flags]; gateway <command> -h for flags")
+		fmt.Fprint(stdout, commandList)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, token, tables or usage)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, chat, token, tables or usage; see gateway -h)", cmd)
 	}
 }

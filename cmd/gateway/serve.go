@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +25,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -258,39 +259,40 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
 		return nil
 	})
-	gin.SetMode(gin.ReleaseMode)
-	main := gin.New()
-	main.Use(gin.Recovery())
-	main.GET("/v1/ws", gin.WrapH(hub))
-	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
+	main := http.NewServeMux()
+	main.Handle("GET /v1/ws", hub)
+	door := openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
 	for _, p := range []string{openai.PathChat, openai.PathModels} {
-		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodOptions} {
+			main.Handle(method+" "+p, door)
+		}
 	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
 	}
-	admin := gin.New()
-	admin.Use(gin.Recovery())
-	admin.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	admin.GET("/readyz", func(c *gin.Context) {
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	admin.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		// Only the load balancer's own checks arm the self-drain watch;
 		// anyone else asking gets the same answer and arms nothing.
-		if healthChecks.Checked(c.Request.UserAgent()) {
+		if healthChecks.Checked(r.UserAgent()) {
 			logger.Info("self_drain_armed", zap.String("user_agent", s.HealthCheckUserAgent),
 				zap.Duration("silence", healthChecks.Silence()))
 		}
 		if !ready.Load() {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
 	})
-	admin.POST("/drain", drainHandler(requestDrain))
-	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	admin.Handle("POST /drain", drainHandler(requestDrain))
+	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if s.Pprof {
-		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
+		admin.Handle("GET /debug/pprof/", pprofHandler())
 	}
 
 	mainLn, err := net.Listen("tcp", s.Listen)
@@ -314,6 +316,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
 		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("instance", instance),
 		zap.String("members_table", s.MembersTable))
+	if s.ServeDemo {
+		logger.Info("demo_page", zap.String("url", demoPageURL(mainLn.Addr())))
+	}
 
 	// Drain: fail readiness, refuse new sessions and requests, let requests
 	// in flight finish within the drain timeout, then close sockets with 1001.
@@ -436,13 +441,28 @@ func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, logger 
 		}
 		ac.Issuer, ac.KeySet = dev.Issuer(), dev.KeySet()
 		logger.Warn("dev_mode", zap.String("issuer", dev.Issuer()), zap.String("key_file", s.DevKeyFile),
-			zap.String("hint", "mint a token with: go run ./cmd/gateway token --sub alice --tenant contoso --app support-assistant"))
+			zap.String("hint", `try it: ./bin/gateway chat "Hello" (after make build; or go run ./cmd/gateway chat "Hello"); `+
+				"mint a token with: gateway token --sub alice --tenant contoso --app support-assistant"))
 	}
 	v, err := auth.NewVerifier(ctx, ac, cfg, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}
 	return v, dev, nil
+}
+
+// demoPageURL is the demo page's address on the main listener; a wildcard
+// listener is reached on loopback.
+func demoPageURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String() + "/"
+	}
+	ip := tcp.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)) + "/"
 }
 
 func isLoopback(addr string) bool {
@@ -475,6 +495,18 @@ func trustingClient(caFile string) (*awshttp.BuildableClient, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}), nil
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // pprofHandler serves net/http/pprof's profiles (JETWAY_PPROF).

@@ -3,9 +3,11 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -139,6 +141,11 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 	if len(*errs) > 0 {
 		return nil, fmt.Errorf("settings: %s", strings.Join(*errs, "; "))
 	}
+	for _, l := range []struct{ key, addr string }{{"JETWAY_LISTEN", s.Listen}, {"JETWAY_ADMIN_LISTEN", s.AdminListen}} {
+		if err := checkHostPort(l.addr); err != nil {
+			return nil, fmt.Errorf("settings: %s (--%s) %q: not a host:port, such as 127.0.0.1:8080: %v", l.key, flagName(l.key), l.addr, err)
+		}
+	}
 	s.bedrockEndpointIsSet = getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != ""
 	if *serveDemo == "" {
 		s.ServeDemo = s.devMode()
@@ -160,6 +167,25 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 		}
 	}
 	return s, nil
+}
+
+// checkHostPort checks a listen address before anything is judged by its
+// host: a port (number or service name) after a host, which may be empty.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	var bad *net.AddrError
+	if errors.As(err, &bad) {
+		return errors.New(bad.Err)
+	} else if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err == nil {
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number 0-65535", port)
+	}
+	return nil
 }
 
 // flags declares every setting as a flag whose default is the environment

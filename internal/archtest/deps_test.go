@@ -4,6 +4,7 @@ package archtest
 
 import (
 	"go/build"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -56,4 +57,40 @@ func TestImportDirection(t *testing.T) {
 			}
 		}
 	}
+}
+
+// notLinked lists import path prefixes the gateway binary must not link:
+// test and dev tooling, and libraries whose trees cost build time and size
+// for nothing the server runs (issue 23: a cold `go build` took minutes).
+// net/http's ServeMux routes the few paths the server has.
+var notLinked = []string{
+	"testing", "net/http/httptest", "go.uber.org/goleak",
+	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
+	module + "internal/delayproxy", module + "internal/archtest",
+	"github.com/gin-gonic/", "github.com/quic-go/", // a router with HTTP/3, BSON, TOML, msgpack and protobuf renderers
+	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
+	"github.com/chromedp/", "github.com/openai/", // the page tests and the OpenAI door's tests
+}
+
+func TestGatewayBinaryLinks(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/gateway").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/gateway: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, bad := range notLinked {
+			if under(pkg, bad) {
+				t.Errorf("cmd/gateway links %s: not needed at run time (see notLinked)", pkg)
+			}
+		}
+	}
+}
+
+// under reports whether pkg is prefix or inside it; a prefix ending in / or
+// - matches every path that starts with it.
+func under(pkg, prefix string) bool {
+	if strings.HasSuffix(prefix, "/") || strings.HasSuffix(prefix, "-") {
+		return strings.HasPrefix(pkg, prefix)
+	}
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
 }

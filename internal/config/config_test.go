@@ -374,6 +374,12 @@ func TestFileLevelErrors(t *testing.T) {
 		{"two documents", base + "---\nmodels: []\n", "j.yaml: more than one YAML document"},
 		{"not a mapping", "- a\n- b\n", "j.yaml: expected a mapping, got a list"},
 		{"duplicate key", base + "models: []\n", `j.yaml: line 20: mapping key "models" already defined at line 1`},
+		// yaml.v3 names the line its enclosing block starts on, or none: the problem's own line is reported.
+		{"bad indent", "models:\n  - id: x\n  bedrock_id: y\n", "j.yaml: line 3: did not find expected '-' indicator"},
+		{"unclosed flow", "models:\n  - id: x\n    bedrock_id: [y\ntenants: []\n", "j.yaml: line 3: did not find expected ',' or ']'"},
+		{"on the first line", "models: a: b\n", "j.yaml: line 1: mapping values are not allowed in this context"},
+		{"tab", "models:\n\t- id: x\n", "j.yaml: line 2: found character that cannot start any token"},
+		{"unknown anchor", "models: &a []\ntenants: *b\n", "j.yaml: line 2: unknown anchor 'b' referenced"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

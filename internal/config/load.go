@@ -51,7 +51,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{File: name, Problem: "file is empty"}
 		}
-		return nil, &Error{File: name, Problem: decodeProblem(err)}
+		return nil, &Error{File: name, Problem: syntaxProblem(data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -92,6 +92,25 @@ func decodeProblem(err error) string {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
 	return strings.Join(parts, "; ")
+}
+
+// syntaxProblem is a YAML syntax error with the line it is on. yaml.v3
+// names the line where the enclosing block or flow starts, not the line
+// with the problem, and no line at all for a problem on the first line or
+// for some scanner errors ("mapping values are not allowed in this
+// context"). The problem's line is the first one at which the file, cut
+// after it, fails with the same error.
+func syntaxProblem(data []byte, err error) string {
+	problem := yamlLinePrefix.ReplaceAllString(err.Error(), "")
+	end := 0
+	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
+		end += len(line)
+		var n yaml.Node
+		if e := yaml.Unmarshal(data[:end], &n); e != nil && yamlLinePrefix.ReplaceAllString(e.Error(), "") == problem {
+			return fmt.Sprintf("line %d: %s", i+1, problem)
+		}
+	}
+	return decodeProblem(err)
 }
 
 // schemaCheck walks a YAML node tree alongside the Go types it decodes

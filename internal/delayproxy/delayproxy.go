@@ -110,6 +110,16 @@ func (p *Proxy) Close() error {
 	return err
 }
 
+// Drop closes every open connection without a close handshake, as a
+// network failure would, and goes on accepting new ones.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 func (p *Proxy) accept() {
 	for {
 		down, err := p.ln.Accept()

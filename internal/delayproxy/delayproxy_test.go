@@ -135,3 +135,40 @@ func TestStallHoldsEveryByteUntilResume(t *testing.T) {
 	}
 	p.Stall() // Close ends a stall too
 }
+
+func TestDropEndsConnectionsAndKeepsAccepting(t *testing.T) {
+	p, err := delayproxy.Start(echo(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	roundTrip := func(c net.Conn) error {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := roundTrip(c); err != nil {
+		t.Fatal(err)
+	}
+	p.Drop()
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("read after Drop succeeded, want the connection closed")
+	}
+	again, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("dial after Drop: %v", err)
+	}
+	defer again.Close()
+	_ = again.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := roundTrip(again); err != nil {
+		t.Errorf("a new connection after Drop: %v", err)
+	}
+}
