@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"github.com/gin-gonic/gin"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -444,7 +444,7 @@ func TestPageDraining(t *testing.T) {
 // hosted UI, showing its settings (or that they are missing).
 func TestPageProduction(t *testing.T) {
 	serve := func(c Cognito) string {
-		r := http.NewServeMux()
+		r := gin.New()
 		Mount(r, Options{Cognito: c})
 		srv := httptest.NewServer(r)
 		t.Cleanup(srv.Close)

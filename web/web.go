@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -71,7 +73,7 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 
 // Mount adds the page at / with /jetway.js, /app.js, /markdown.js, /style.css, the
 // vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token.
-func Mount(mux *http.ServeMux, o Options) {
+func Mount(r gin.IRoutes, o Options) {
 	files := Files()
 	serve := func(path, name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -85,22 +87,22 @@ func Mount(mux *http.ServeMux, o Options) {
 			http.ServeFileFS(w, r, files, name)
 		}
 	}
-	mux.HandleFunc("GET /{$}", serve("/", "index.html"))
+	r.GET("/", gin.WrapF(serve("/", "index.html")))
 	names := []string{"jetway.js", "app.js", "markdown.js", "style.css"}
 	for name := range vendored {
 		names = append(names, name)
 	}
 	for _, name := range names {
-		mux.HandleFunc("GET /"+name, serve("/"+name, name))
+		r.GET("/"+name, gin.WrapF(serve("/"+name, name)))
 	}
-	mux.HandleFunc("GET /config.json", func(w http.ResponseWriter, r *http.Request) {
+	r.GET("/config.json", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		writeJSON(w, http.StatusOK, map[string]any{"dev": o.DevIssuer != nil, "cognito": o.Cognito})
-	})
+	}))
 	if o.DevIssuer == nil {
 		return
 	}
-	mux.HandleFunc("GET /dev/apps", func(w http.ResponseWriter, r *http.Request) {
+	r.GET("/dev/apps", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		type app struct {
 			Tenant string   `json:"tenant"`
 			App    string   `json:"app"`
@@ -114,10 +116,10 @@ func Mount(mux *http.ServeMux, o Options) {
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"apps": out})
-	})
-	mux.HandleFunc("POST /dev/token", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	r.POST("/dev/token", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		mintDevToken(w, r, o)
-	})
+	}))
 }
 
 // writeJSON answers with v as JSON.

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"github.com/gin-gonic/gin"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ func devServer(t *testing.T) (*httptest.Server, *auth.DevIssuer, *config.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := http.NewServeMux()
+	r := gin.New()
 	Mount(r, Options{DevIssuer: dev, Config: cfg})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
@@ -194,7 +195,7 @@ func TestDevTokenBounds(t *testing.T) {
 }
 
 func TestProductionHasNoDevEndpoints(t *testing.T) {
-	r := http.NewServeMux()
+	r := gin.New()
 	Mount(r, Options{Cognito: Cognito{Domain: "https://d.auth.eu-west-1.amazoncognito.com", ClientID: "c1"}})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -259,24 +260,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
 		return nil
 	})
-	main := http.NewServeMux()
-	main.Handle("GET /v1/ws", hub)
-	door := openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
+	// gin routes both listeners (the project's HTTP framework); every
+	// handler is a plain http.Handler.
+	gin.SetMode(gin.ReleaseMode)
+	main := gin.New()
+	main.Use(gin.Recovery())
+	main.GET("/v1/ws", gin.WrapH(hub))
+	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
 	for _, p := range []string{openai.PathChat, openai.PathModels} {
-		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodOptions} {
-			main.Handle(method+" "+p, door)
-		}
+		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
 	}
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
 	}
-	admin := http.NewServeMux()
-	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	admin := gin.New()
+	admin.Use(gin.Recovery())
+	admin.GET("/healthz", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
-	})
-	admin.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	admin.GET("/readyz", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		// Only the load balancer's own checks arm the self-drain watch;
 		// anyone else asking gets the same answer and arms nothing.
 		if healthChecks.Checked(r.UserAgent()) {
@@ -288,11 +292,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
-	})
-	admin.Handle("POST /drain", drainHandler(requestDrain))
-	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}))
+	admin.POST("/drain", gin.WrapH(drainHandler(requestDrain)))
+	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if s.Pprof {
-		admin.Handle("GET /debug/pprof/", pprofHandler())
+		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
 	}
 
 	mainLn, err := net.Listen("tcp", s.Listen)

@@ -62,12 +62,12 @@ func TestImportDirection(t *testing.T) {
 // notLinked lists import path prefixes the gateway binary must not link:
 // test and dev tooling, and libraries whose trees cost build time and size
 // for nothing the server runs (issue 23: a cold `go build` took minutes).
-// net/http's ServeMux routes the few paths the server has.
+// gin, the project's HTTP framework, stays: it brings about 100 packages
+// (docs/benchmarks.md, "The gateway binary").
 var notLinked = []string{
 	"testing", "net/http/httptest", "go.uber.org/goleak",
 	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
 	module + "internal/delayproxy", module + "internal/archtest",
-	"github.com/gin-gonic/", "github.com/quic-go/", // a router with HTTP/3, BSON, TOML, msgpack and protobuf renderers
 	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
 	"github.com/chromedp/", "github.com/openai/", // the page tests and the OpenAI door's tests
 }
