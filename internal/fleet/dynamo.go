@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -66,14 +65,14 @@ func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
 // Put implements Store: PutItem IF attribute_not_exists(gone).
 func (s *DynamoStore) Put(ctx context.Context, it Item) error {
 	item := map[string]types.AttributeValue{
-		attrPK:        str(it.ID),
-		attrStarted:   num(it.Started.UnixMilli()),
-		attrHeartbeat: num(it.Heartbeat.UnixMilli()),
-		attrSessions:  num(int64(it.Load.Sessions)),
-		attrStreams:   num(int64(it.Load.Streams)),
-		attrInFlight:  num(int64(it.Load.InFlight)),
+		attrPK:        dynamotable.S(it.ID),
+		attrStarted:   dynamotable.N(it.Started.UnixMilli()),
+		attrHeartbeat: dynamotable.N(it.Heartbeat.UnixMilli()),
+		attrSessions:  dynamotable.N(int64(it.Load.Sessions)),
+		attrStreams:   dynamotable.N(int64(it.Load.Streams)),
+		attrInFlight:  dynamotable.N(int64(it.Load.InFlight)),
 		attrDraining:  &types.AttributeValueMemberBOOL{Value: it.Draining},
-		attrExpires:   num(it.Expires.Unix()),
+		attrExpires:   dynamotable.N(it.Expires.Unix()),
 	}
 	start := time.Now()
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -121,15 +120,15 @@ func (s *DynamoStore) List(ctx context.Context) ([]Item, error) {
 func (s *DynamoStore) MarkGone(ctx context.Context, id string, heartbeat, expires time.Time) error {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{attrPK: str(id)},
+		Key:                       map[string]types.AttributeValue{attrPK: dynamotable.S(id)},
 		UpdateExpression:          aws.String("SET #gone = :true, #exp = :exp"),
 		ExpressionAttributeNames:  map[string]string{"#gone": attrGone, "#exp": attrExpires},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":exp": num(expires.Unix())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":exp": dynamotable.N(expires.Unix())},
 	}
 	if !heartbeat.IsZero() {
 		in.ConditionExpression = aws.String("#hb = :hb")
 		in.ExpressionAttributeNames["#hb"] = attrHeartbeat
-		in.ExpressionAttributeValues[":hb"] = num(heartbeat.UnixMilli())
+		in.ExpressionAttributeValues[":hb"] = dynamotable.N(heartbeat.UnixMilli())
 	}
 	start := time.Now()
 	_, err := s.client.UpdateItem(ctx, in)
@@ -150,14 +149,14 @@ func decode(item map[string]types.AttributeValue) Item {
 		it.ID = v.Value
 	}
 	ms := func(name string) time.Time {
-		if n, ok := intAttr(item, name); ok && n > 0 {
+		if n, ok := dynamotable.Int(item, name); ok && n > 0 {
 			return time.UnixMilli(n)
 		}
 		return time.Time{}
 	}
 	it.Started, it.Heartbeat = ms(attrStarted), ms(attrHeartbeat)
 	load := func(name string) int {
-		n, ok := intAttr(item, name)
+		n, ok := dynamotable.Int(item, name)
 		if !ok || n < -1 || n > MaxLoad+1 {
 			return MaxLoad + 1 // malformed: caught by the bounds check
 		}
@@ -170,25 +169,10 @@ func decode(item map[string]types.AttributeValue) Item {
 	if b, ok := item[attrGone].(*types.AttributeValueMemberBOOL); ok {
 		it.Gone = b.Value
 	}
-	if n, ok := intAttr(item, attrExpires); ok {
+	if n, ok := dynamotable.Int(item, attrExpires); ok {
 		it.Expires = time.Unix(n, 0)
 	}
 	return it
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func intAttr(item map[string]types.AttributeValue, name string) (int64, bool) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
 }
 
 // CreateTable creates the members table (partition key pk, on-demand, TTL
