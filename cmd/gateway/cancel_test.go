@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -171,28 +169,13 @@ func spread(ds []time.Duration) string {
 // readUsage reads every usage record under dir, by request id.
 func readUsage(t *testing.T, dir string) map[string][]telemetry.UsageRecord {
 	t.Helper()
+	recs, skipped, err := telemetry.ReadUsageDir(dir)
+	if err != nil || skipped != 0 {
+		t.Fatalf("usage records under %s: %v (%d lines not records)", dir, err, skipped)
+	}
 	out := map[string][]telemetry.UsageRecord{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var r telemetry.UsageRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return fmt.Errorf("%s: bad usage line %q: %w", path, sc.Text(), err)
-			}
-			out[r.RequestID] = append(out[r.RequestID], r)
-		}
-		return sc.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, r := range recs {
+		out[r.RequestID] = append(out[r.RequestID], r)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package terraform
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -315,28 +314,9 @@ func asError(err error, target **client.Error) bool {
 // readUsage reads every record under dir.
 func readUsage(t *testing.T, dir string) []telemetry.UsageRecord {
 	t.Helper()
-	var recs []telemetry.UsageRecord
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var r telemetry.UsageRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			recs = append(recs, r)
-		}
-		return sc.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
+	recs, skipped, err := telemetry.ReadUsageDir(dir)
+	if err != nil || skipped != 0 {
+		t.Fatalf("usage records under %s: %v (%d lines not records)", dir, err, skipped)
 	}
 	return recs
 }

@@ -302,6 +302,21 @@ func partitionSpan(n int) time.Duration {
 	}
 }
 
+// ReadUsageDir reads every usage record in the NDJSON files under dir (a
+// FileSink's directory, all partitions) and says how many lines were not
+// records. For tools and tests; Report reads only the partitions it needs.
+func ReadUsageDir(dir string) (recs []UsageRecord, skipped int, err error) {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		n, err := readUsageFile(path, func(r UsageRecord) { recs = append(recs, r) })
+		skipped += n
+		return err
+	})
+	return recs, skipped, err
+}
+
 // readUsageFile calls fn for each usage record in an NDJSON file and
 // returns how many lines were skipped.
 func readUsageFile(path string, fn func(UsageRecord)) (skipped int, err error) {
