@@ -578,7 +578,7 @@ func (s *Session) expired() {
 func (s *Session) refresh(token string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	p, err := s.hub.verifier.Verify(ctx, token)
+	p, err := s.hub.signIn.Verifier.Verify(ctx, token)
 	s.mu.Lock()
 	cur := s.principal
 	s.mu.Unlock()
