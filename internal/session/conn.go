@@ -323,7 +323,6 @@ type frames struct{}
 
 func (frames) NewEncoder(l *stream.Log) stream.Encoder { return frameEncoder{requestID: l.RequestID} }
 
-
 type frameEncoder struct{ requestID string }
 
 func (frameEncoder) Accepted(a *stream.Accepted) []byte { return a.Frame }

@@ -105,7 +105,7 @@ func (c Chunks) At(i int) []byte {
 
 // Slice is the chunks i to j-1.
 func (c Chunks) Slice(i, j int) Chunks {
-	return Chunks{runs: c.runs, ends: c.ends[:c.from+j : c.from+j], from: c.from + i}
+	return Chunks{runs: c.runs, ends: c.ends[: c.from+j : c.from+j], from: c.from + i}
 }
 
 // Bytes is the size of the chunks' encodings.
@@ -150,7 +150,6 @@ type Batch struct {
 
 // Last is the seq of the batch's last chunk (First-1 when it has none).
 func (b *Batch) Last() int { return b.First - 1 + len(b.Pieces) }
-
 
 // Follow yields the log's events after seq `after` in codec c's bytes, a
 // batch whenever something new is there, and ends after the terminal's
