@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strings"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -241,40 +242,64 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 
 // UnmarshalJSONFrom decodes a message as part of a whole frame (Decode),
 // in the one pass over the frame's bytes: no value is read twice, so a
-// large attachment costs one scan and one decoding of its base64.
+// large attachment costs one scan and one decoding of its base64. Keys
+// match as the frame's other keys do (any case; the last of a repeated
+// key wins; others are ignored): read here rather than through a wire
+// struct, which would cost an allocation per message.
 func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	var w struct {
-		Role    string  `json:"role"`
-		Content content `json:"content"`
+	*m = Message{}
+	if dec.PeekKind() != '{' {
+		return errors.New("a message must be a JSON object")
 	}
-	if err := jsonv2.UnmarshalDecode(dec, &w); err != nil {
+	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
-	*m = Message{Role: w.Role, Content: w.Content.text, Blocks: w.Content.blocks}
-	return nil
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		switch {
+		case nameIs(k, "role"):
+			err = jsonv2.UnmarshalDecode(dec, &m.Role)
+		case nameIs(k, "content"):
+			err = m.decodeContent(dec)
+		default:
+			err = dec.SkipValue()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
 }
 
-// content is a message's content on the wire: a string, a list of blocks,
-// or null.
-type content struct {
-	text   string
-	blocks []Block
+// nameIs reports whether the object name k (a JSON string as read)
+// is name in any case; names with escapes are compared unquoted.
+func nameIs(k jsontext.Value, name string) bool {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return len(k) == len(name)+2 && strings.EqualFold(string(k[1:len(k)-1]), name)
+	}
+	u, err := jsontext.AppendUnquote(nil, k)
+	return err == nil && strings.EqualFold(string(u), name)
 }
 
-// UnmarshalJSONFrom reads the string or the list.
-func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+// decodeContent reads content: a string, a list of blocks, or null.
+func (m *Message) decodeContent(dec *jsontext.Decoder) error {
+	m.Content, m.Blocks = "", nil
 	switch dec.PeekKind() {
 	case 'n':
 		_, err := dec.ReadToken()
 		return err
 	case '"':
-		return jsonv2.UnmarshalDecode(dec, &c.text)
+		return jsonv2.UnmarshalDecode(dec, &m.Content)
 	case '[':
-		if err := jsonv2.UnmarshalDecode(dec, &c.blocks); err != nil {
+		if err := jsonv2.UnmarshalDecode(dec, &m.Blocks); err != nil {
 			return err
 		}
-		if c.blocks == nil {
-			c.blocks = []Block{} // present but empty: refused by validation, not taken for absent
+		if m.Blocks == nil {
+			m.Blocks = []Block{} // present but empty: refused by validation, not taken for absent
 		}
 		return nil
 	default:
