@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
-	"strings"
 	"strconv"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
