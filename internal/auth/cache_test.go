@@ -69,7 +69,8 @@ func TestCachedTokenRefusedAtExp(t *testing.T) {
 	clock := newFakeClock()
 	var l lookups
 	v := newVerifier(t, iss, func(c *auth.Config) { c.Now = clock.Now; c.CacheLookup = l.observe }) // leeway 5s
-	exp := clock.Now().Add(10 * time.Minute).Truncate(time.Second)                                  // exp is in whole seconds
+	// exp is in whole seconds.
+	exp := clock.Now().Add(10 * time.Minute).Truncate(time.Second)
 	tok := iss.Token(t, authtest.Claims{Tenant: "contoso", IssuedAt: clock.Now(), ExpiresAt: exp})
 	if _, err := v.Verify(t.Context(), tok); err != nil {
 		t.Fatal(err)
