@@ -21,6 +21,7 @@ type Report struct {
 	Latencies  Latencies       `json:"latencies"`
 	Quota      *QuotaResult    `json:"quota,omitempty"`
 	Overhead   *OverheadResult `json:"overhead,omitempty"`
+	Rate       *RateResult     `json:"rate,omitempty"`
 	Capacity   *CapacityResult `json:"capacity,omitempty"`
 	Soak       *SoakResult     `json:"soak,omitempty"`
 	Notes      []string        `json:"notes,omitempty"`
@@ -112,6 +113,20 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 				fmt.Fprintf(&b, ", %.1f us per chunk frame delivered (%d frames)", o.GatewayCPUPerFrameUS, o.ChunkFrames)
 			}
 			b.WriteString(".\n\n")
+		}
+	case r.Rate != nil:
+		o := r.Rate
+		fmt.Fprintf(&b, "Non-streaming requests at %g per second on each path, %.1f s measured.\n\n", o.TargetRate, o.Seconds)
+		b.WriteString("| Latency (sent to last byte) | path | n | Median | p95 | p99 |\n|---|---|---|---|---|---|\n")
+		distRow(&b, "Whole answer", "direct (Bedrock SDK)", o.Direct.Latency)
+		distRow(&b, "Whole answer", "door "+o.Path, o.Door.Latency)
+		b.WriteString("\n| Added by the door | Median | p95 | p99 |\n|---|---|---|---|\n")
+		addedRow(&b, "Latency", o.Added)
+		fmt.Fprintf(&b, "\nDirect: %d requests, %d errors, %.1f/s. Door: %d requests, %d errors, %.1f/s. Not sent (--inflight reached): %d.\n\n",
+			o.Direct.Requests, o.Direct.Errors, o.Direct.RPS, o.Door.Requests, o.Door.Errors, o.Door.RPS, o.Skipped)
+		if o.GatewayCPUCores >= 0 {
+			fmt.Fprintf(&b, "Gateway CPU: %.2f cores in the measured window; %.0f door requests per second per gateway core (%.1f us of gateway CPU per request).\n\n",
+				o.GatewayCPUCores, o.DoorRPSPerCore, o.GatewayCPUPerReq)
 		}
 	case r.Capacity != nil:
 		c := r.Capacity
