@@ -168,27 +168,10 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			s.DriftTTFTP50, s.DriftLatencyP99, mib(s.DriftRSS), s.DriftGoroutines)
 	}
 
-	// Test 1's tables: every scenario has them.
-	b.WriteString("| Result | |\n|---|---|\n")
-	row(&b, "Successful requests", fmt.Sprintf("%d of %d", a.Done, a.Sent))
-	row(&b, "Accepted", fmt.Sprint(a.Accepted))
-	row(&b, "Errors by code", errorsText(a.Errors))
-	row(&b, "Answers that arrived incomplete", fmt.Sprint(a.Incomplete))
-	row(&b, "Requests that never finished", fmt.Sprintf("%d (waited %s)", a.NeverFinished, r.paramTimeout()))
-	if len(a.SessionErrors) > 0 {
-		row(&b, "Sessions refused", errorsText(a.SessionErrors))
+	// Test 1's tables: every scenario on the WebSocket has them.
+	if r.Rate == nil {
+		r.writeDelivery(&b)
 	}
-	b.WriteString("\n| Events lost | Duplicate chunks | Out-of-order chunks | Wrong answers |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d of %d (%s) | %d | %d | %d |\n\n", a.ChunksLost, a.ChunksPublished, percent(a.ChunksLost, a.ChunksPublished),
-		a.Duplicates, a.OutOfOrder, a.WrongText)
-
-	lat := r.Latencies
-	b.WriteString("| Metric | n | Median | p95 | p99 |\n|---|---|---|---|---|\n")
-	latRow(&b, "Time to first token (client)", lat.ClientTTFT)
-	latRow(&b, "Time to first token (server ttft_ms)", lat.ServerTTFT)
-	latRow(&b, "Total latency", lat.Latency)
-	b.WriteString("\n")
-
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "Note: %s\n\n", n)
 	}
@@ -199,6 +182,30 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDelivery writes Test 1's tables: delivery accounting and latencies.
+func (r *Report) writeDelivery(b *strings.Builder) {
+	a := r.Accounting
+	b.WriteString("| Result | |\n|---|---|\n")
+	row(b, "Successful requests", fmt.Sprintf("%d of %d", a.Done, a.Sent))
+	row(b, "Accepted", fmt.Sprint(a.Accepted))
+	row(b, "Errors by code", errorsText(a.Errors))
+	row(b, "Answers that arrived incomplete", fmt.Sprint(a.Incomplete))
+	row(b, "Requests that never finished", fmt.Sprintf("%d (waited %s)", a.NeverFinished, r.paramTimeout()))
+	if len(a.SessionErrors) > 0 {
+		row(b, "Sessions refused", errorsText(a.SessionErrors))
+	}
+	b.WriteString("\n| Events lost | Duplicate chunks | Out-of-order chunks | Wrong answers |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| %d of %d (%s) | %d | %d | %d |\n\n", a.ChunksLost, a.ChunksPublished, percent(a.ChunksLost, a.ChunksPublished),
+		a.Duplicates, a.OutOfOrder, a.WrongText)
+
+	lat := r.Latencies
+	b.WriteString("| Metric | n | Median | p95 | p99 |\n|---|---|---|---|---|\n")
+	latRow(b, "Time to first token (client)", lat.ClientTTFT)
+	latRow(b, "Time to first token (server ttft_ms)", lat.ServerTTFT)
+	latRow(b, "Total latency", lat.Latency)
+	b.WriteString("\n")
 }
 
 func (r *Report) paramTimeout() string { return fmt.Sprintf("%gs", r.TimeoutS) }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/auth/authtest"
 )
@@ -164,4 +166,30 @@ func TestTokenCacheBound(t *testing.T) {
 		}
 	}
 	off.want(t, 0, 0)
+}
+
+// BenchmarkVerify is one verification of a Cognito-shaped access token:
+// the full check (the cache off), and a token the cache holds.
+func BenchmarkVerify(b *testing.B) {
+	iss := authtest.NewIssuer(b)
+	tok := iss.Token(b, authtest.Claims{Tenant: "contoso"})
+	for _, c := range []struct {
+		name    string
+		entries int
+	}{{"uncached", -1}, {"cached", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := iss.Config()
+			cfg.CacheEntries = c.entries
+			v, err := auth.NewVerifier(b.Context(), cfg, testDir, zap.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Verify(b.Context(), tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
