@@ -33,14 +33,14 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 	nofb := dialApp("blocks-nofb", "contoso-nofallback")
 
 	image := func(n int) client.Block {
-		return client.Block{Type: protocol.BlockImage, Format: "png", Data: protocol.DataOf(make([]byte, n))}
+		return client.Block{Type: protocol.BlockImage, Format: "png", Data: client.DataOf(make([]byte, n))}
 	}
 	withBlocks := func(bs ...client.Block) client.Request {
 		return client.Request{Messages: []client.Message{{Role: "user", Blocks: bs}}}
 	}
 	const question = "what is in the picture?"
 	req := withBlocks(client.Block{Type: protocol.BlockText, Text: question}, image(2500),
-		client.Block{Type: protocol.BlockDocument, Format: "txt", Name: "notes", Data: protocol.DataOf([]byte("some notes"))})
+		client.Block{Type: protocol.BlockDocument, Format: "txt", Name: "notes", Data: client.DataOf([]byte("some notes"))})
 	call, err := kb.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
