@@ -98,7 +98,7 @@ type Data struct {
 	size   int    // the decoded size the text stands for; 0 absent, -1 not valid base64
 	digest [sha256.Size]byte
 	// text is wire text that stands for no bytes, sent as given: data
-	// that is not base64, built in code (ParseData; the server names the
+	// built in code that was not decoded (ParseData; the server names the
 	// problem), or a digest (Digested).
 	text string
 }
@@ -112,12 +112,12 @@ func DataOf(b []byte) Data {
 }
 
 // ParseData decodes base64 text (a door's data URL, a Go client's string)
-// once into a Data; text that is not valid base64 is kept as given, for
-// validation to name.
+// once into a Data; text it does not decode (not valid base64, or over
+// every attachment limit) is kept as given, for validation to name.
 func ParseData(text string) Data {
 	var d Data
 	d.read([]byte(text)) // not copied: read only reads its argument
-	if d.size < 0 {
+	if d.bytes == nil {
 		d.text = text
 	}
 	return d
@@ -153,8 +153,8 @@ func (d Data) MarshalJSON() ([]byte, error) {
 	return out, nil
 }
 
-// UnmarshalJSON reads a JSON string of base64 (null is absent data). Both
-// JSON libraries hand it the value inside the frame's buffer; a string
+// UnmarshalJSON reads a JSON string of base64 (null is absent data). The
+// decoder hands it the value inside the frame's buffer; a string
 // with escapes (which base64 never needs, but encoders may write "\/")
 // is unquoted first. Text that is not valid base64 is validation's to
 // report, with the field's path.

@@ -208,6 +208,7 @@ func TestDataEncodings(t *testing.T) {
 		{DataOf(raw), `{"type":"image","data":"` + base64.StdEncoding.EncodeToString(raw) + `"}`},
 		{ParseData(base64.StdEncoding.EncodeToString(raw)), `{"type":"image","data":"` + base64.StdEncoding.EncodeToString(raw) + `"}`},
 		{ParseData("not base64"), `{"type":"image","data":"not base64"}`},
+		{ParseData(b64(MaxDocumentBytes + 3)), `{"type":"image","data":"` + b64(MaxDocumentBytes+3) + `"}`},
 		{Data{}, `{"type":"image"}`},
 	}
 	for _, c := range cases {
