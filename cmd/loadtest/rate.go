@@ -23,9 +23,9 @@ type RateResult struct {
 	Path       string  `json:"path"`
 	TargetRate float64 `json:"target_rate"` // requests per second on each path
 	Seconds    float64 `json:"seconds_measured"`
-	// Sent counts requests started in the measured window; Skipped those
-	// not started because the path already had --inflight requests
-	// outstanding (the target rate was not met).
+	// Each path's requests started in the measured window; Skipped counts
+	// those not started because their path already had --inflight
+	// requests outstanding (the target rate was not met).
 	Direct  RatePath `json:"direct"`
 	Door    RatePath `json:"door"`
 	Added   Added    `json:"added_latency"`
