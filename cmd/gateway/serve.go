@@ -80,7 +80,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 
-	verifier, dev, err := buildVerifier(bg, s, cfg, logger)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+
+	verifier, dev, err := buildVerifier(bg, s, cfg, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -92,9 +96,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := telemetry.NewMetrics(reg)
 	modelIDs := make([]string, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
 		modelIDs = append(modelIDs, m.ID)
@@ -433,9 +434,13 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 }
 
 // buildVerifier returns the Cognito verifier, or in dev mode the dev issuer's.
-func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
+func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, metrics *telemetry.Metrics, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
 	ac := auth.Config{Issuer: s.AuthIssuer, JWKSURL: s.AuthJWKSURL, TenantClaim: cfg.Auth.TenantClaim,
-		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway}
+		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway,
+		CacheEntries: s.AuthCacheEntries, CacheLookup: metrics.AuthCacheLookup}
+	if s.AuthCacheEntries == 0 {
+		ac.CacheEntries = -1 // the setting's 0 is off; the Config's zero is the default
+	}
 	var dev *auth.DevIssuer
 	if s.devMode() {
 		var err error

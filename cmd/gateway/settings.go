@@ -33,6 +33,7 @@ type settings struct {
 
 	AuthIssuer, AuthJWKSURL string
 	AuthLeeway              time.Duration
+	AuthCacheEntries        int
 	DevKeyFile              string
 	DevAllowRemote          bool
 	AllowedOrigins          string
@@ -260,6 +261,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.AuthIssuer, "JETWAY_AUTH_ISSUER", "", "Cognito issuer URL (unset: dev mode)")
 	str(&s.AuthJWKSURL, "JETWAY_AUTH_JWKS_URL", "", "JWKS URL (default: issuer + /.well-known/jwks.json)")
 	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", auth.DefaultLeeway, "clock skew allowed on exp/nbf/iat")
+	num(&s.AuthCacheEntries, "JETWAY_AUTH_CACHE_ENTRIES", auth.DefaultCacheEntries, "verified tokens remembered, by their SHA-256, never past exp or a JWKS reload (0: no cache)")
 	str(&s.DevKeyFile, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv), "dev mode: the dev issuer's key file")
 	boolean(&s.DevAllowRemote, "JETWAY_DEV_ALLOW_REMOTE", false, "dev mode: allow a non-loopback listen address")
 	str(&s.CognitoDomain, "JETWAY_COGNITO_DOMAIN", "", "demo page in production: the Cognito hosted UI base URL")

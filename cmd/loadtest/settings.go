@@ -48,6 +48,11 @@ type settings struct {
 	Region       string
 	CompareURL   string
 
+	// rate
+	Rate     float64
+	Path     string
+	Inflight int
+
 	// capacity
 	Sessions          int
 	StreamingSessions int
@@ -83,6 +88,14 @@ Scenarios (the article's tests, plus what it could not measure):
             Bedrock SDK exactly as the gateway calls it) and one through
             Jetway. Reports the added TTFT and the added inter-chunk gap
             (p50/p95/p99) as differences and ratios.
+  rate      Non-streaming HTTP requests through a door (--path, default
+            /v1/chat/completions; /v1/messages for the Anthropic door) at
+            --rate per second, and as many straight to the mock Bedrock
+            endpoint (--bedrock-url, through the Bedrock SDK as the gateway
+            calls it), interleaved on one open-loop schedule for --duration
+            (default 20s) after a --ramp warm-up. Reports both latencies,
+            what the door adds (p50/p95/p99) and, with --pid, the door's
+            requests per second per gateway core. Run the mock at 0 ms.
   capacity  Ramp --sessions idle sessions and report the gateway's RSS per
             session (/proc/<--pid>/status, else process_resident_memory_bytes
             from --admin-url/metrics); then --streaming-sessions sessions
@@ -124,7 +137,7 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (*s
 	}
 	if s.Scenario == "" {
 		fs.Usage()
-		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, capacity or soak")
+		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, rate, capacity or soak")
 	}
 	return s, s.defaults()
 }
@@ -180,6 +193,10 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.CompareURL, "compare-url", "", "overhead: a second gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB) measured in the same run as a third path (--door ws only)")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
+	fs.Float64Var(&s.Rate, "rate", 2000, "rate: requests per second on each path (door and direct)")
+	fs.StringVar(&s.Path, "path", "/v1/chat/completions", "rate: the door's path on the gateway's listener (--url's host)")
+	fs.IntVar(&s.Inflight, "inflight", 256, "rate: most requests outstanding per path; a request due past it is not sent (counted)")
+
 	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
 	fs.IntVar(&s.SessionsPerUser, "sessions-per-user", 8, "capacity and overhead: sessions per user (the gateway allows 16 connections and 8 requests in flight per user)")
 	fs.IntVar(&s.StreamingSessions, "streaming-sessions", 64, "capacity: sessions streaming in the throughput phase (0: skip it)")
@@ -198,9 +215,9 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 // defaults fills the per-scenario defaults and checks the flags.
 func (s *settings) defaults() error {
 	switch s.Scenario {
-	case "delivery", "quota", "overhead", "capacity", "soak":
+	case "delivery", "quota", "overhead", "rate", "capacity", "soak":
 	default:
-		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, capacity or soak)", s.Scenario)
+		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, capacity or soak)", s.Scenario)
 	}
 	if s.Tenant == "" {
 		s.Tenant = "contoso"
@@ -223,10 +240,17 @@ func (s *settings) defaults() error {
 		}
 	}
 	if s.Duration == 0 {
-		s.Duration = time.Minute
-		if s.Scenario == "soak" {
+		switch s.Scenario {
+		case "soak":
 			s.Duration = 5 * time.Minute
+		case "rate":
+			s.Duration = 20 * time.Second
+		default:
+			s.Duration = time.Minute
 		}
+	}
+	if s.Scenario == "rate" && (s.Rate <= 0 || s.Inflight <= 0 || !strings.HasPrefix(s.Path, "/")) {
+		return fmt.Errorf("rate: --rate and --inflight must be positive and --path start with /")
 	}
 	if s.Pause == 0 {
 		s.Pause = 250 * time.Millisecond

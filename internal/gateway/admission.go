@@ -54,7 +54,7 @@ type flight struct {
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
 	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log,
-		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
+		logger: g.requestLogger(c, req.RequestID, zap.String("door", req.door()))}
 }
 
 func (f *flight) userKey() string    { return f.caller.Principal.Owner() }

@@ -130,7 +130,7 @@ type Caller struct {
 
 // Request is an inbound `request` frame with its arrival time. Its fields
 // were validated (protocol.Decode or protocol.ValidateRequest), which also
-// decoded its attachments (protocol.Block.Bytes).
+// checked and hashed its attachments (protocol.Data).
 type Request struct {
 	protocol.Inbound
 	ReceivedAt time.Time
@@ -335,7 +335,7 @@ func contents(ms []protocol.Message) []string {
 // bodyHash fingerprints what a request asks for (not after_seq), so a
 // re-send with the same id and body is recognised and a different body is a conflict.
 // An attachment counts by the SHA-256 of its bytes, which validation
-// computed (protocol.Block.Digest): megabytes of base64 are neither
+// computed (protocol.Data.Digest): megabytes of base64 are neither
 // encoded nor hashed again. Text-only requests keep their fingerprints.
 func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
@@ -380,7 +380,7 @@ func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
 	var out []protocol.Block
 	for i, b := range bs {
 		c, nested := digestBlocks(b.Content)
-		if b.Bytes == nil && !nested {
+		if b.Data.Bytes() == nil && !nested {
 			continue
 		}
 		if out == nil {
@@ -389,8 +389,8 @@ func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
 		if nested {
 			out[i].Content = c
 		}
-		if b.Bytes != nil {
-			out[i].Data = "sha256:" + hex.EncodeToString(b.Digest[:])
+		if b.Data.Bytes() != nil {
+			out[i].Data = b.Data.Digested()
 		}
 	}
 	return out, out != nil

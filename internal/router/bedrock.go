@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -130,8 +131,30 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
 	}
 	defer tap.body.Close()
-	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta, c.OnBlock)
+	bufs := eventBufferPool.Get().(*eventBuffers)
+	bufs.r.Reset(tap.body)
+	res, err := readEvents(ctx, c.ModelID, bufs, onDelta, c.OnBlock)
+	bufs.r.Reset(nil)
+	if err == nil {
+		// Nothing read out of the buffers outlives a stream that ended
+		// well (texts and results are copies); an error may hold bytes
+		// of an event, so its buffers are left to the collector.
+		eventBufferPool.Put(bufs)
+	}
+	return res, err
 }
+
+// eventBuffers are the buffers of one stream's reading: the read buffer
+// under the decoder and the payload buffer it reuses. Every model call
+// needs them for its length only, so they are pooled.
+type eventBuffers struct {
+	r       *bufio.Reader
+	payload []byte
+}
+
+var eventBufferPool = sync.Pool{New: func() any {
+	return &eventBuffers{r: bufio.NewReaderSize(nil, eventReadBuffer), payload: make([]byte, 0, eventPayloadBuffer)}
+}}
 
 // eventReadBuffer is the read buffer under the event-stream decoder, which
 // reads each message in several small pieces (prelude, headers, payload,
@@ -168,9 +191,9 @@ var errNoBody = errors.New("bedrock event stream body not captured")
 //
 // With onBlock set (block mode), contentBlockStart and every kind of
 // delta go to it instead (see Call.OnBlock).
-func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
+func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
 	dec := eventstream.NewDecoder()
-	payload := make([]byte, 0, eventPayloadBuffer)
+	body, payload := bufs.r, bufs.payload
 	var res Result
 	streamed, stopped := false, false
 	var delta deltaEvent
@@ -186,7 +209,7 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 			return res, classify(ctx, model, streamed, fmt.Errorf("decode event: %w", err))
 		}
 		if c := cap(msg.Payload); c > cap(payload) && c <= maxKeptPayload {
-			payload = msg.Payload
+			payload, bufs.payload = msg.Payload, msg.Payload
 		}
 		if header(msg.Headers, eventstream.MessageTypeHeader) != eventstream.EventMessageType {
 			return res, classify(ctx, model, streamed, sdkError(msg))

@@ -86,6 +86,7 @@ type Metrics struct {
 	attachmentRefused prometheus.Counter
 	sessionsMoved     *prometheus.CounterVec // reason
 	unauthenticated   *prometheus.CounterVec // door
+	authCache         *prometheus.CounterVec // result
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -121,6 +122,7 @@ type Metrics struct {
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
 //	unauthenticated_refusals_total        counter   door (ws|openai)
+//	auth_cache_lookups_total              counter   result (hit|miss)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -172,13 +174,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"by reason: balance (this server above the fleet's mean), busy (answered busy while another server had room).", "reason"),
 		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
 			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
+		authCache: counter("auth_cache_lookups_total", "Token verifications answered from the verified-token cache (hit) or checked in full (miss; "+
+			"bounded by JETWAY_AUTH_CACHE_ENTRIES).", "result"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated, m.sessionsMoved)
+			m.unauthenticated, m.sessionsMoved, m.authCache)
 	}
 	return m
 }
@@ -479,4 +483,17 @@ func (m *Metrics) SessionMoved(reason string) {
 	}
 	m.sessionsMoved.WithLabelValues(reason).Inc()
 	m.emf.Load().addMoved()
+}
+
+// AuthCacheLookup counts a token verification answered from the
+// verified-token cache (hit) or checked in full (miss).
+func (m *Metrics) AuthCacheLookup(hit bool) {
+	if m == nil {
+		return
+	}
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	m.authCache.WithLabelValues(result).Inc()
 }
