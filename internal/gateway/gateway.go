@@ -316,10 +316,15 @@ func (g *Gateway) Inflight() int {
 	return g.inflight
 }
 
+// routerMessages converts messages for the model call, blocks included
+// (validation decoded the attachments).
 func routerMessages(ms []protocol.Message) []router.Message {
 	out := make([]router.Message, len(ms))
 	for i, m := range ms {
 		out[i] = router.Message{Role: m.Role, Content: m.Content}
+		if m.Blocks != nil {
+			out[i].Blocks = routerBlocks(m.Blocks)
+		}
 	}
 	return out
 }

@@ -33,6 +33,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,7 +76,22 @@ type Options struct {
 	// Tokens is the answer length in tokens (default 300). A request's
 	// inferenceConfig.maxTokens caps it, with stopReason "max_tokens".
 	Tokens int
+	// PerInputToken is added to TTFT for every input token the request
+	// does not read from the prompt cache, as a model's prefill grows
+	// with its input: TTFT + PerInputToken x uncached input tokens.
+	// Default none (the pace is TTFT whatever the input, as before);
+	// RealisticPerInputToken is what dev mode and cmd/mockbedrock use.
+	PerInputToken time.Duration
+	// Caching maps a Bedrock model id to how it caches prompts; a model
+	// not in it refuses cache points with a ValidationException, as
+	// Bedrock does. Nil means DefaultCaching().
+	Caching map[string]CacheRule
 }
+
+// RealisticPerInputToken is a prefill pace close to Claude's on Bedrock
+// (about 0.1 ms per uncached input token: a 10,000-token prompt starts
+// a second later than a cached one).
+const RealisticPerInputToken = 100 * time.Microsecond
 
 // Server is the mock Bedrock runtime endpoint, an http.Handler:
 //
@@ -84,7 +100,10 @@ type Options struct {
 //	POST /stats/reset                       zero the request counts
 type Server struct {
 	ttft, perToken time.Duration
+	perInputToken  time.Duration
 	tokens         int
+	caching        map[string]CacheRule
+	cache          *promptCache
 	frames         *frames
 	mux            *http.ServeMux
 
@@ -104,6 +123,8 @@ func New(o Options) *Server {
 		ttft:     resolveDelay(o.TTFT, DefaultTTFT),
 		perToken: resolveDelay(o.PerToken, DefaultPerToken),
 		tokens:   o.Tokens,
+		caching:  o.Caching,
+		cache:    newPromptCache(),
 		frames:   newFrames(),
 		mux:      http.NewServeMux(),
 		requests: make(map[string]int64),
@@ -111,6 +132,10 @@ func New(o Options) *Server {
 	if s.tokens <= 0 {
 		s.tokens = DefaultTokens
 	}
+	if s.caching == nil {
+		s.caching = DefaultCaching()
+	}
+	s.perInputToken = max(o.PerInputToken, 0)
 	s.mux.HandleFunc("POST /model/{modelId}/converse-stream", s.converseStream)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.HandleFunc("POST /stats/reset", s.resetStats)
@@ -223,6 +248,9 @@ type request struct {
 	// additionalModelRequestFields.thinking.budget_tokens (0: not given).
 	tool           string
 	thinkingBudget int
+	// cachePoints: the body holds cachePoint blocks (body keeps it for the cache).
+	cachePoints bool
+	body        []byte
 }
 
 // converseRequest is the subset of the ConverseStream JSON body the mock reads.
@@ -247,7 +275,8 @@ type converseRequest struct {
 }
 
 type textBlock struct {
-	Text *string `json:"text"`
+	Text       *string   `json:"text"`
+	CachePoint *struct{} `json:"cachePoint"`
 }
 
 // joinText joins the text blocks of a system prompt or message with "\n",
@@ -289,8 +318,11 @@ func joinText[B textBlock | contentBlock](blocks []B) string {
 // ValidationException, as Bedrock's would.
 func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (request, error) {
 	var body converseRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	if err := dec.Decode(&body); err != nil {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		return request{}, fmt.Errorf("malformed request body: %v", err)
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
 		return request{}, fmt.Errorf("malformed request body: %v", err)
 	}
 	if len(body.Messages) == 0 {
@@ -298,6 +330,9 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 	}
 	req := request{system: joinText(body.System), messages: make([]string, len(body.Messages))}
 	var counts blockCounts
+	for _, b := range body.System {
+		counts.cachePoints = counts.cachePoints || b.CachePoint != nil
+	}
 	for i, m := range body.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return request{}, fmt.Errorf("messages[%d].role: must be user or assistant, got %q", i, m.Role)
@@ -316,8 +351,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 	for _, b := range body.Messages[len(body.Messages)-1].Content {
 		counts.lastHasToolResult = counts.lastHasToolResult || b.ToolResult != nil
 	}
-	var err error
-	if req.tool, err = checkTools(body.ToolConfig, modelID, counts); err != nil {
+	if req.tool, err = checkTools(body.ToolConfig, modelID, &counts); err != nil {
 		return request{}, err
 	}
 	if ic := body.InferenceConfig; ic != nil {
@@ -338,6 +372,9 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 		return request{}, err
 	}
 	req.inputTokens = InputTokens(req.system, req.messages) + attachmentTokens(counts)
+	if counts.cachePoints {
+		req.cachePoints, req.body = true, data
+	}
 	return req, nil
 }
 
@@ -370,6 +407,16 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 		return
 	}
+	var cached cacheUsage
+	if req.cachePoints {
+		rule, caches := s.caching[modelID]
+		if cached, err = s.cache.use(modelID, rule, caches, req.body, start); err != nil {
+			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
+			return
+		}
+		req.body = nil
+	}
+	usage := tokenUsage{input: req.inputTokens - cached.cachedPrefix, cacheRead: cached.read, cacheWrite: cached.write, cache: cached.points}
 
 	limit, stop := s.tokens, stopEndTurn
 	if modelID == modelMarkdown {
@@ -406,7 +453,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	// about to wait, and at the end: when paced, every event is flushed on
 	// its own, exactly when due; unpaced, a burst of due events shares one
 	// write instead of paying a syscall each.
-	p := pacer{start: start, ttft: s.ttft, perToken: s.perToken, flush: rc.Flush}
+	p := pacer{start: start, ttft: s.ttft + time.Duration(usage.input)*s.perInputToken, perToken: s.perToken, flush: rc.Flush}
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
 		return
@@ -420,7 +467,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var buf [160]byte
-		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], req.inputTokens, sent, time.Since(start))) == nil {
+		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], usage, sent, time.Since(start))) == nil {
 			ended = true
 			_ = rc.Flush()
 		}
@@ -464,7 +511,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf [160]byte
-	payload := metadataPayload(buf[:0], req.inputTokens, send, time.Since(start))
+	payload := metadataPayload(buf[:0], usage, send, time.Since(start))
 	if writeEvent(enc, w, "metadata", payload) == nil {
 		ended = true
 		_ = rc.Flush()

@@ -24,6 +24,9 @@ const (
 	BlockToolUse    = "tool_use"
 	BlockToolResult = "tool_result"
 	BlockReasoning  = "reasoning"
+	// BlockCachePoint marks the end of a prompt-cache prefix (Bedrock's
+	// cachePoint content block): the conversation up to it may be cached.
+	BlockCachePoint = "cache_point"
 )
 
 // Chunk kinds: a chunk without a kind is text.
@@ -375,6 +378,8 @@ type Reasoning struct {
 type Features struct {
 	Tools     bool // tools, tool_choice or tool_use/tool_result blocks
 	Reasoning bool
+	// CachePoints counts the client's cache_point blocks.
+	CachePoints int
 	Images    int
 	Documents int
 	// AttachmentBytes is the decoded size of every image and document;
@@ -399,6 +404,8 @@ func (in *Inbound) Features() Features {
 				f.DocumentBytes += int64(len(b.Bytes))
 			case BlockToolUse:
 				f.Tools = true
+			case BlockCachePoint:
+				f.CachePoints++
 			case BlockToolResult:
 				f.Tools = true
 				walk(b.Content)
@@ -584,6 +591,13 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 				return err
 			}
 		}
+	case BlockCachePoint:
+		if inResult {
+			return invalid("%s: cache_point blocks belong in a message's content, not in a tool result", path)
+		}
+		if strings.HasSuffix(path, "[0]") {
+			return invalid("%s: a cache_point follows the content it marks; it cannot be a message's first block", path)
+		}
 	case BlockReasoning:
 		if inResult || role != "assistant" {
 			return invalid("%s: reasoning blocks belong in assistant messages", path)
@@ -594,7 +608,7 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 	case "":
 		return invalid("%s.type is required", path)
 	default:
-		return invalid("%s.type %q is unknown (text, image, document, tool_use, tool_result, reasoning)", path, Clip(b.Type))
+		return invalid("%s.type %q is unknown (text, image, document, tool_use, tool_result, reasoning, cache_point)", path, Clip(b.Type))
 	}
 	return nil
 }
