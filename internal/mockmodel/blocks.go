@@ -50,7 +50,7 @@ var (
 type contentBlock struct {
 	Text       *string   `json:"text"`
 	CachePoint *struct{} `json:"cachePoint"`
-	Image *struct {
+	Image      *struct {
 		Format string `json:"format"`
 		Source struct {
 			Bytes []byte `json:"bytes"`

@@ -380,8 +380,8 @@ type Features struct {
 	Reasoning bool
 	// CachePoints counts the client's cache_point blocks.
 	CachePoints int
-	Images    int
-	Documents int
+	Images      int
+	Documents   int
 	// AttachmentBytes is the decoded size of every image and document;
 	// DocumentBytes of the documents alone.
 	AttachmentBytes int64
