@@ -26,6 +26,18 @@
 // checks them (formats, Bedrock's sizes and counts), with a
 // ValidationException otherwise.
 //
+// Prompt caching works as on Bedrock (promptcache.go): cachePoint blocks
+// in system, messages and tools mark prefixes; for a model that caches
+// (Options.Caching) a point whose prefix has at least MinTokens input
+// tokens writes the prefix (keyed by the model id and the exact bytes of
+// every block before it, points left out) for CacheTTL, and the longest
+// prefix cached at the point or up to 20 block boundaries before it is
+// read; usage reports cacheReadInputTokens and cacheWriteInputTokens, and
+// inputTokens the rest. More points than MaxPoints, or any point to a
+// model that does not cache, is a ValidationException. The time to first
+// token is TTFT + PerInputToken x the input tokens not covered by a cache
+// point, so caching shows in TTFT.
+//
 // It is shared by the gateway's dev mode, tests and load tests.
 package mockmodel
 
