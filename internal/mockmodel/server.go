@@ -35,8 +35,8 @@
 // read; usage reports cacheReadInputTokens and cacheWriteInputTokens, and
 // inputTokens the rest. More points than MaxPoints, or any point to a
 // model that does not cache, is a ValidationException. The time to first
-// token is TTFT + PerInputToken x the input tokens not covered by a cache
-// point, so caching shows in TTFT.
+// token is TTFT + PerInputToken x the input tokens not read from the cache
+// (those it writes are read like any other), so caching shows in TTFT.
 //
 // It is shared by the gateway's dev mode, tests and load tests.
 package mockmodel
@@ -89,8 +89,9 @@ type Options struct {
 	// inferenceConfig.maxTokens caps it, with stopReason "max_tokens".
 	Tokens int
 	// PerInputToken is added to TTFT for every input token the request
-	// does not read from the prompt cache, as a model's prefill grows
-	// with its input: TTFT + PerInputToken x uncached input tokens.
+	// does not read from the prompt cache (tokens written to it included),
+	// as a model's prefill grows with what it must read:
+	// TTFT + PerInputToken x input tokens not read from the cache.
 	// Default none (the pace is TTFT whatever the input, as before);
 	// RealisticPerInputToken is what dev mode and cmd/mockbedrock use.
 	PerInputToken time.Duration
@@ -465,7 +466,9 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	// about to wait, and at the end: when paced, every event is flushed on
 	// its own, exactly when due; unpaced, a burst of due events shares one
 	// write instead of paying a syscall each.
-	p := pacer{start: start, ttft: s.ttft + time.Duration(usage.input)*s.perInputToken, perToken: s.perToken, flush: rc.Flush}
+	// The model reads every input token it does not find in its cache
+	// (tokens it writes to the cache included) before the first token.
+	p := pacer{start: start, ttft: s.ttft + time.Duration(req.inputTokens-cached.read)*s.perInputToken, perToken: s.perToken, flush: rc.Flush}
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
 		return
