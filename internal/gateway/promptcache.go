@@ -17,11 +17,15 @@ func cacheLimits(m *config.Model) *router.CacheLimits {
 }
 
 // checkCachePoints refuses, before any reservation or model call, a
-// request with more cache_point blocks than its model allows, naming the
-// first one too many. A model without prompt caching takes any number:
+// request with more cache points (cache_point blocks and the prefix
+// point) than its model allows, naming the first one too many (the prefix
+// point comes first). A model without prompt caching takes any number:
 // the router drops them for it (docs/protocol.md, "Prompt caching").
 func (f *flight) checkCachePoints() error {
 	n := f.feats.CachePoints
+	if f.req.PrefixCachePoint {
+		n++
+	}
 	if n == 0 {
 		return nil
 	}
@@ -30,6 +34,9 @@ func (f *flight) checkCachePoints() error {
 		return nil
 	}
 	seen := 0
+	if f.req.PrefixCachePoint {
+		seen = 1
+	}
 	for i, msg := range f.req.Messages {
 		for j, b := range msg.Blocks {
 			if b.Type != protocol.BlockCachePoint {

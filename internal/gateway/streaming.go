@@ -187,7 +187,7 @@ func (f *flight) outcome(err error) outcome {
 func (f *flight) call() router.Call {
 	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
 		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop,
-		AutoCache: f.app.PromptCache == config.PromptCacheAuto}
+		AutoCache: f.app.PromptCache == config.PromptCacheAuto, PrefixCachePoint: f.req.PrefixCachePoint}
 	if c.Messages == nil {
 		c.Messages = routerMessages(f.req.Messages)
 	}

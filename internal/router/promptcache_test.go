@@ -201,3 +201,19 @@ func TestModelRefusesMoreCachePointsThanItAllows(t *testing.T) {
 		t.Errorf("error kind = %s, want validation", me.Kind)
 	}
 }
+
+func TestPrefixCachePointAfterTheTools(t *testing.T) {
+	w := newCacheWorld(t)
+	tools := []router.Tool{{Name: "lookup", Description: strings.Repeat("Looks a booking up. ", 250), InputSchema: []byte(`{"type":"object"}`)}}
+	c := router.Call{AutoCache: true, Tools: tools, Messages: []router.Message{{Role: "user", Content: "where is my bag?"}}}
+	w.call(t, router.Target{ID: "a", BedrockID: "mock-a", Cache: claude}, c)
+	if got := w.last(); !got.tools || got.system || len(got.messages) != 0 {
+		t.Errorf("points %+v, want one after the tools (no system prompt)", got)
+	}
+	// The client's own prefix point goes where the system prompt ends.
+	c = router.Call{PrefixCachePoint: true, System: "short", Messages: []router.Message{{Role: "user", Content: "hi"}}}
+	w.call(t, router.Target{ID: "a", BedrockID: "mock-a", Cache: claude}, c)
+	if got := w.last(); !got.system || got.tools {
+		t.Errorf("points %+v, want the client's after the system prompt", got)
+	}
+}
