@@ -60,7 +60,7 @@ func TestPromptCacheIsBounded(t *testing.T) {
 	if _, ok := c.entries[key(0)]; ok {
 		t.Error("the oldest entry was kept")
 	}
-	if _, ok := c.entries[key(MaxCacheEntries + 9)]; !ok {
+	if _, ok := c.entries[key(MaxCacheEntries+9)]; !ok {
 		t.Error("the newest entry was dropped")
 	}
 }
