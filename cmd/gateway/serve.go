@@ -128,12 +128,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return fmt.Errorf("mock bedrock listen: %w", err)
 		}
-		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken}),
+		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken,
+			PerInputToken: s.MockPerInputToken}),
 			ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(gctx, mock, ln, time.Second) })
 		endpoint := "http://" + ln.Addr().String()
 		logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", s.MockTTFT),
-			zap.Duration("per_token", s.MockPerToken))
+			zap.Duration("per_token", s.MockPerToken), zap.Duration("per_input_token", s.MockPerInputToken))
 		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
 			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
@@ -203,7 +204,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if fleetStore != nil {
 		liveness = members
 	}
-	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
+		EstimateTokens: quota.EstimateTextTokens}),
 		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,

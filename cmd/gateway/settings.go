@@ -78,6 +78,7 @@ type settings struct {
 	MockBedrock          string // "", "true", "false"
 	MockTTFT             time.Duration
 	MockPerToken         time.Duration
+	MockPerInputToken    time.Duration
 	BedrockMaxAttempts   int
 	BedrockCAFile        string
 	Pprof                bool
@@ -304,6 +305,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
 	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", mockmodel.DefaultPerToken, "in-process mock: time per token")
+	dur(&s.MockPerInputToken, "JETWAY_MOCK_PER_INPUT_TOKEN", mockmodel.RealisticPerInputToken, "in-process mock: time to first token added per input token not read from the prompt cache")
 	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
 	str(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots")
 	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")

@@ -12,6 +12,7 @@
 //	go run ./cmd/loadtest rate --rate 2000 --path /v1/chat/completions --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest capacity --sessions 10000 --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest soak --duration 10m
+//	go run ./cmd/loadtest promptcache --turns 20 --system-tokens 3000
 //
 // Every run ends with a markdown report in the article's table shape (or
 // JSON with --json) and exits non-zero when anything was lost, never
@@ -96,6 +97,8 @@ func (s *settings) runScenario(ctx context.Context, stderr io.Writer) (*Report, 
 		return e.capacity(ctx)
 	case "soak":
 		return e.soak(ctx)
+	case "promptcache":
+		return e.promptCache(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", s.Scenario)
 }

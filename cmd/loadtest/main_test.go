@@ -395,3 +395,38 @@ func TestRateSideBySide(t *testing.T) {
 		t.Fatalf("mock saw %d requests, want 120 (60 per path)", got)
 	}
 }
+
+// TestPromptCacheConversations: the promptcache scenario holds the same
+// conversation with prompt_cache auto and off through both doors; with
+// auto the gateway's cache points show as reads from turn 2 on, off shows
+// none, and the answers are the same. (Whether the goals are met is the
+// benchmark's to say: a 3-turn run is too short for them.)
+func TestPromptCacheConversations(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "promptcache", "--turns", "3", "--system-tokens", "1500")
+	pc := rep.PromptCache
+	if pc == nil || len(pc.Runs) != 4 {
+		t.Fatalf("report %+v (%v)", rep, err)
+	}
+	for _, p := range rep.Problems {
+		if !strings.Contains(p, "goal") && !strings.Contains(p, "not lower") {
+			t.Errorf("problem %q", p)
+		}
+	}
+	for _, r := range pc.Runs {
+		if r.Err != "" || len(r.Turns) != 3 {
+			t.Fatalf("%s/%s: %d turns, error %q", r.Door, r.Mode, len(r.Turns), r.Err)
+		}
+		for _, turn := range r.Turns {
+			cached := turn.CacheRead > 0
+			if want := r.Mode == cacheAuto && turn.Turn >= 2; cached != want || turn.TTFTMs <= 0 || turn.CostUSD <= 0 {
+				t.Errorf("%s/%s turn %+v: want cache reads %v", r.Door, r.Mode, turn, want)
+			}
+		}
+	}
+	for _, c := range pc.Comparisons {
+		if !c.SameAnswers || c.InputCostSaving <= 0 {
+			t.Errorf("comparison %+v", c)
+		}
+	}
+}

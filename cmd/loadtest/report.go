@@ -24,9 +24,11 @@ type Report struct {
 	Rate       *RateResult     `json:"rate,omitempty"`
 	Capacity   *CapacityResult `json:"capacity,omitempty"`
 	Soak       *SoakResult     `json:"soak,omitempty"`
-	Notes      []string        `json:"notes,omitempty"`
-	Problems   []string        `json:"problems"`
-	OK         bool            `json:"ok"`
+	// PromptCache is the promptcache scenario's result.
+	PromptCache *PromptCacheResult `json:"prompt_cache,omitempty"`
+	Notes       []string           `json:"notes,omitempty"`
+	Problems    []string           `json:"problems"`
+	OK          bool               `json:"ok"`
 }
 
 func (r *Report) writeJSON(w io.Writer) error {
@@ -155,6 +157,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
 		}
 		b.WriteString("\n")
+	case r.PromptCache != nil:
+		r.PromptCache.writeMarkdown(&b)
 	case r.Soak != nil:
 		s := r.Soak
 		fmt.Fprintf(&b, "%d connections cut (Drop), %d reconnects, %d resumes.\n\n", s.Drops, a.Reconnects, a.Resumes)

@@ -137,6 +137,11 @@ type Request struct {
 	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
 	Stop       []string // stop sequences (the OpenAI door's stop)
 	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
+	// PrefixCachePoint is the client's own prompt cache point after the
+	// system prompt and tools (a door whose wire marks them, as Anthropic's
+	// cache_control does): it counts toward the model's maximum like a
+	// cache_point block.
+	PrefixCachePoint bool
 	// Release, when set, is called once when the request's content is
 	// used no more: its model call ended, or it never started (refused,
 	// re-sent, following another server). The session gives the
@@ -316,10 +321,15 @@ func (g *Gateway) Inflight() int {
 	return g.inflight
 }
 
+// routerMessages converts messages for the model call, blocks included
+// (validation decoded the attachments).
 func routerMessages(ms []protocol.Message) []router.Message {
 	out := make([]router.Message, len(ms))
 	for i, m := range ms {
 		out[i] = router.Message{Role: m.Role, Content: m.Content}
+		if m.Blocks != nil {
+			out[i].Blocks = routerBlocks(m.Blocks)
+		}
 	}
 	return out
 }
@@ -349,7 +359,9 @@ func bodyHash(in Request) string {
 		Tools       []protocol.Tool      `json:"to,omitempty"`
 		ToolChoice  *protocol.ToolChoice `json:"tc,omitempty"`
 		Reasoning   *protocol.Reasoning  `json:"r,omitempty"`
-	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning})
+		CachePoint  bool                 `json:"pc,omitempty"`
+	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning,
+		in.PrefixCachePoint})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

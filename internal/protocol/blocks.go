@@ -24,6 +24,9 @@ const (
 	BlockToolUse    = "tool_use"
 	BlockToolResult = "tool_result"
 	BlockReasoning  = "reasoning"
+	// BlockCachePoint marks the end of a prompt-cache prefix (Bedrock's
+	// cachePoint content block): the conversation up to it may be cached.
+	BlockCachePoint = "cache_point"
 )
 
 // Chunk kinds: a chunk without a kind is text.
@@ -363,8 +366,10 @@ type Reasoning struct {
 type Features struct {
 	Tools     bool // tools, tool_choice or tool_use/tool_result blocks
 	Reasoning bool
-	Images    int
-	Documents int
+	// CachePoints counts the client's cache_point blocks.
+	CachePoints int
+	Images      int
+	Documents   int
 	// AttachmentBytes is the decoded size of every image and document;
 	// DocumentBytes of the documents alone.
 	AttachmentBytes int64
@@ -387,6 +392,8 @@ func (in *Inbound) Features() Features {
 				f.DocumentBytes += int64(len(b.Data.bytes))
 			case BlockToolUse:
 				f.Tools = true
+			case BlockCachePoint:
+				f.CachePoints++
 			case BlockToolResult:
 				f.Tools = true
 				walk(b.Content)
@@ -572,6 +579,13 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 				return err
 			}
 		}
+	case BlockCachePoint:
+		if inResult {
+			return invalidAt(path, ": cache_point blocks belong in a message's content, not in a tool result")
+		}
+		if strings.HasSuffix(path, "[0]") {
+			return invalidAt(path, ": a cache_point follows the content it marks; it cannot be a message's first block")
+		}
 	case BlockReasoning:
 		if inResult || role != "assistant" {
 			return invalidAt(path, ": reasoning blocks belong in assistant messages")
@@ -582,7 +596,7 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 	case "":
 		return invalidAt(path+".type", " is required")
 	default:
-		return invalidAt(path+".type", " %q is unknown (text, image, document, tool_use, tool_result, reasoning)", Clip(b.Type))
+		return invalidAt(path+".type", " %q is unknown (text, image, document, tool_use, tool_result, reasoning, cache_point)", Clip(b.Type))
 	}
 	return nil
 }

@@ -36,6 +36,10 @@ func TestDecodeBlocks(t *testing.T) {
 		{"tool choice any", request(toolsJSON+`"tool_choice":"any",`, `"hi"`), ""},
 		{"tool choice named", request(toolsJSON+`"tool_choice":{"name":"clock"},`, `"hi"`), ""},
 		{"reasoning", request(`"reasoning":{"budget_tokens":2048},`, `"hi"`), ""},
+		{"cache point", request("", `[{"type":"text","text":"a long prefix"},{"type":"cache_point"},{"type":"text","text":"hi"}]`), ""},
+		{"cache point first", request("", `[{"type":"cache_point"},{"type":"text","text":"hi"}]`), "messages[0].content[0]: a cache_point follows the content it marks"},
+		{"cache point in a tool result", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"x"},{"type":"cache_point"}]}]`),
+			"content[0].content[1].type must be text, image or document"},
 		{"image at the limit", request("", `[{"type":"image","format":"jpeg","data":"`+b64(MaxImageBytes)+`"}]`), ""},
 
 		{"unknown block type", request("", `[{"type":"video","data":"AAAA"}]`), `messages[0].content[0].type "video" is unknown`},
@@ -90,6 +94,24 @@ func TestDecodeBlocks(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+func TestCachePointsCounted(t *testing.T) {
+	in, err := Decode([]byte(request("", `[{"type":"text","text":"a"},{"type":"cache_point"},{"type":"text","text":"b"},{"type":"cache_point"}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := in.Features(); f.CachePoints != 2 || f.UsesBlocks() {
+		t.Errorf("features %+v: want 2 cache points and nothing a model capability covers", f)
+	}
+	// Usage without the cache is the v1 object; with it, the fields are added.
+	if b := string(Encode(Usage{InputTokens: 1, OutputTokens: 2})); b != `{"input_tokens":1,"output_tokens":2}` {
+		t.Errorf("usage without the cache encodes as %s", b)
+	}
+	u := Usage{InputTokens: 1, OutputTokens: 2, CacheReadInputTokens: 30, CacheWriteInputTokens: 4}
+	if b := string(Encode(u)); b != `{"input_tokens":1,"output_tokens":2,"cache_read_input_tokens":30,"cache_write_input_tokens":4}` || u.AllInput() != 35 || u.Total() != 37 {
+		t.Errorf("usage with the cache encodes as %s (all input %d, total %d)", b, u.AllInput(), u.Total())
 	}
 }
 

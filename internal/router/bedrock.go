@@ -56,6 +56,13 @@ type Call struct {
 	// ReasoningBudget, when > 0, asks for reasoning with that many tokens
 	// (additionalModelRequestFields.thinking, Anthropic's form).
 	ReasoningBudget int
+	// PrefixCachePoint marks a cache point after the system prompt and
+	// tools (at the end of the system prompt, else of the tools).
+	// Message cache points are blocks of kind BlockCachePoint.
+	PrefixCachePoint bool
+	// AutoCache asks the Router to place cache points where the prefix is
+	// stable (the app's prompt_cache auto; see placeCachePoints).
+	AutoCache bool
 	// OnBlock, when set, puts the call in block mode: every delta (text
 	// too, with its block index), tool-use start and reasoning signature
 	// is delivered to it in order, and onDelta is not called. Unset, only
@@ -63,9 +70,11 @@ type Call struct {
 	OnBlock func(BlockDelta)
 }
 
-// Usage is what the model reports it consumed.
+// Usage is what the model reports it consumed. InputTokens are the input
+// tokens not read from or written to the prompt cache (Bedrock's split).
 type Usage struct {
-	InputTokens, OutputTokens int
+	InputTokens, OutputTokens                   int
+	CacheReadInputTokens, CacheWriteInputTokens int
 }
 
 // Result is how a successful call ended.
@@ -259,8 +268,10 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 		case "metadata":
 			var meta struct {
 				Usage *struct {
-					InputTokens  int `json:"inputTokens"`
-					OutputTokens int `json:"outputTokens"`
+					InputTokens           int `json:"inputTokens"`
+					OutputTokens          int `json:"outputTokens"`
+					CacheReadInputTokens  int `json:"cacheReadInputTokens"`
+					CacheWriteInputTokens int `json:"cacheWriteInputTokens"`
 				} `json:"usage"`
 			}
 			if err := json.Unmarshal(msg.Payload, &meta); err != nil {
@@ -268,7 +279,8 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 			}
 			if u := meta.Usage; u != nil {
 				res.UsageReported = true
-				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+					CacheReadInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens}
 			}
 		}
 	}
@@ -356,6 +368,14 @@ func converseInput(c Call) (*bedrockruntime.ConverseStreamInput, error) {
 			return nil, err
 		}
 		in.ToolConfig = tc
+	}
+	if c.PrefixCachePoint {
+		switch {
+		case in.System != nil:
+			in.System = append(in.System, &types.SystemContentBlockMemberCachePoint{Value: cachePoint})
+		case in.ToolConfig != nil:
+			in.ToolConfig.Tools = append(in.ToolConfig.Tools, &types.ToolMemberCachePoint{Value: cachePoint})
+		}
 	}
 	if c.ReasoningBudget > 0 {
 		in.AdditionalModelRequestFields = reasoningFields(c.ReasoningBudget)

@@ -23,6 +23,10 @@ const OtherModel = "other"
 const (
 	DirectionInput  = "input"
 	DirectionOutput = "output"
+	// Input tokens read from and written to the model's prompt cache
+	// (DirectionInput counts the rest).
+	DirectionCacheRead  = "cache_read"
+	DirectionCacheWrite = "cache_write"
 )
 
 // Sink names used as the "sink" label.
@@ -63,6 +67,7 @@ type Metrics struct {
 	inflight          prometheus.Gauge
 	requests          *prometheus.CounterVec   // tenant, app, model, outcome
 	tokens            *prometheus.CounterVec   // tenant, app, model, direction
+	cacheSaved        *prometheus.CounterVec   // tenant, app, model
 	ttft              *prometheus.HistogramVec // tenant, app, model
 	latency           *prometheus.HistogramVec // tenant, app, model
 	chunks            prometheus.Counter
@@ -98,7 +103,8 @@ type Metrics struct {
 //	active_sessions                       gauge
 //	requests_in_flight                    gauge
 //	requests_total                        counter   tenant, app, model, outcome
-//	tokens_total                          counter   tenant, app, model, direction (input|output)
+//	tokens_total                          counter   tenant, app, model, direction (input|output|cache_read|cache_write)
+//	prompt_cache_saved_usd_total          counter   tenant, app, model (negative increments are left out)
 //	ttft_seconds                          histogram tenant, app, model
 //	request_duration_seconds              histogram tenant, app, model
 //	chunks_sent_total                     counter
@@ -137,9 +143,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "requests_in_flight",
 			Help: "Requests admitted and not yet ended on this server."}),
 		requests: counter("requests_total", "Requests by outcome (done or the error code).", "tenant", "app", "model", "outcome"),
-		tokens:   counter("tokens_total", "Tokens charged, by direction (input|output).", "tenant", "app", "model", "direction"),
-		ttft:     hist("ttft_seconds", "Time from request arrival to the first chunk sent.", "tenant", "app", "model"),
-		latency:  hist("request_duration_seconds", "Time from request arrival to the done frame.", "tenant", "app", "model"),
+		tokens:   counter("tokens_total", "Tokens charged, by direction (input|output|cache_read|cache_write).", "tenant", "app", "model", "direction"),
+		cacheSaved: counter("prompt_cache_saved_usd_total", "What the prompt cache saved, in USD (requests that saved money; "+
+			"cache_saved_usd in the usage records has the exact sum, losses included).", "tenant", "app", "model"),
+		ttft:    hist("ttft_seconds", "Time from request arrival to the first chunk sent.", "tenant", "app", "model"),
+		latency: hist("request_duration_seconds", "Time from request arrival to the done frame.", "tenant", "app", "model"),
 		chunks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "chunks_sent_total",
 			Help: "Chunk frames produced for requests."}),
 		slowConsumer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "slow_consumer_closes_total",
@@ -178,7 +186,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"bounded by JETWAY_AUTH_CACHE_ENTRIES).", "result"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
+		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
@@ -282,6 +290,15 @@ func (m *Metrics) ObserveRequest(r UsageRecord) {
 	}
 	if r.OutputTokens > 0 {
 		m.tokens.WithLabelValues(t, a, mo, DirectionOutput).Add(float64(r.OutputTokens))
+	}
+	if r.CacheReadInputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionCacheRead).Add(float64(r.CacheReadInputTokens))
+	}
+	if r.CacheWriteInputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionCacheWrite).Add(float64(r.CacheWriteInputTokens))
+	}
+	if r.CacheSavedUSD > 0 {
+		m.cacheSaved.WithLabelValues(t, a, mo).Add(r.CacheSavedUSD)
 	}
 	if r.Chunks > 0 {
 		m.chunks.Add(float64(r.Chunks))
