@@ -1,0 +1,145 @@
+package dynamotable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Table is one table of a fixed role (TableQuota, ...): every call through
+// it is metered, and its errors are the SDK's, wrapped with the call and
+// the key, for Refused, TooLarge, Invalid and Classify to read. Throttling
+// and unreachable endpoints are retried by the client's retryer, whose
+// budget the caller sizes when building the client; ctx bounds each call.
+type Table struct {
+	client *dynamodb.Client
+	name   string
+	meter  Meter
+	role   string
+	opts   []func(*dynamodb.Options)
+}
+
+// NewTable returns the table name of role on client; opts apply to every
+// call (per-call client options).
+func NewTable(client *dynamodb.Client, name, role string, opts ...func(*dynamodb.Options)) *Table {
+	return &Table{client: client, name: name, role: role, opts: opts}
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// SetObserver reports every call from now on to obs; call it before the
+// table is used.
+func (t *Table) SetObserver(obs Observer) { t.meter = NewMeter(t.role, obs) }
+
+// Get reads the item whose partition key is key (nil when absent),
+// strongly consistent when consistent is set.
+func (t *Table) Get(ctx context.Context, op, key string, consistent bool) (map[string]types.AttributeValue, error) {
+	start := time.Now()
+	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(t.name),
+		Key:            map[string]types.AttributeValue{PK: S(key)},
+		ConsistentRead: aws.Bool(consistent),
+	}, t.opts...)
+	t.meter.Observe(op, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb GetItem %s: %w", key, err)
+	}
+	return out.Item, nil
+}
+
+// Put writes item (which holds its PK), when cond is not empty only if it
+// holds; names and values bind cond's placeholders. A refused condition
+// returns the item it saw (see Refused).
+func (t *Table) Put(ctx context.Context, op string, item map[string]types.AttributeValue, cond string,
+	names map[string]string, values map[string]types.AttributeValue) error {
+	in := &dynamodb.PutItemInput{TableName: aws.String(t.name), Item: item}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+		in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, values
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	start := time.Now()
+	_, err := t.client.PutItem(ctx, in, t.opts...)
+	t.meter.Observe(op, start, err)
+	if err != nil {
+		return fmt.Errorf("dynamodb PutItem %s: %w", String(item, PK), err)
+	}
+	return nil
+}
+
+// Update runs u and returns what u.Return asked for.
+func (t *Table) Update(ctx context.Context, op string, u *Update) (map[string]types.AttributeValue, error) {
+	start := time.Now()
+	out, err := t.client.UpdateItem(ctx, u.Input(t.name), t.opts...)
+	t.meter.Observe(op, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb UpdateItem %s: %w", u.key, err)
+	}
+	return out.Attributes, nil
+}
+
+// Query runs in (its TableName set here) and hands each page's items to
+// each, all pages.
+func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, each func([]map[string]types.AttributeValue)) error {
+	in.TableName = aws.String(t.name)
+	p := dynamodb.NewQueryPaginator(t.client, in)
+	for p.HasMorePages() {
+		start := time.Now()
+		out, err := p.NextPage(ctx, t.opts...)
+		t.meter.Observe(op, start, err)
+		if err != nil {
+			return fmt.Errorf("dynamodb Query %s: %w", t.name, err)
+		}
+		each(out.Items)
+	}
+	return nil
+}
+
+// Scan reads the whole table, strongly consistent, and hands each page's
+// items to each.
+func (t *Table) Scan(ctx context.Context, op string, each func([]map[string]types.AttributeValue)) error {
+	p := dynamodb.NewScanPaginator(t.client, &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		start := time.Now()
+		out, err := p.NextPage(ctx, t.opts...)
+		t.meter.Observe(op, start, err)
+		if err != nil {
+			return fmt.Errorf("dynamodb Scan %s: %w", t.name, err)
+		}
+		each(out.Items)
+	}
+	return nil
+}
+
+// Refused reports whether err is a conditional write's refusal, and the
+// item the condition saw when the engine returned it (DynamoDB does;
+// dynalite does not, and then item is nil: read it).
+func Refused(err error) (item map[string]types.AttributeValue, ok bool) {
+	var refused *types.ConditionalCheckFailedException
+	if !errors.As(err, &refused) {
+		return nil, false
+	}
+	return refused.Item, true
+}
+
+// Invalid reports whether DynamoDB refused the request itself
+// (ValidationException): a retry cannot succeed.
+func Invalid(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException"
+}
+
+// TooLarge reports whether the request was refused for the size of the
+// item it would make (over DynamoDB's 400 KB).
+func TooLarge(err error) bool {
+	var apiErr smithy.APIError
+	return Invalid(err) && errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "size")
+}
