@@ -41,11 +41,11 @@ func (t *Table) SetObserver(obs Observer) { t.meter = NewMeter(t.role, obs) }
 
 // Get reads the item whose partition key is key (nil when absent),
 // strongly consistent when consistent is set.
-func (t *Table) Get(ctx context.Context, op, key string, consistent bool) (map[string]types.AttributeValue, error) {
+func (t *Table) Get(ctx context.Context, op, key string, consistent bool) (Item, error) {
 	start := time.Now()
 	out, err := t.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(t.name),
-		Key:            map[string]types.AttributeValue{PK: S(key)},
+		Key:            Item{PK: S(key)},
 		ConsistentRead: aws.Bool(consistent),
 	}, t.opts...)
 	t.meter.Observe(op, start, err)
@@ -58,8 +58,8 @@ func (t *Table) Get(ctx context.Context, op, key string, consistent bool) (map[s
 // Put writes item (which holds its PK), when cond is not empty only if it
 // holds; names and values bind cond's placeholders. A refused condition
 // returns the item it saw (see Refused).
-func (t *Table) Put(ctx context.Context, op string, item map[string]types.AttributeValue, cond string,
-	names map[string]string, values map[string]types.AttributeValue) error {
+func (t *Table) Put(ctx context.Context, op string, item Item, cond string,
+	names map[string]string, values Item) error {
 	in := &dynamodb.PutItemInput{TableName: aws.String(t.name), Item: item}
 	if cond != "" {
 		in.ConditionExpression = aws.String(cond)
@@ -76,7 +76,7 @@ func (t *Table) Put(ctx context.Context, op string, item map[string]types.Attrib
 }
 
 // Update runs u and returns what u.Return asked for.
-func (t *Table) Update(ctx context.Context, op string, u *Update) (map[string]types.AttributeValue, error) {
+func (t *Table) Update(ctx context.Context, op string, u *Update) (Item, error) {
 	start := time.Now()
 	out, err := t.client.UpdateItem(ctx, u.Input(t.name), t.opts...)
 	t.meter.Observe(op, start, err)
@@ -88,7 +88,7 @@ func (t *Table) Update(ctx context.Context, op string, u *Update) (map[string]ty
 
 // Query runs in (its TableName set here) and hands each page's items to
 // each, all pages.
-func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, each func([]map[string]types.AttributeValue)) error {
+func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, each func([]Item)) error {
 	in.TableName = aws.String(t.name)
 	p := dynamodb.NewQueryPaginator(t.client, in)
 	for p.HasMorePages() {
@@ -105,7 +105,7 @@ func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, e
 
 // Scan reads the whole table, strongly consistent, and hands each page's
 // items to each.
-func (t *Table) Scan(ctx context.Context, op string, each func([]map[string]types.AttributeValue)) error {
+func (t *Table) Scan(ctx context.Context, op string, each func([]Item)) error {
 	p := dynamodb.NewScanPaginator(t.client, &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		start := time.Now()
@@ -122,7 +122,7 @@ func (t *Table) Scan(ctx context.Context, op string, each func([]map[string]type
 // Refused reports whether err is a conditional write's refusal, and the
 // item the condition saw when the engine returned it (DynamoDB does;
 // dynalite does not, and then item is nil: read it).
-func Refused(err error) (item map[string]types.AttributeValue, ok bool) {
+func Refused(err error) (item Item, ok bool) {
 	var refused *types.ConditionalCheckFailedException
 	if !errors.As(err, &refused) {
 		return nil, false

@@ -21,14 +21,14 @@ type Update struct {
 	key                   string
 	set, add, remove, ifs []string
 	names                 map[string]string
-	values                map[string]types.AttributeValue
+	values                Item
 	// Return is what a successful update returns (none by default).
 	Return types.ReturnValue
 }
 
 // NewUpdate starts an update of the item whose partition key is key.
 func NewUpdate(key string) *Update {
-	return &Update{key: key, names: make(map[string]string, 8), values: make(map[string]types.AttributeValue, 8)}
+	return &Update{key: key, names: make(map[string]string, 8), values: make(Item, 8)}
 }
 
 // Key is the partition key of the updated item.
@@ -72,14 +72,10 @@ func (u *Update) If(cond string) *Update {
 }
 
 // SetValue adds SET #name = :name, binding both placeholders (name must
-// be a valid placeholder: letters, digits and underscores).
+// be a valid placeholder: letters, digits and underscores). It builds its
+// strings; hot paths write the clause and bind the placeholders instead.
 func (u *Update) SetValue(name string, v types.AttributeValue) *Update {
 	return u.Name("#"+name, name).Value(":"+name, v).Set("#" + name + " = :" + name)
-}
-
-// AddValue adds ADD #name :name, binding both placeholders.
-func (u *Update) AddValue(name string, v types.AttributeValue) *Update {
-	return u.Name("#"+name, name).Value(":"+name, v).Add("#" + name + " :" + name)
 }
 
 // RemoveAttr adds REMOVE #name, binding the placeholder.
@@ -91,6 +87,7 @@ func (u *Update) RemoveAttr(name string) *Update {
 // it saw (DynamoDB does; dynalite does not, see Refused).
 func (u *Update) Input(table string) *dynamodb.UpdateItemInput {
 	var expr strings.Builder
+	expr.Grow(clausesLen(u.set) + clausesLen(u.add) + clausesLen(u.remove) + len(" REMOVE  ADD SET"))
 	clause := func(verb string, actions []string) {
 		if len(actions) == 0 {
 			return
@@ -112,7 +109,7 @@ func (u *Update) Input(table string) *dynamodb.UpdateItemInput {
 	clause("REMOVE", u.remove)
 	in := &dynamodb.UpdateItemInput{
 		TableName:        aws.String(table),
-		Key:              map[string]types.AttributeValue{PK: S(u.key)},
+		Key:              Item{PK: S(u.key)},
 		UpdateExpression: aws.String(expr.String()),
 		ReturnValues:     u.Return,
 	}
@@ -125,10 +122,29 @@ func (u *Update) Input(table string) *dynamodb.UpdateItemInput {
 	if len(u.ifs) > 0 {
 		cond := u.ifs[0]
 		if len(u.ifs) > 1 {
-			cond = "(" + strings.Join(u.ifs, ") AND (") + ")"
+			var b strings.Builder
+			b.Grow(clausesLen(u.ifs) + 7*len(u.ifs))
+			for i, c := range u.ifs {
+				if i > 0 {
+					b.WriteString(" AND ")
+				}
+				b.WriteByte('(')
+				b.WriteString(c)
+				b.WriteByte(')')
+			}
+			cond = b.String()
 		}
 		in.ConditionExpression = aws.String(cond)
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
 	return in
+}
+
+// clausesLen is the length of clauses and their separators.
+func clausesLen(clauses []string) int {
+	n := 0
+	for _, c := range clauses {
+		n += len(c) + 2
+	}
+	return n
 }

@@ -27,7 +27,7 @@ func B(b []byte) types.AttributeValue { return &types.AttributeValueMemberB{Valu
 func BOOL(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
 // M is a map attribute value.
-func M(m map[string]types.AttributeValue) types.AttributeValue {
+func M(m Item) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: m}
 }
 
@@ -41,7 +41,7 @@ func L(ss []string) types.AttributeValue {
 }
 
 // String reads a string attribute; "" when it is absent or not a string.
-func String(item map[string]types.AttributeValue, name string) string {
+func String(item Item, name string) string {
 	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
 		return v.Value
 	}
@@ -49,7 +49,7 @@ func String(item map[string]types.AttributeValue, name string) string {
 }
 
 // Int reads a number attribute; false when it is absent or not an integer.
-func Int(item map[string]types.AttributeValue, name string) (int64, bool) {
+func Int(item Item, name string) (int64, bool) {
 	v, ok := item[name].(*types.AttributeValueMemberN)
 	if !ok {
 		return 0, false
@@ -60,7 +60,7 @@ func Int(item map[string]types.AttributeValue, name string) (int64, bool) {
 
 // Bytes reads a binary attribute (or a string one, as hand-written items
 // hold); nil when it is absent or empty.
-func Bytes(item map[string]types.AttributeValue, name string) []byte {
+func Bytes(item Item, name string) []byte {
 	var b []byte
 	switch v := item[name].(type) {
 	case *types.AttributeValueMemberB:
@@ -75,13 +75,13 @@ func Bytes(item map[string]types.AttributeValue, name string) []byte {
 }
 
 // Bool reads a boolean attribute; false when it is absent.
-func Bool(item map[string]types.AttributeValue, name string) bool {
+func Bool(item Item, name string) bool {
 	v, ok := item[name].(*types.AttributeValueMemberBOOL)
 	return ok && v.Value
 }
 
 // Map reads a map attribute; nil when it is absent or not a map.
-func Map(item map[string]types.AttributeValue, name string) map[string]types.AttributeValue {
+func Map(item Item, name string) Item {
 	if v, ok := item[name].(*types.AttributeValueMemberM); ok {
 		return v.Value
 	}
@@ -90,7 +90,7 @@ func Map(item map[string]types.AttributeValue, name string) map[string]types.Att
 
 // Strings reads a list of strings; nil when it is absent, empty or not a
 // list (a NULL one included). Elements that are not strings read as "".
-func Strings(item map[string]types.AttributeValue, name string) []string {
+func Strings(item Item, name string) []string {
 	l, ok := item[name].(*types.AttributeValueMemberL)
 	if !ok || len(l.Value) == 0 {
 		return nil
@@ -103,3 +103,7 @@ func Strings(item map[string]types.AttributeValue, name string) []string {
 	}
 	return ss
 }
+
+// Item is a DynamoDB item, or a map attribute's value: attribute name to
+// value.
+type Item = map[string]types.AttributeValue

@@ -98,10 +98,10 @@ func (s *DynamoStore) Get(ctx context.Context, it Item) (Amount, error) {
 // (re)sets its expiry.
 func update(it Item, delta Amount) *dynamotable.Update {
 	u := dynamotable.NewUpdate(it.Key()).
-		AddValue(attrUsed, dynamotable.N(delta.Tokens)).
-		AddValue(attrRequests, dynamotable.N(delta.Requests)).
-		AddValue(attrMicroUSD, dynamotable.N(delta.MicroUSD)).
-		SetValue(attrExpires, dynamotable.N(it.Expires().Unix()))
+		Name("#used", attrUsed).Name("#requests", attrRequests).Name("#micro_usd", attrMicroUSD).Name("#expires_at", attrExpires).
+		Value(":used", dynamotable.N(delta.Tokens)).Value(":requests", dynamotable.N(delta.Requests)).
+		Value(":micro_usd", dynamotable.N(delta.MicroUSD)).Value(":expires_at", dynamotable.N(it.Expires().Unix())).
+		Add("#used :used, #requests :requests, #micro_usd :micro_usd").Set("#expires_at = :expires_at")
 	u.Return = types.ReturnValueUpdatedNew
 	return u
 }
@@ -111,18 +111,21 @@ func update(it Item, delta Amount) *dynamotable.Update {
 // no cap): used <= cap - n.
 func underLimits(u *dynamotable.Update, n, limit Amount, positive bool) {
 	for _, m := range [...]struct {
-		attr       string
 		capv, want int64
-	}{{attrUsed, limit.Tokens, n.Tokens}, {attrRequests, limit.Requests, n.Requests}, {attrMicroUSD, limit.MicroUSD, n.MicroUSD}} {
+		ph, cond   string
+	}{
+		{limit.Tokens, n.Tokens, ":max_used", "attribute_not_exists(#used) OR #used <= :max_used"},
+		{limit.Requests, n.Requests, ":max_requests", "attribute_not_exists(#requests) OR #requests <= :max_requests"},
+		{limit.MicroUSD, n.MicroUSD, ":max_micro_usd", "attribute_not_exists(#micro_usd) OR #micro_usd <= :max_micro_usd"},
+	} {
 		if m.capv <= 0 || (positive && m.want <= 0) {
 			continue
 		}
-		u.Value(":max_"+m.attr, dynamotable.N(m.capv-m.want)).
-			If("attribute_not_exists(#" + m.attr + ") OR #" + m.attr + " <= :max_" + m.attr)
+		u.Value(m.ph, dynamotable.N(m.capv-m.want)).If(m.cond)
 	}
 }
 
-func decodeAmount(item map[string]types.AttributeValue) Amount {
+func decodeAmount(item dynamotable.Item) Amount {
 	var a Amount
 	a.Tokens, _ = dynamotable.Int(item, attrUsed)
 	a.Requests, _ = dynamotable.Int(item, attrRequests)
@@ -242,7 +245,7 @@ func (s *DynamoStore) ReadItem(ctx context.Context, it Item) (ItemState, error) 
 
 // refusedState is the item a refused condition saw: DynamoDB returns it
 // with the error, dynalite does not, and then it is read.
-func (s *DynamoStore) refusedState(ctx context.Context, it Item, item map[string]types.AttributeValue) (ItemState, error) {
+func (s *DynamoStore) refusedState(ctx context.Context, it Item, item dynamotable.Item) (ItemState, error) {
 	if item != nil {
 		return decodeState(item), nil
 	}
@@ -252,12 +255,12 @@ func (s *DynamoStore) refusedState(ctx context.Context, it Item, item map[string
 func ptr[T any](v T) *T { return &v }
 
 func encodeAmountMap(a Amount) types.AttributeValue {
-	return dynamotable.M(map[string]types.AttributeValue{
+	return dynamotable.M(dynamotable.Item{
 		attrAmountTok: dynamotable.N(a.Tokens), attrAmountReq: dynamotable.N(a.Requests), attrAmountUSD: dynamotable.N(a.MicroUSD),
 	})
 }
 
-func decodeAmountMap(m map[string]types.AttributeValue) Amount {
+func decodeAmountMap(m dynamotable.Item) Amount {
 	var a Amount
 	a.Tokens, _ = dynamotable.Int(m, attrAmountTok)
 	a.Requests, _ = dynamotable.Int(m, attrAmountReq)
@@ -266,7 +269,7 @@ func decodeAmountMap(m map[string]types.AttributeValue) Amount {
 }
 
 func encodeLease(l Lease) types.AttributeValue {
-	return dynamotable.M(map[string]types.AttributeValue{
+	return dynamotable.M(dynamotable.Item{
 		attrGranted:    encodeAmountMap(l.Granted),
 		attrCommitted:  encodeAmountMap(l.Committed),
 		attrSpent:      encodeAmountMap(l.Spent),
@@ -277,7 +280,7 @@ func encodeLease(l Lease) types.AttributeValue {
 	})
 }
 
-func decodeState(item map[string]types.AttributeValue) ItemState {
+func decodeState(item dynamotable.Item) ItemState {
 	st := ItemState{Used: decodeAmount(item)}
 	for name := range item {
 		owner, ok := strings.CutPrefix(name, leasePrefix)

@@ -7,7 +7,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 )
 
@@ -95,12 +94,12 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 		c.dynamoSkipped.Add(1)
 		return
 	}
-	item := map[string]types.AttributeValue{
+	item := dynamotable.Item{
 		cacheAttrPK:         dynamotable.S(cachePKPrefix + key),
 		cacheAttrChunks:     dynamotable.L(a.Chunks),
 		cacheAttrModel:      dynamotable.S(a.Model),
 		cacheAttrStopReason: dynamotable.S(a.StopReason),
-		cacheAttrUsage: dynamotable.M(map[string]types.AttributeValue{
+		cacheAttrUsage: dynamotable.M(dynamotable.Item{
 			cacheAttrInputTokens:  dynamotable.N(int64(a.Usage.InputTokens)),
 			cacheAttrOutputTokens: dynamotable.N(int64(a.Usage.OutputTokens)),
 		}),

@@ -71,7 +71,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	if size > MaxRecordBytes {
 		return nil, fmt.Errorf("create: %w", ErrTooLarge)
 	}
-	item := map[string]types.AttributeValue{
+	item := dynamotable.Item{
 		attrPK:        dynamotable.S(recordKey(r.Owner, r.RequestID)),
 		attrServer:    dynamotable.S(r.Server),
 		attrEndedMS:   dynamotable.N(runningEndedMS),
@@ -96,7 +96,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		// An expired record that TTL has not deleted yet counts as absent.
 		err := s.table.Put(ctx, "create", item, "attribute_not_exists(#pk) OR #exp <= :now_s",
 			map[string]string{"#pk": attrPK, "#exp": attrExpires},
-			map[string]types.AttributeValue{":now_s": dynamotable.N(s.now().Unix())})
+			dynamotable.Item{":now_s": dynamotable.N(s.now().Unix())})
 		if err == nil {
 			return &r, nil
 		}
@@ -133,7 +133,7 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server s
 	u.Name("#cancel", attrCancel).If("attribute_not_exists(#cancel)")
 	if len(chunks) == 0 {
 		// A bare check for a Cancel still needs something to SET.
-		u.SetValue(attrSeq, dynamotable.N(int64(prevSeq)))
+		u.Value(":seq", dynamotable.N(int64(prevSeq))).Set("#seq = :seq")
 	}
 	return s.update(ctx, "checkpoint", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, "", nil)
@@ -258,7 +258,7 @@ func (u *update) appendChunks(prevSeq int, chunks []string) {
 	}
 	u.Name("#chunks", attrChunks).Value(":empty", dynamotable.L(nil)).Value(":new", dynamotable.L(chunks)).
 		Set("#chunks = list_append(if_not_exists(#chunks, :empty), :new)")
-	u.SetValue(attrSeq, dynamotable.N(int64(prevSeq+len(chunks))))
+	u.Value(":seq", dynamotable.N(int64(prevSeq+len(chunks)))).Set("#seq = :seq")
 	u.add += chunksBytes(chunks)
 }
 
@@ -358,7 +358,7 @@ func (s *DynamoStore) getKey(ctx context.Context, key string) (*Record, int, err
 }
 
 // decodeLive decodes an item, or returns nil for an expired one.
-func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key string) (*Record, int) {
+func (s *DynamoStore) decodeLive(item dynamotable.Item, key string) (*Record, int) {
 	exp, _ := dynamotable.Int(item, attrExpires)
 	if expired(exp, s.now()) {
 		return nil, 0
@@ -414,11 +414,11 @@ func (s *DynamoStore) Owned(ctx context.Context, server string, since time.Time)
 		IndexName:                aws.String(IndexByServer),
 		KeyConditionExpression:   aws.String("#server = :server AND #ended >= :since"),
 		ExpressionAttributeNames: map[string]string{"#server": attrServer, "#ended": attrEndedMS},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
+		ExpressionAttributeValues: dynamotable.Item{
 			":server": dynamotable.S(server), ":since": dynamotable.N(since.UnixMilli())},
 	}
 	var keys []RecordKey
-	err := s.table.Query(ctx, "owned", in, func(items []map[string]types.AttributeValue) {
+	err := s.table.Query(ctx, "owned", in, func(items []dynamotable.Item) {
 		for _, item := range items {
 			owner, id := splitKey(dynamotable.String(item, attrPK))
 			if owner != "" && id != "" {
