@@ -70,20 +70,11 @@ type Observer interface {
 	ObserveDynamoDB(table, op, outcome string, d time.Duration)
 }
 
-// Meter reports one table's calls to an Observer; its zero value reports
-// nothing.
-type Meter struct {
-	table string
-	obs   Observer
-}
-
-// NewMeter returns a Meter for the table role (TableQuota, ...); obs may be nil.
-func NewMeter(table string, obs Observer) Meter { return Meter{table: table, obs: obs} }
-
-// Observe reports a call of op that started at start and returned err.
-func (m Meter) Observe(op string, start time.Time, err error) {
-	if m.obs == nil {
+// observe reports a call of op on t that started at start and returned
+// err to t's observer, if any.
+func (t *Table) observe(op string, start time.Time, err error) {
+	if t.obs == nil {
 		return
 	}
-	m.obs.ObserveDynamoDB(m.table, op, Classify(err), time.Since(start))
+	t.obs.ObserveDynamoDB(t.role, op, Classify(err), time.Since(start))
 }

@@ -21,8 +21,8 @@ import (
 type Table struct {
 	client *dynamodb.Client
 	name   string
-	meter  Meter
 	role   string
+	obs    Observer
 	opts   []func(*dynamodb.Options)
 }
 
@@ -37,7 +37,7 @@ func (t *Table) Name() string { return t.name }
 
 // SetObserver reports every call from now on to obs; call it before the
 // table is used.
-func (t *Table) SetObserver(obs Observer) { t.meter = NewMeter(t.role, obs) }
+func (t *Table) SetObserver(obs Observer) { t.obs = obs }
 
 // Get reads the item whose partition key is key (nil when absent),
 // strongly consistent when consistent is set.
@@ -48,7 +48,7 @@ func (t *Table) Get(ctx context.Context, op, key string, consistent bool) (Item,
 		Key:            Item{PK: S(key)},
 		ConsistentRead: aws.Bool(consistent),
 	}, t.opts...)
-	t.meter.Observe(op, start, err)
+	t.observe(op, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb GetItem %s: %w", key, err)
 	}
@@ -68,7 +68,7 @@ func (t *Table) Put(ctx context.Context, op string, item Item, cond string,
 	}
 	start := time.Now()
 	_, err := t.client.PutItem(ctx, in, t.opts...)
-	t.meter.Observe(op, start, err)
+	t.observe(op, start, err)
 	if err != nil {
 		return fmt.Errorf("dynamodb PutItem %s: %w", String(item, PK), err)
 	}
@@ -79,7 +79,7 @@ func (t *Table) Put(ctx context.Context, op string, item Item, cond string,
 func (t *Table) Update(ctx context.Context, op string, u *Update) (Item, error) {
 	start := time.Now()
 	out, err := t.client.UpdateItem(ctx, u.Input(t.name), t.opts...)
-	t.meter.Observe(op, start, err)
+	t.observe(op, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodb UpdateItem %s: %w", u.key, err)
 	}
@@ -94,7 +94,7 @@ func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, e
 	for p.HasMorePages() {
 		start := time.Now()
 		out, err := p.NextPage(ctx, t.opts...)
-		t.meter.Observe(op, start, err)
+		t.observe(op, start, err)
 		if err != nil {
 			return fmt.Errorf("dynamodb Query %s: %w", t.name, err)
 		}
@@ -110,7 +110,7 @@ func (t *Table) Scan(ctx context.Context, op string, each func([]Item)) error {
 	for p.HasMorePages() {
 		start := time.Now()
 		out, err := p.NextPage(ctx, t.opts...)
-		t.meter.Observe(op, start, err)
+		t.observe(op, start, err)
 		if err != nil {
 			return fmt.Errorf("dynamodb Scan %s: %w", t.name, err)
 		}
