@@ -90,31 +90,29 @@ func (t *Table) Update(ctx context.Context, op string, u *Update) (Item, error) 
 // each, all pages.
 func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, each func([]Item)) error {
 	in.TableName = aws.String(t.name)
-	p := dynamodb.NewQueryPaginator(t.client, in)
-	for p.HasMorePages() {
-		start := time.Now()
-		out, err := p.NextPage(ctx, t.opts...)
-		t.observe(op, start, err)
-		if err != nil {
-			return fmt.Errorf("dynamodb Query %s: %w", t.name, err)
-		}
-		each(out.Items)
-	}
-	return nil
+	return pages(ctx, t, op, dynamodb.NewQueryPaginator(t.client, in), func(o *dynamodb.QueryOutput) []Item { return o.Items }, each)
 }
 
 // Scan reads the whole table, strongly consistent, and hands each page's
 // items to each.
 func (t *Table) Scan(ctx context.Context, op string, each func([]Item)) error {
-	p := dynamodb.NewScanPaginator(t.client, &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)})
+	in := &dynamodb.ScanInput{TableName: aws.String(t.name), ConsistentRead: aws.Bool(true)}
+	return pages(ctx, t, op, dynamodb.NewScanPaginator(t.client, in), func(o *dynamodb.ScanOutput) []Item { return o.Items }, each)
+}
+
+// pages reads every page of a paginator, each call metered as op.
+func pages[O any](ctx context.Context, t *Table, op string, p interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*dynamodb.Options)) (O, error)
+}, items func(O) []Item, each func([]Item)) error {
 	for p.HasMorePages() {
 		start := time.Now()
 		out, err := p.NextPage(ctx, t.opts...)
 		t.observe(op, start, err)
 		if err != nil {
-			return fmt.Errorf("dynamodb Scan %s: %w", t.name, err)
+			return fmt.Errorf("dynamodb %s %s: %w", op, t.name, err)
 		}
-		each(out.Items)
+		each(items(out))
 	}
 	return nil
 }
