@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -61,6 +62,31 @@ func Classify(err error) string {
 		return OutcomeUnavailable
 	}
 	return OutcomeOther
+}
+
+// Refused reports whether err is a conditional write's refusal, and the
+// item the condition saw when the engine returned it (DynamoDB does;
+// dynalite does not, and then item is nil: read it).
+func Refused(err error) (item Item, ok bool) {
+	var refused *types.ConditionalCheckFailedException
+	if !errors.As(err, &refused) {
+		return nil, false
+	}
+	return refused.Item, true
+}
+
+// Invalid reports whether DynamoDB refused the request itself
+// (ValidationException): a retry cannot succeed.
+func Invalid(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException"
+}
+
+// TooLarge reports whether the request was refused for the size of the
+// item it would make (over DynamoDB's 400 KB).
+func TooLarge(err error) bool {
+	var apiErr smithy.APIError
+	return Invalid(err) && errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "size")
 }
 
 // Observer takes one observation per DynamoDB call: the table's role, the
