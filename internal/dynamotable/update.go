@@ -47,27 +47,21 @@ func (u *Update) Value(ph string, v types.AttributeValue) *Update {
 }
 
 // Set adds a SET action, such as "#seq = :seq".
-func (u *Update) Set(action string) *Update {
-	u.set = append(u.set, action)
-	return u
-}
+func (u *Update) Set(action string) *Update { return u.with(&u.set, action) }
 
 // Add adds an ADD action, such as "#used :used".
-func (u *Update) Add(action string) *Update {
-	u.add = append(u.add, action)
-	return u
-}
+func (u *Update) Add(action string) *Update { return u.with(&u.add, action) }
 
 // Remove adds a REMOVE action, such as "#cancel".
-func (u *Update) Remove(action string) *Update {
-	u.remove = append(u.remove, action)
-	return u
-}
+func (u *Update) Remove(action string) *Update { return u.with(&u.remove, action) }
 
 // If adds a condition; the update applies only when all of them hold
 // (each is parenthesized, so one may hold an OR).
-func (u *Update) If(cond string) *Update {
-	u.ifs = append(u.ifs, cond)
+func (u *Update) If(cond string) *Update { return u.with(&u.ifs, cond) }
+
+// with appends clause to list.
+func (u *Update) with(list *[]string, clause string) *Update {
+	*list = append(*list, clause)
 	return u
 }
 
