@@ -24,11 +24,16 @@ type Update struct {
 	values                Item
 	// Return is what a successful update returns (none by default).
 	Return types.ReturnValue
+	// room backs the clause lists of an ordinary update, allocated with
+	// it (the hot conditional writes append without allocating).
+	room [12]string
 }
 
 // NewUpdate starts an update of the item whose partition key is key.
 func NewUpdate(key string) *Update {
-	return &Update{key: key, names: make(map[string]string, 8), values: make(Item, 8)}
+	u := &Update{key: key, names: make(map[string]string, 8), values: make(Item, 8)}
+	u.set, u.add, u.remove, u.ifs = u.room[0:0:4], u.room[4:4:6], u.room[6:6:7], u.room[7:7:12]
+	return u
 }
 
 // Key is the partition key of the updated item.
