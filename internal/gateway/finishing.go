@@ -6,12 +6,14 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // ending says how an outcome reaches the client and the request store.
@@ -38,6 +40,7 @@ type who struct {
 	tenant, app, clientID, sessionID string
 	receivedAt                       time.Time
 	door                             string // "" when unknown (another server's record)
+	traceID                          string // the request's trace ("" when none)
 	images, documents                int    // attachments (0 when unknown)
 }
 
@@ -67,6 +70,9 @@ type outcome struct {
 	reservation      *quota.Reservation // nil: nothing reserved
 	reserved         int64              // tokens reserved, for the usage record
 	checkpoints      *checkpointer      // endOwned with a request store
+	tctx             context.Context    // carries the span the ending's spans are children of
+	span             trace.Span         // the request's root span, ended here (nil: another's record)
+	deliver          trace.Span         // accepted to terminal (nil: nothing was delivered)
 	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
 	ownerServer      string             // endInterrupted: the gone server whose record this ends
 }
@@ -76,6 +82,10 @@ type outcome struct {
 // releases the quota, at the one price (see price). It reports whether
 // this server ended the request (false only for a lost Interrupt race).
 func (g *Gateway) finish(o outcome) bool {
+	if o.tctx == nil {
+		o.tctx = context.Background()
+	}
+	defer endRequest(o.span, &o)
 	frame := o.frame()
 	if o.how == endInterrupted && !g.persistInterrupt(o, frame) {
 		return false
@@ -96,12 +106,14 @@ func (g *Gateway) finish(o outcome) bool {
 			// Deliver the terminal the interrupting server stored, which
 			// also wrote the usage record and settled.
 			o.log.Finish(g.storedTerminal(o.who, frame), o.end)
+			endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks))
 			if o.checkpoints != nil {
 				o.checkpoints.stop()
 			}
 			return true
 		}
 		o.log.Finish(frame, o.end)
+		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks))
 		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
@@ -111,14 +123,16 @@ func (g *Gateway) finish(o outcome) bool {
 	cost := g.price(o.model, o.usage)
 	rec := o.usageRecord(cost, g.opts.ServerID)
 	if g.usage != nil {
+		_, span := g.tracer.Start(o.tctx, "jetway.usage.record")
 		g.usage.Record(rec)
+		span.End()
 	}
 	g.metrics.ObserveRequest(rec)
 	if o.reservation != nil {
 		if o.how == endRejected {
-			g.releaseQuota(o.logger, o.reservation)
+			g.releaseQuota(o.tctx, o.logger, o.reservation)
 		} else {
-			g.settleQuota(o.logger, o.reservation, quota.Amount{Tokens: o.usage.InputTokens + o.usage.OutputTokens,
+			g.settleQuota(o.tctx, o.logger, o.reservation, quota.Amount{Tokens: o.usage.InputTokens + o.usage.OutputTokens,
 				Requests: 1, MicroUSD: cost})
 		}
 	}
@@ -171,7 +185,7 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
-		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls,
+		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls, TraceID: o.who.traceID,
 	}
 }
 
@@ -199,13 +213,16 @@ func (g *Gateway) logEnding(o outcome) {
 
 // settleQuota charges the real usage and refunds the rest, off the
 // client's path; it retries until SettleTimeout or the drain deadline.
-func (g *Gateway) settleQuota(logger *zap.Logger, res *quota.Reservation, actual quota.Amount) {
+func (g *Gateway) settleQuota(tctx context.Context, logger *zap.Logger, res *quota.Reservation, actual quota.Amount) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		_, span := g.tracer.Start(tctx, "jetway.quota.settle")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
-		if err := g.quotas.Settle(ctx, res, actual); err != nil {
+		err := g.quotas.Settle(ctx, res, actual)
+		endSpan(span, err, tracing.InputTokens.Int64(actual.Tokens))
+		if err != nil {
 			logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
 			return
 		}
@@ -215,13 +232,16 @@ func (g *Gateway) settleQuota(logger *zap.Logger, res *quota.Reservation, actual
 }
 
 // releaseQuota gives back a reservation that will not be used.
-func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
+func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *quota.Reservation) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		_, span := g.tracer.Start(tctx, "jetway.quota.release")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
-		if err := g.quotas.Release(ctx, res); err != nil {
+		err := g.quotas.Release(ctx, res)
+		endSpan(span, err)
+		if err != nil {
 			logger.Error("quota_release_failed", zap.Error(err))
 		}
 	}()
@@ -231,7 +251,15 @@ func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
 // log ended, retrying a store outage until the resume window passes. It
 // reports false when another server had ended the record (this server
 // was judged gone), which then charged the request.
-func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
+func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) (ok bool) {
+	_, span := g.tracer.Start(o.tctx, "jetway.record.finish")
+	defer func() {
+		outcome := "finished"
+		if !ok {
+			outcome = "lost_lease" // another server ended the record
+		}
+		endSpan(span, nil, tracing.RecordOutcome.String(outcome))
+	}()
 	snap := o.log.Read(stored)
 	state := stream.StateError
 	if o.err == nil {

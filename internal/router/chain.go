@@ -8,9 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Target is one model of a routing chain.
@@ -76,6 +81,9 @@ type Options struct {
 	Metrics *telemetry.Metrics
 	// Logger logs breaker state changes; nil: none.
 	Logger *zap.Logger
+	// Tracer makes one span per model call (every retry and fallback),
+	// a child of the span in the call's ctx; nil: none.
+	Tracer trace.Tracer
 }
 
 func (o *Options) defaults() {
@@ -99,6 +107,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 }
 
@@ -138,7 +149,11 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 	var lastErr error
 	for i, t := range chain {
 		out.Model = t.ID
-		res, err := r.streamTarget(ctx, t, c, onDelta)
+		var why []attribute.KeyValue // a fallback says from what and why
+		if i > 0 {
+			why = []attribute.KeyValue{tracing.FallbackFrom.String(chain[i-1].ID), tracing.FallbackReason.String(errorKind(lastErr))}
+		}
+		res, err := r.streamTarget(ctx, t, c, onDelta, why)
 		out.Result = res
 		if err == nil {
 			return out, nil
@@ -159,13 +174,14 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 }
 
 // streamTarget calls one target, retrying it as configured.
-func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string), why []attribute.KeyValue) (Result, error) {
 	retries := min(t.Retries, r.opts.MaxRetries)
 	for attempt := 0; ; attempt++ {
-		res, err := r.streamOnce(ctx, t, c, onDelta)
+		res, err := r.streamOnce(ctx, t, c, onDelta, attempt, why)
 		if err == nil || attempt >= retries || !retrySameModel(err) || ctx.Err() != nil {
 			return res, err
 		}
+		why = []attribute.KeyValue{tracing.RetryReason.String(errorKind(err))}
 		if werr := r.backoff(ctx, attempt); werr != nil {
 			return res, err
 		}
@@ -196,9 +212,27 @@ func (r *Router) backoff(ctx context.Context, attempt int) error {
 	}
 }
 
+// errorKind is the label of a model call's error ("" for none).
+func errorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	var me *ModelError
+	if errors.As(err, &me) {
+		return string(me.Kind)
+	}
+	return string(KindUnavailable)
+}
+
 // streamOnce makes one call to a target through its breaker, with its
-// first-token deadline.
-func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+// first-token deadline, in a span of its own (why: the fallback or retry
+// it is). A call the breaker skips gets a span too, with its error.
+func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string), attempt int, why []attribute.KeyValue) (res Result, err error) {
+	ctx, span := r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
+			tracing.RequestModel.String(t.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
+			tracing.MaxTokens.Int(c.MaxTokens))...))
+	defer func() { endAttempt(span, t, res, err) }()
 	report, berr := r.breakers.get(t.ID).Allow()
 	if berr != nil {
 		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
@@ -228,6 +262,7 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 			timer.Stop()
 		}
 		reportHealth(nil)
+		span.AddEvent("first_token")
 	}
 	if onBlock := c.OnBlock; onBlock != nil {
 		// In block mode the first block (reasoning, a tool call) is the
@@ -240,7 +275,7 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 		}
 	}
 	start := time.Now()
-	res, err := r.model.Stream(callCtx, c, func(text string) {
+	res, err = r.model.Stream(callCtx, c, func(text string) {
 		if !streamed {
 			firstToken()
 		}
@@ -261,4 +296,24 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 	}
 	r.opts.Metrics.ObserveBedrock(t.ID, time.Since(start), kind)
 	return res, err
+}
+
+// endAttempt ends a model call's span with what the call reported.
+func endAttempt(span trace.Span, t Target, res Result, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if err != nil {
+		kind := errorKind(err)
+		span.SetAttributes(tracing.ErrorType.String(kind))
+		span.SetStatus(codes.Error, kind)
+	} else {
+		span.SetAttributes(tracing.ResponseModel.String(t.BedrockID), tracing.InputTokens.Int(res.Usage.InputTokens),
+			tracing.OutputTokens.Int(res.Usage.OutputTokens))
+		if res.StopReason != "" {
+			span.SetAttributes(tracing.FinishReasons.StringSlice([]string{res.StopReason}))
+		}
+	}
+	span.End()
 }

@@ -31,6 +31,7 @@ const (
 	attrItemBytes   = "item_bytes"
 	attrExpires     = "expires_at"
 	attrCancel      = "cancel"
+	attrTrace       = "trace"
 )
 
 // createAttempts bounds Create's retries when the record it collided with
@@ -95,6 +96,9 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	}
 	if r.Reservation != nil {
 		item[attrReservation] = &types.AttributeValueMemberB{Value: r.Reservation}
+	}
+	if r.Trace != "" {
+		item[attrTrace] = str(r.Trace)
 	}
 	if exp := expirySeconds(r.Expires); exp != 0 {
 		item[attrExpires] = num(exp)
@@ -455,6 +459,7 @@ func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key strin
 		Accepted:    bytesAttr(item, attrAccepted),
 		Terminal:    bytesAttr(item, attrTerminal),
 		Reservation: bytesAttr(item, attrReservation),
+		Trace:       strAttr(item, attrTrace),
 		Expires:     expiryTime(exp),
 	}
 	if c, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {

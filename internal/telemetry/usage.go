@@ -70,6 +70,10 @@ type UsageRecord struct {
 	// ToolCalls counts the tool_use blocks of the answer (the calls the
 	// model asked the client to run).
 	ToolCalls int `json:"tool_calls"`
+	// TraceID is the request's OpenTelemetry trace id (32 hex digits):
+	// the trace of its spans when tracing is on (docs/operations.md,
+	// "Tracing"), else the client's traceparent's; empty when neither.
+	TraceID string `json:"trace_id"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

@@ -20,7 +20,7 @@ import (
 var wantFields = []string{
 	"request_id", "session_id", "ts", "tenant", "app", "user", "client_id", "model", "fallback_from",
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
-	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls",
+	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls", "trace_id",
 }
 
 func sampleRecord() UsageRecord {

@@ -39,6 +39,7 @@ locals {
     { name = "images", type = "int" },
     { name = "documents", type = "int" },
     { name = "tool_calls", type = "int" },
+    { name = "trace_id", type = "string" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).
