@@ -53,15 +53,19 @@ type Provider struct {
 //   - OTEL_TRACES_EXPORTER: "otlp" turns tracing on, "none" off; unset, it
 //     is on when OTEL_EXPORTER_OTLP_ENDPOINT or
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. Any other exporter is an error.
+//
 //   - OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: only http/protobuf (the default)
 //     is built in.
+//
 //   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG: the six standard
 //     samplers; unset, parentbased_traceidratio at DefaultSampleRatio.
 //
 //   - OTEL_EXPORTER_OTLP_ENDPOINT (the collector's base URL, /v1/traces
 //     appended) or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as is);
 //     neither: http://localhost:4318/v1/traces.
+//
 //   - OTEL_BSP_SCHEDULE_DELAY: milliseconds between exports (default 5000).
+//
 //   - OTEL_SERVICE_NAME: default ServiceName.
 //
 // The exporter reads its other standard variables from the process
