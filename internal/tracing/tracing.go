@@ -148,6 +148,9 @@ func enabled(getenv func(string) string) (bool, error) {
 // samplerFromEnv is OTEL_TRACES_SAMPLER's sampler, the default when unset.
 func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, error) {
 	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	if name == "" {
+		name = "parentbased_traceidratio"
+	}
 	ratio := DefaultSampleRatio
 	if arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG")); arg != "" && strings.HasSuffix(name, "traceidratio") {
 		r, err := strconv.ParseFloat(arg, 64)
@@ -157,7 +160,7 @@ func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, error) {
 		ratio = r
 	}
 	switch name {
-	case "", "parentbased_traceidratio":
+	case "parentbased_traceidratio":
 		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), nil
 	case "traceidratio":
 		return sdktrace.TraceIDRatioBased(ratio), nil
