@@ -156,6 +156,8 @@ func TestTraceFallback(t *testing.T) {
 	c := w.dial(g, "trace-fallback", nil)
 	req := ask("fallback traced")
 	req.Model = "mock-throttle"
+	const clientTrace = "5bf92f3577b34da6a3ce929d0e0e4737"
+	req.Traceparent = "00-" + clientTrace + "-00f067aa0ba902b8-01" // the WebSocket frame's field
 	call, err := c.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +168,9 @@ func TestTraceFallback(t *testing.T) {
 	tr := j.Await(t, "jetway", "jetway.request_id", call.ID, traceWithin, "jetway.request", "chat mock-throttle", "chat mock-b",
 		"jetway.quota.settle")
 	root := tr.One(t, "jetway.request")
+	if tr.TraceID != clientTrace || root.Parent() != "00f067aa0ba902b8" {
+		t.Fatalf("trace %s under %s, want the frame's traceparent", tr.TraceID, root.Parent())
+	}
 	wantTags(t, root, map[string]string{"jetway.door": "ws", "jetway.outcome": "done", "gen_ai.response.model": "mock-b",
 		"jetway.fallback.from": "mock-throttle"})
 	failed, answered := tr.One(t, "chat mock-throttle"), tr.One(t, "chat mock-b")
