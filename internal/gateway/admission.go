@@ -88,8 +88,8 @@ func (f *flight) admit() error {
 // jetway.admission.
 func (f *flight) admission() (acc protocol.Accepted, err error) {
 	g, p := f.g, f.caller.Principal
-	ctx, span := f.span("jetway.admission", tracing.AuthResult.String("verified"))
-	defer func() { endSpan(span, err) }()
+	ctx, span := f.span("jetway.admission")
+	defer func() { endSpan(span, err, tracing.AuthResult.String("verified"), none) }()
 	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
 	if !ok {
 		return acc, fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
@@ -98,8 +98,10 @@ func (f *flight) admission() (acc protocol.Accepted, err error) {
 	if err := f.policy(); err != nil {
 		return acc, err
 	}
-	f.root.SetAttributes(tracing.RequestModel.String(f.chain[0].BedrockID), tracing.Model.String(f.chain[0].ID),
-		tracing.MaxTokens.Int(f.maxTokens))
+	if f.root.IsRecording() {
+		f.root.SetAttributes(tracing.RequestModel.String(f.chain[0].BedrockID), tracing.Model.String(f.chain[0].ID),
+			tracing.MaxTokens.Int(f.maxTokens))
+	}
 	if err := g.acquire(f); err != nil {
 		return acc, err
 	}
@@ -170,7 +172,7 @@ func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
 	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages)) + f.attachmentEstimate()
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
-	_, span := g.tracer.Start(tctx, "jetway.quota.reserve")
+	_, span := g.start(tctx, "jetway.quota.reserve")
 	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
 	defer cancel()
 	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject), amount)
@@ -183,7 +185,7 @@ func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
 	}
 	if err != nil {
 		err = fmt.Errorf("reserve: %w", err)
-		endSpan(span, err, outcome)
+		endSpan(span, err, outcome, none)
 		return protocol.Accepted{}, err
 	}
 	endSpan(span, nil, tracing.QuotaOutcome.String("reserved"), tracing.QuotaLease.Bool(fromLease(res)))
@@ -221,7 +223,7 @@ func (f *flight) lookupCache() {
 		f.cached = a
 		f.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
 	}
-	endSpan(span, nil, tracing.CacheHit.Bool(f.cached != nil))
+	endSpan(span, nil, tracing.CacheHit.Bool(f.cached != nil), none)
 }
 
 // fromLease reports whether a reservation was admitted from a quota
@@ -256,14 +258,14 @@ func (f *flight) createRecord() error {
 	cancel()
 	switch {
 	case err == nil:
-		endSpan(span, nil, tracing.RecordOutcome.String("created"))
+		endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
 		return nil
 	case !errors.Is(err, stream.ErrExists) || existing == nil:
 		err = errors.Join(errBusy, err)
-		endSpan(span, err, tracing.RecordOutcome.String("error"))
+		endSpan(span, err, tracing.RecordOutcome.String("error"), none)
 		return err
 	case existing.BodyHash != f.log.BodyHash:
-		endSpan(span, errConflict, tracing.RecordOutcome.String("conflict"))
+		endSpan(span, errConflict, tracing.RecordOutcome.String("conflict"), none)
 		return errConflict
 	}
 	endSpan(span, nil, tracing.RecordOutcome.String("follows"), tracing.Server.String(existing.Server))

@@ -111,7 +111,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	// This server's part of the request joins its trace (the record's
 	// traceparent): a resume, a follow or a takeover shows under the
 	// request's root span, whichever server runs it.
-	tctx, span := g.tracer.Start(recordTrace(rec.Trace), "jetway.follow", trace.WithSpanKind(trace.SpanKindServer),
+	tctx, span := g.start(recordTrace(rec.Trace), "jetway.follow", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tracing.RequestID.String(id), tracing.Server.String(rec.Server)))
 	defer span.End()
 	logger := withTraceID(g.logger.With(zap.String("request_id", id), zap.String("owner", owner)), span.SpanContext())
@@ -177,7 +177,7 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 // the model the record names, the rest of its reservation refunded. It
 // reports whether this server won (and so ended the request).
 func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.Record, env envelope, now time.Time, logger *zap.Logger) bool {
-	tctx, span := g.tracer.Start(tctx, "jetway.takeover", trace.WithAttributes(tracing.Server.String(rec.Server)))
+	tctx, span := g.start(tctx, "jetway.takeover", trace.WithAttributes(tracing.Server.String(rec.Server)))
 	defer span.End()
 	answer := protocol.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()

@@ -106,14 +106,14 @@ func (g *Gateway) finish(o outcome) bool {
 			// Deliver the terminal the interrupting server stored, which
 			// also wrote the usage record and settled.
 			o.log.Finish(g.storedTerminal(o.who, frame), o.end)
-			endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks))
+			endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
 			if o.checkpoints != nil {
 				o.checkpoints.stop()
 			}
 			return true
 		}
 		o.log.Finish(frame, o.end)
-		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks))
+		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
 		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
@@ -123,7 +123,7 @@ func (g *Gateway) finish(o outcome) bool {
 	cost := g.price(o.model, o.usage)
 	rec := o.usageRecord(cost, g.opts.ServerID)
 	if g.usage != nil {
-		_, span := g.tracer.Start(o.tctx, "jetway.usage.record")
+		_, span := g.start(o.tctx, "jetway.usage.record")
 		g.usage.Record(rec)
 		span.End()
 	}
@@ -217,11 +217,11 @@ func (g *Gateway) settleQuota(tctx context.Context, logger *zap.Logger, res *quo
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		_, span := g.tracer.Start(tctx, "jetway.quota.settle")
+		_, span := g.start(tctx, "jetway.quota.settle")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
 		err := g.quotas.Settle(ctx, res, actual)
-		endSpan(span, err, tracing.InputTokens.Int64(actual.Tokens))
+		endSpan(span, err, tracing.InputTokens.Int64(actual.Tokens), none)
 		if err != nil {
 			logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
 			return
@@ -236,11 +236,11 @@ func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *qu
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		_, span := g.tracer.Start(tctx, "jetway.quota.release")
+		_, span := g.start(tctx, "jetway.quota.release")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
 		err := g.quotas.Release(ctx, res)
-		endSpan(span, err)
+		endSpan(span, err, none, none)
 		if err != nil {
 			logger.Error("quota_release_failed", zap.Error(err))
 		}
@@ -252,13 +252,13 @@ func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *qu
 // reports false when another server had ended the record (this server
 // was judged gone), which then charged the request.
 func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) (ok bool) {
-	_, span := g.tracer.Start(o.tctx, "jetway.record.finish")
+	_, span := g.start(o.tctx, "jetway.record.finish")
 	defer func() {
 		outcome := "finished"
 		if !ok {
 			outcome = "lost_lease" // another server ended the record
 		}
-		endSpan(span, nil, tracing.RecordOutcome.String(outcome))
+		endSpan(span, nil, tracing.RecordOutcome.String(outcome), none)
 	}()
 	snap := o.log.Read(stored)
 	state := stream.StateError

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -80,8 +79,8 @@ type Gateway struct {
 	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
-	tracer  trace.Tracer
-	tracing bool // Deps.Tracer was set
+	tracer  trace.Tracer // used only when tracing
+	tracing bool         // Deps.Tracer was set
 	logger  *zap.Logger
 	opts    Options
 
@@ -120,11 +119,7 @@ func New(d Deps, o Options) *Gateway {
 	o.defaults()
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
-	tracer := d.Tracer
-	if tracer == nil {
-		tracer = noop.NewTracerProvider().Tracer("")
-	}
-	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: tracer, tracing: d.Tracer != nil,
+	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
@@ -204,7 +199,11 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	}
 	// The model call starts now; the record is stored beside it (land), and
 	// no chunk reaches the client before it is.
-	f.ctx, f.cancel = context.WithTimeout(trace.ContextWithSpan(g.base, f.root), g.opts.RequestTimeout)
+	base := g.base
+	if g.tracing {
+		base = trace.ContextWithSpan(base, f.root) // the router's model calls are its children
+	}
+	f.ctx, f.cancel = context.WithTimeout(base, g.opts.RequestTimeout)
 	f.cancelled = make(chan struct{})
 	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
@@ -275,12 +274,12 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 		}
 		return nil
 	}
-	_, span := g.tracer.Start(g.cancelTrace(owner, requestID), "jetway.cancel",
+	_, span := g.start(g.cancelTrace(owner, requestID), "jetway.cancel",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.RequestID.String(requestID)))
 	ctx, cancel := g.storeCtx()
 	err := g.records.Cancel(ctx, owner, requestID)
 	cancel()
-	endSpan(span, err)
+	endSpan(span, err, none, none)
 	switch {
 	case err == nil:
 		g.logger.Info("cancel_sent_to_owner", zap.String("request_id", requestID), zap.String("owner", owner),

@@ -27,6 +27,9 @@ func (g *Gateway) startRequest(c Caller, req Request) (context.Context, trace.Sp
 	if req.Trace.IsValid() {
 		parent = trace.ContextWithRemoteSpanContext(parent, req.Trace)
 	}
+	if !g.tracing {
+		return parent, trace.SpanFromContext(parent) // the client's trace id still names the request
+	}
 	p := c.Principal
 	return g.tracer.Start(parent, "jetway.request", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(req.ReceivedAt),
@@ -45,14 +48,37 @@ func withTraceID(logger *zap.Logger, sc trace.SpanContext) *zap.Logger {
 
 // span starts a child span of the request's root (a no-op span when
 // tracing is off or the request is not sampled).
-func (f *flight) span(name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return f.g.tracer.Start(f.tctx, name, trace.WithAttributes(attrs...))
+func (f *flight) span(name string) (context.Context, trace.Span) {
+	if !f.g.tracing {
+		return f.tctx, trace.SpanFromContext(f.tctx)
+	}
+	return f.g.tracer.Start(f.tctx, name)
 }
 
-// endSpan ends span, marking it failed with the protocol code of err.
-func endSpan(span trace.Span, err error, attrs ...attribute.KeyValue) {
+// start starts a span under ctx's; with tracing off it starts nothing and
+// returns ctx's own span (a no-op, or the client's context that names the
+// request's trace), so the pipeline costs what it cost before tracing.
+func (g *Gateway) start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !g.tracing {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return g.tracer.Start(ctx, name, opts...)
+}
+
+// none is no attribute (endSpan's a or b).
+var none attribute.KeyValue
+
+// endSpan ends span with up to two attributes (none: no attribute),
+// marking it failed with the protocol code of err. The attributes are
+// values, not a variadic slice, so that with tracing off ending a span
+// allocates nothing.
+func endSpan(span trace.Span, err error, a, b attribute.KeyValue) {
 	if span.IsRecording() {
-		span.SetAttributes(attrs...)
+		for _, kv := range [2]attribute.KeyValue{a, b} {
+			if kv.Valid() {
+				span.SetAttributes(kv)
+			}
+		}
 		if err != nil {
 			code := ProtocolError(err).Code
 			span.SetAttributes(tracing.ErrorType.String(code))

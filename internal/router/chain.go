@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/telemetry"
@@ -108,9 +107,6 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	if o.Tracer == nil {
-		o.Tracer = noop.NewTracerProvider().Tracer("")
-	}
 }
 
 // Router walks a chain of models: the first target that produces a first
@@ -123,14 +119,16 @@ func (o *Options) defaults() {
 type Router struct {
 	model    Streamer
 	opts     Options
+	tracing  bool // Options.Tracer was set
 	breakers *breakers
 }
 
 // New returns a Router over the model client; zero Options fields mean
 // their defaults.
 func New(model Streamer, o Options) *Router {
+	tracing := o.Tracer != nil
 	o.defaults()
-	return &Router{model: model, opts: o, breakers: newBreakers(o, o.Metrics, o.Logger)}
+	return &Router{model: model, opts: o, tracing: tracing, breakers: newBreakers(o, o.Metrics, o.Logger)}
 }
 
 // ErrAllUnavailable wraps the last error when every target failed before
@@ -228,11 +226,14 @@ func errorKind(err error) string {
 // first-token deadline, in a span of its own (why: the fallback or retry
 // it is). A call the breaker skips gets a span too, with its error.
 func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string), attempt int, why []attribute.KeyValue) (res Result, err error) {
-	ctx, span := r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
-			tracing.RequestModel.String(t.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
-			tracing.MaxTokens.Int(c.MaxTokens))...))
-	defer func() { endAttempt(span, t, res, err) }()
+	span := trace.SpanFromContext(ctx) // tracing off: the caller's span, untouched
+	if r.tracing {
+		ctx, span = r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
+				tracing.RequestModel.String(t.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
+				tracing.MaxTokens.Int(c.MaxTokens))...))
+		defer func() { endAttempt(span, t, res, err) }()
+	}
 	report, berr := r.breakers.get(t.ID).Allow()
 	if berr != nil {
 		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
@@ -262,7 +263,9 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 			timer.Stop()
 		}
 		reportHealth(nil)
-		span.AddEvent("first_token")
+		if r.tracing {
+			span.AddEvent("first_token")
+		}
 	}
 	if onBlock := c.OnBlock; onBlock != nil {
 		// In block mode the first block (reasoning, a tool call) is the
