@@ -5,7 +5,7 @@ GO ?= go
 # The one production build: the Dockerfile runs exactly this line (checked by a test).
 BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/gateway ./cmd/gateway
 
-.PHONY: run test build deps test-deps bench web-vendor
+.PHONY: run test build deps test-deps bench web-vendor jaeger
 
 run:
 	$(GO) run ./cmd/gateway
@@ -18,10 +18,24 @@ NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/packag
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
+# Jaeger v2 receives the tracing tests' spans (internal/jaegertest): `jaeger` from PATH, else cmd/jaeger of
+# this module version built once, outside this module, into the user cache directory, where the tests look.
+JAEGER_MODULE = github.com/jaegertracing/jaeger@v1.76.0
+JAEGER_BIN = $${XDG_CACHE_HOME:-$$HOME/.cache}/jetway/jaeger-v1.76.0/jaeger
+
+jaeger:
+	@if ! command -v jaeger >/dev/null && [ ! -x "$(JAEGER_BIN)" ]; then \
+		echo "building $(JAEGER_MODULE) (once; a few minutes)"; \
+		dir=$$(cd "$$(mktemp -d)" && $(GO) mod download -json $(JAEGER_MODULE) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+		[ -n "$$dir" ] || { echo "go mod download $(JAEGER_MODULE) failed"; exit 1; }; \
+		src=$$(mktemp -d) && cp -R "$$dir"/. "$$src" && chmod -R u+w "$$src" && mkdir -p "$$(dirname "$(JAEGER_BIN)")" && \
+		(cd "$$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -o "$(JAEGER_BIN).tmp" ./cmd/jaeger) && \
+		mv "$(JAEGER_BIN).tmp" "$(JAEGER_BIN)" && rm -rf "$$src"; fi
+
 # Test-only tools: dynalite (npm) for DynamoDB, the openai package for the OpenAI door, DuckDB (@duckdb/node-api,
 # prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests;
-# HAProxy as the load balancer in front of several gateways (cmd/gateway's HAProxy tests).
-test-deps:
+# HAProxy as the load balancer in front of several gateways (cmd/gateway's HAProxy tests); Jaeger (above).
+test-deps: jaeger
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
 	@$(NPM_CI)
 	@if [ ! -x /usr/bin/chromium ]; then \

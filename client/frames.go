@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -62,6 +63,9 @@ type Request struct {
 	Tools       []Tool
 	ToolChoice  *ToolChoice
 	Reasoning   *Reasoning
+	// Traceparent, if set, is the caller's W3C trace context: the
+	// request's trace on the server joins it (docs/protocol.md, "Tracing").
+	Traceparent string
 
 	// OnChunk, if set, is called for every new chunk in seq order, exactly
 	// once per seq, from the client's reader goroutine: keep it quick.
@@ -74,9 +78,13 @@ type Request struct {
 
 // frame is the request frame for r, resuming after afterSeq.
 func (r *Request) frame(afterSeq int) protocol.Inbound {
-	return protocol.Inbound{Type: protocol.TypeRequest, RequestID: r.RequestID, Messages: r.Messages,
+	in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: r.RequestID, Messages: r.Messages,
 		System: r.System, Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
 		Tools: r.Tools, ToolChoice: r.ToolChoice, Reasoning: r.Reasoning, AfterSeq: afterSeq}
+	if r.Traceparent != "" {
+		in.Traceparent, _ = json.Marshal(r.Traceparent) // a string always encodes
+	}
+	return in
 }
 
 // HTTPError is a refusal before the WebSocket upgrade.

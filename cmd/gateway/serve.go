@@ -29,6 +29,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -44,6 +47,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 	"github.com/jetway-gateway/jetway/web"
 )
 
@@ -204,9 +208,28 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if fleetStore != nil {
 		liveness = members
 	}
-	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
-		EstimateTokens: quota.EstimateTextTokens}),
-		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
+	// Tracing (docs/operations.md, "Tracing"): off unless the OTEL_*
+	// variables ask for it; spans are flushed at the end of the drain.
+	traces, err := tracing.New(bg, getenv, semconv.ServiceInstanceID(instance), attribute.String("jetway.server_id", s.ServerID))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := traces.Shutdown(sctx); err != nil {
+			logger.Warn("trace_flush_failed", zap.Error(err))
+		}
+	}()
+	var tracer trace.Tracer // nil: off
+	if traces.Enabled() {
+		tracer = traces.Tracer()
+		logger.Info("tracing", zap.String("exporter", "otlp"))
+	}
+	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs,
+		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
+			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
+		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, Instance: instance, CheckpointInterval: s.CheckpointInterval,

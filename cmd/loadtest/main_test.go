@@ -430,3 +430,37 @@ func TestPromptCacheConversations(t *testing.T) {
 		}
 	}
 }
+
+// TestOverheadSeveralCompareURLs: --compare-url repeats (one path per
+// gateway, all in the same run), and --compare-pid reads each one's CPU
+// per chunk of its own path (here the same gateway process three times).
+func TestOverheadSeveralCompareURLs(t *testing.T) {
+	w := newWorld(t, 20000)
+	second := strings.Replace(w.url, "127.0.0.1", "localhost", 1)
+	pid := fmt.Sprint(w.gw.PID())
+	rep, err := w.loadtest(w.url, "overhead", "--compare-url", second, "--compare-url", w.url, "--pid", pid,
+		"--compare-pid", pid, "--compare-pid", pid, "--streams", "4", "--rounds", "3", "--warmup", "1",
+		"--ramp", "10ms", "--bedrock-url", w.mockURL, "--admin-url", "")
+	if err != nil {
+		t.Fatalf("overhead: %v %v", err, rep.Problems)
+	}
+	o := rep.Overhead
+	if len(o.Compares) != 2 || o.Compare == nil || *o.Compare != o.Compares[0].Path {
+		t.Fatalf("compares %+v", o.Compares)
+	}
+	for i, c := range o.Compares {
+		if c.Path.Requests != 8 || c.Path.Errors != 0 || c.Path.TTFT.N != 8 || c.CPUCores < 0 || c.CPUPerUS <= 0 {
+			t.Fatalf("compare %d: %+v", i, c)
+		}
+	}
+	if o.GatewayCPUPerChunkUS <= 0 {
+		t.Fatalf("gateway CPU per chunk %v", o.GatewayCPUPerChunkUS)
+	}
+	if got := w.mock.Requests("mock-a"); got != 48 {
+		t.Fatalf("mock saw %d requests, want 48 (12 per path)", got)
+	}
+	noEnv := func(string) string { return "" }
+	if _, err := parseSettings([]string{"overhead", "--compare-url", second, "--compare-pid", "1", "--compare-pid", "2"}, noEnv, io.Discard); err == nil {
+		t.Fatal("more --compare-pid than --compare-url was accepted")
+	}
+}

@@ -60,6 +60,13 @@ type OverheadResult struct {
 	Compare          *PathStats `json:"compare,omitempty"`
 	AddedTTFTCompare *Added     `json:"added_ttft_compare,omitempty"`
 	CompareOverWS    *Added     `json:"compare_over_ws_ttft,omitempty"`
+	// Compares are every --compare-url gateway's path (the first is also
+	// Compare above), each with its CPU when --compare-pid names it.
+	Compares []ComparePath `json:"compares,omitempty"`
+	// GatewayCPUPerChunkUS is the --pid gateway's CPU per chunk its own
+	// path delivered (-1 unknown): unlike GatewayCPUPerFrameUS, it stays
+	// right when other gateways share the run.
+	GatewayCPUPerChunkUS float64 `json:"gateway_cpu_per_chunk_us"`
 	// With --pid: the gateway's CPU over the whole run (warm-up included)
 	// and, without --door openai (whose tokens are no chunk frames), per
 	// WebSocket chunk frame it delivered; -1 unknown.
@@ -68,11 +75,22 @@ type OverheadResult struct {
 	ChunkFrames          int64   `json:"chunk_frames"`
 }
 
+// ComparePath is one --compare-url gateway's share of an overhead run.
+type ComparePath struct {
+	URL       string    `json:"url"`
+	Path      PathStats `json:"path"`
+	AddedTTFT Added     `json:"added_ttft"`               // over the direct call
+	OverFirst Added     `json:"over_first_ttft"`          // over the --url gateway
+	CPUCores  float64   `json:"gateway_cpu_cores"`        // -1 without its --compare-pid
+	CPUPerUS  float64   `json:"gateway_cpu_per_chunk_us"` // its CPU per chunk its path delivered; -1 unknown
+}
+
 type pathSamples struct {
 	mu        sync.Mutex
 	ttft, gap []time.Duration
 	requests  int64
 	errors    int64
+	chunks    int64 // texts received, warm-up included
 }
 
 func (p *pathSamples) add(ttft time.Duration, gaps []time.Duration, err error) {
@@ -85,6 +103,23 @@ func (p *pathSamples) add(ttft time.Duration, gaps []time.Duration, err error) {
 	}
 	p.ttft = append(p.ttft, ttft)
 	p.gap = append(p.gap, gaps...)
+}
+
+// counted adds the texts of one request, warm-up included (the CPU read
+// spans the whole run).
+func (p *pathSamples) counted(t *timing) {
+	if t.first.IsZero() {
+		return
+	}
+	p.mu.Lock()
+	p.chunks += int64(len(t.gaps)) + 1
+	p.mu.Unlock()
+}
+
+func (p *pathSamples) texts() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.chunks
 }
 
 func (p *pathSamples) stats() PathStats {
@@ -166,34 +201,38 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer closeAll(clients)
-	var compare []*client.Client
-	if s.CompareURL != "" {
-		if compare, err = e.openSessions(ctx, s.CompareURL, s.Streams, users, l, "opening sessions (compare)"); err != nil {
+	compares := make([][]*client.Client, len(s.CompareURL))
+	for i, u := range s.CompareURL {
+		if compares[i], err = e.openSessions(ctx, u, s.Streams, users, l, "opening sessions (compare)"); err != nil {
 			return nil, err
 		}
-		defer closeAll(compare)
-		if len(compare) < len(clients) {
-			return nil, fmt.Errorf("compare gateway: %d of %d sessions opened", len(compare), len(clients))
+		defer closeAll(compares[i])
+		if len(compares[i]) < len(clients) {
+			return nil, fmt.Errorf("compare gateway %s: %d of %d sessions opened", u, len(compares[i]), len(clients))
 		}
 	}
 
-	var probe *gatewayProbe
-	var before procSample
-	if s.PID > 0 {
-		probe = newGatewayProbe(s.PID, "")
-		if before, err = probe.sample(ctx); err != nil {
+	// Every gateway's CPU is read before and after: --pid, then each --compare-pid.
+	pids := append([]int{s.PID}, s.ComparePID...)
+	probes := make([]*gatewayProbe, len(pids))
+	befores := make([]procSample, len(pids))
+	for i, pid := range pids {
+		if pid <= 0 {
+			continue
+		}
+		probes[i] = newGatewayProbe(pid, "")
+		if befores[i], err = probes[i].sample(ctx); err != nil {
 			return nil, err
 		}
 	}
-	var d, j, oa, cmp pathSamples
+	var d, j, oa pathSamples
+	cmp := make([]pathSamples, len(compares))
 	paths := 2
 	var door *openaiDoor
 	if s.Door == "openai" {
 		paths, door = 3, newOpenAIDoor(s, e.tokens, users)
 	}
-	if compare != nil {
-		paths = 3
-	}
+	paths += len(compares)
 	bar := e.progress.bar(int64(paths*s.Streams*s.Rounds), "overhead")
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -210,20 +249,22 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 			for r := 0; r < s.Rounds && ctx.Err() == nil; r++ {
 				n := w*1000 + r
 				for k := 0; k < paths; k++ {
-					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door or the compare gateway
+					path := (w + k) % paths // 0: WebSocket, 1: direct, 2: OpenAI door, or 2...: the compare gateways
 					viaJetway := path == 0
 					t := &timing{gaps: make([]time.Duration, 0, 320)}
 					var err error
-					if path == 2 && compare != nil {
+					if path >= 2 && len(compares) > 0 {
+						i := path - 2
 						t.start = time.Now()
-						o := e.ask(ctx, compare[w], n, l, func(int, string) { t.text() })
+						o := e.ask(ctx, compares[i][w], n, l, func(int, string) { t.text() })
 						err = o.err
 						if o.timedOut {
 							err = fmt.Errorf("timeout")
 						}
 						bar.add(1)
+						cmp[i].counted(t)
 						if r >= s.Warmup {
-							cmp.add(t.ttft(), t.gaps, err)
+							cmp[i].add(t.ttft(), t.gaps, err)
 						}
 						continue
 					}
@@ -251,6 +292,9 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 						cancel()
 					}
 					bar.add(1)
+					if viaJetway {
+						j.counted(t)
+					}
 					if r < s.Warmup {
 						continue
 					}
@@ -270,7 +314,7 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	elapsed := time.Since(start)
 	res := OverheadResult{Streams: s.Streams, Rounds: s.Rounds - s.Warmup, Direct: d.stats(), Jetway: j.stats(),
-		GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1}
+		GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1, GatewayCPUPerChunkUS: -1}
 	res.AddedTTFT = added(res.Direct.TTFT, res.Jetway.TTFT)
 	res.AddedGap = added(res.Direct.Gap, res.Jetway.Gap)
 	if door != nil {
@@ -278,35 +322,56 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
 		res.OpenAI, res.AddedTTFTOpenAI, res.OpenAIOverWS = &st, &a, &w
 	}
-	if compare != nil {
-		st := cmp.stats()
-		a, w := added(res.Direct.TTFT, st.TTFT), added(res.Jetway.TTFT, st.TTFT)
-		res.Compare, res.AddedTTFTCompare, res.CompareOverWS = &st, &a, &w
+	// cpu is the CPU seconds of gateway i over the run (-1 unknown).
+	cpu := func(i int) (float64, error) {
+		if i >= len(probes) || probes[i] == nil {
+			return -1, nil
+		}
+		after, err := probes[i].sample(ctx)
+		if err != nil {
+			return -1, err
+		}
+		return after.CPUSeconds - befores[i].CPUSeconds, nil
+	}
+	for i := range compares {
+		st := cmp[i].stats()
+		c := ComparePath{URL: s.CompareURL[i], Path: st, AddedTTFT: added(res.Direct.TTFT, st.TTFT),
+			OverFirst: added(res.Jetway.TTFT, st.TTFT), CPUCores: -1, CPUPerUS: -1}
+		if secs, err := cpu(i + 1); err != nil {
+			return nil, err
+		} else if secs >= 0 {
+			c.CPUCores, c.CPUPerUS = secs/elapsed.Seconds(), cpuPerFrameUS(secs, cmp[i].texts())
+		}
+		res.Compares = append(res.Compares, c)
+	}
+	if len(res.Compares) > 0 {
+		first := res.Compares[0]
+		res.Compare, res.AddedTTFTCompare, res.CompareOverWS = &first.Path, &first.AddedTTFT, &first.OverFirst
 	}
 	a, lat := l.snapshot()
 	res.ChunkFrames = a.ChunkFrames
-	if probe != nil {
-		after, err := probe.sample(ctx)
-		if err != nil {
-			return nil, err
-		}
-		cpu := after.CPUSeconds - before.CPUSeconds
-		res.GatewayCPUCores = cpu / elapsed.Seconds()
+	if secs, err := cpu(0); err != nil {
+		return nil, err
+	} else if secs >= 0 {
+		res.GatewayCPUCores = secs / elapsed.Seconds()
+		res.GatewayCPUPerChunkUS = cpuPerFrameUS(secs, j.texts())
 		if door == nil {
-			res.GatewayCPUPerFrameUS = cpuPerFrameUS(cpu, a.ChunkFrames)
+			res.GatewayCPUPerFrameUS = cpuPerFrameUS(secs, a.ChunkFrames)
 		}
 	}
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
 			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door,
-			"compare_url": s.CompareURL},
+			"compare_url": s.CompareURL, "compare_pid": s.ComparePID},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d direct requests failed", res.Direct.Errors))
 	}
-	if res.Compare != nil && res.Compare.Errors > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%d requests to the compare gateway failed", res.Compare.Errors))
+	for _, c := range res.Compares {
+		if c.Path.Errors > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%d requests to the compare gateway %s failed", c.Path.Errors, c.URL))
+		}
 	}
 	return rep, nil
 }

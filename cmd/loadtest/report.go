@@ -85,9 +85,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			distRow(&b, "Time to first token", "OpenAI door (SSE)", o.OpenAI.TTFT)
 			distRow(&b, "Inter-chunk gap", "OpenAI door (SSE)", o.OpenAI.Gap)
 		}
-		if o.Compare != nil {
-			distRow(&b, "Time to first token", "compare gateway", o.Compare.TTFT)
-			distRow(&b, "Inter-chunk gap", "compare gateway", o.Compare.Gap)
+		for i, c := range o.Compares {
+			distRow(&b, "Time to first token", compareName(i), c.Path.TTFT)
+			distRow(&b, "Inter-chunk gap", compareName(i), c.Path.Gap)
 		}
 		b.WriteString("\n| Added by Jetway | Median | p95 | p99 |\n|---|---|---|---|\n")
 		addedRow(&b, "TTFT", o.AddedTTFT)
@@ -96,25 +96,33 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			addedRow(&b, "TTFT, OpenAI door", *o.AddedTTFTOpenAI)
 			addedRow(&b, "TTFT, OpenAI door over the WebSocket", *o.OpenAIOverWS)
 		}
-		if o.Compare != nil {
-			addedRow(&b, "TTFT, compare gateway", *o.AddedTTFTCompare)
-			addedRow(&b, "TTFT, compare gateway over the first", *o.CompareOverWS)
+		for i, c := range o.Compares {
+			addedRow(&b, "TTFT, "+compareName(i), c.AddedTTFT)
+			addedRow(&b, "TTFT, "+compareName(i)+" over the first", c.OverFirst)
 		}
 		fmt.Fprintf(&b, "\nDirect requests: %d, errors %d. Jetway requests: %d, errors %d.",
 			o.Direct.Requests, o.Direct.Errors, o.Jetway.Requests, o.Jetway.Errors)
 		if o.OpenAI != nil {
 			fmt.Fprintf(&b, " OpenAI door requests: %d, errors %d.", o.OpenAI.Requests, o.OpenAI.Errors)
 		}
-		if o.Compare != nil {
-			fmt.Fprintf(&b, " Compare gateway requests: %d, errors %d.", o.Compare.Requests, o.Compare.Errors)
+		for i, c := range o.Compares {
+			fmt.Fprintf(&b, " %s (%s) requests: %d, errors %d.", compareName(i), c.URL, c.Path.Requests, c.Path.Errors)
 		}
 		b.WriteString("\n\n")
 		if o.GatewayCPUCores >= 0 {
 			fmt.Fprintf(&b, "Gateway CPU: %.2f cores over the run", o.GatewayCPUCores)
 			if o.GatewayCPUPerFrameUS >= 0 {
-				fmt.Fprintf(&b, ", %.1f us per chunk frame delivered (%d frames)", o.GatewayCPUPerFrameUS, o.ChunkFrames)
+				fmt.Fprintf(&b, ", %.1f us per chunk frame delivered (%d frames, every gateway's)", o.GatewayCPUPerFrameUS, o.ChunkFrames)
+			}
+			if o.GatewayCPUPerChunkUS >= 0 {
+				fmt.Fprintf(&b, ", %.1f us per chunk of its own path", o.GatewayCPUPerChunkUS)
 			}
 			b.WriteString(".\n\n")
+		}
+		for i, c := range o.Compares {
+			if c.CPUCores >= 0 {
+				fmt.Fprintf(&b, "%s CPU: %.2f cores over the run, %.1f us per chunk of its path.\n\n", compareName(i), c.CPUCores, c.CPUPerUS)
+			}
 		}
 	case r.Rate != nil:
 		o := r.Rate
@@ -272,4 +280,12 @@ func numOrDash(n int64) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
+}
+
+// compareName names the i-th --compare-url gateway in reports.
+func compareName(i int) string {
+	if i == 0 {
+		return "compare gateway"
+	}
+	return fmt.Sprintf("compare gateway %d", i+1)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,7 +48,8 @@ type settings struct {
 	BedrockModel string
 	Door         string
 	Region       string
-	CompareURL   string
+	CompareURL   stringList // repeatable: one more path per gateway
+	ComparePID   intList    // repeatable: the process id of each --compare-url gateway, in order
 
 	// rate
 	Rate     float64
@@ -210,7 +212,8 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.BedrockCA, "bedrock-ca", "", "overhead: PEM file of the CA the mock's --tls certificate is signed with (the gateway's JETWAY_BEDROCK_CA_FILE)")
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
-	fs.StringVar(&s.CompareURL, "compare-url", "", "overhead: a second gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB) measured in the same run as a third path (--door ws only)")
+	fs.Var(&s.CompareURL, "compare-url", "overhead: another gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB, or tracing on) measured in the same run as one more path (--door ws only); repeatable")
+	fs.Var(&s.ComparePID, "compare-pid", "overhead: the process id of each --compare-url gateway, in the same order: its CPU per chunk; repeatable")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
 	fs.Float64Var(&s.Rate, "rate", 2000, "rate: requests per second on each path (door and direct)")
@@ -314,8 +317,11 @@ func (s *settings) defaults() error {
 	if s.Door != "ws" && s.Door != "openai" {
 		return fmt.Errorf("--door %q: want ws or openai", s.Door)
 	}
-	if s.CompareURL != "" && s.Door != "ws" {
+	if len(s.CompareURL) > 0 && s.Door != "ws" {
 		return fmt.Errorf("--compare-url needs --door ws")
+	}
+	if len(s.ComparePID) > len(s.CompareURL) {
+		return fmt.Errorf("--compare-pid: %d given for %d --compare-url", len(s.ComparePID), len(s.CompareURL))
 	}
 	switch s.Progress {
 	case "auto", "on", "off":
@@ -351,4 +357,23 @@ func (s *settings) prompt(n int) string {
 		return fmt.Sprintf(s.Prompt, n)
 	}
 	return s.Prompt
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return fmt.Sprint([]string(*l)) }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// intList is a repeatable integer flag.
+type intList []int
+
+func (l *intList) String() string { return fmt.Sprint([]int(*l)) }
+func (l *intList) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, n)
+	return nil
 }

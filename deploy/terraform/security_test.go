@@ -205,6 +205,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"RequestsByServer":  "dynamodb:Query",
 		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
 		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
+		"XRayTraces":        "xray:PutTraceSegments,xray:PutTelemetryRecords", // only with tracing (the collector sidecar)
 	}
 	if len(got) != len(want) {
 		t.Errorf("task role has %d statements, want %d: %v", len(got), len(want), got)
@@ -222,6 +223,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"RequestsByServer": "[var.requests_by_server_index_arn]",
 		"UsageStream":      "[var.firehose_stream_arn]",
 		"OwnLogGroup":      "[var.log_group_arn, local.log_streams]",
+		"XRayTraces":       `["*"]`, // X-Ray's Put actions have no resource-level permissions
 	}
 	for _, b := range nested(doc.Body, "statement") {
 		sid := eval(t, "sid", attr(t, "statement", b.Body, "sid").Expr, nil).AsString()

@@ -126,20 +126,39 @@ func gatewayContainer(t *testing.T, ecs *tfDir) *hclsyntax.ObjectConsExpr {
 	return found[0]
 }
 
-// containers returns every container definition of the task definition.
+// containers returns every container definition of the task definition:
+// jsonencode(concat([...], local.collector)), the optional collector
+// sidecar being local.collector = cond ? [{...}] : [].
 func containers(t *testing.T, ecs *tfDir) []*hclsyntax.ObjectConsExpr {
 	t.Helper()
 	td := ecs.block(t, "resource", "aws_ecs_task_definition", "this")
 	call, ok := attr(t, "task definition", td.Body, "container_definitions").Expr.(*hclsyntax.FunctionCallExpr)
 	if !ok || call.Name != "jsonencode" || len(call.Args) != 1 {
-		t.Fatalf("modules/ecs: container_definitions must be jsonencode([...])")
+		t.Fatalf("modules/ecs: container_definitions must be jsonencode(concat([...], local.collector))")
 	}
-	list, ok := call.Args[0].(*hclsyntax.TupleConsExpr)
+	cat, ok := call.Args[0].(*hclsyntax.FunctionCallExpr)
+	if !ok || cat.Name != "concat" || len(cat.Args) != 2 {
+		t.Fatalf("modules/ecs: container_definitions must encode concat([...], local.collector)")
+	}
+	list, ok := cat.Args[0].(*hclsyntax.TupleConsExpr)
 	if !ok {
 		t.Fatalf("modules/ecs: container_definitions must encode a list literal")
 	}
+	exprs := list.Exprs
+	if src := ecs.source(cat.Args[1].Range()); src != "local.collector" {
+		t.Fatalf("modules/ecs: the optional containers are %s, want local.collector", src)
+	}
+	cond, ok := ecs.local(t, "collector").(*hclsyntax.ConditionalExpr)
+	if !ok {
+		t.Fatalf("modules/ecs: local.collector must be cond ? [{...}] : []")
+	}
+	sidecar, ok := cond.TrueResult.(*hclsyntax.TupleConsExpr)
+	if !ok {
+		t.Fatalf("modules/ecs: local.collector's containers must be a list literal")
+	}
+	exprs = append(exprs, sidecar.Exprs...)
 	var out []*hclsyntax.ObjectConsExpr
-	for _, e := range list.Exprs {
+	for _, e := range exprs {
 		obj, ok := e.(*hclsyntax.ObjectConsExpr)
 		if !ok {
 			t.Fatalf("%s: container definition must be an object literal", e.Range())
@@ -220,8 +239,13 @@ func checkTaskEnvironmentIsDocumented(t *testing.T, s *stack) {
 		t.Errorf("the gateway container's environment is %s, want it built from local.environment", src)
 	}
 	for _, c := range containers(t, s.dir(t, "modules/ecs")) {
-		if c != gw && item(c, "environment") != nil {
-			t.Errorf("%s: only the gateway container may have an environment", c.Range())
+		env := item(c, "environment")
+		if c == gw || env == nil {
+			continue
+		}
+		// The collector sidecar's only variable is its configuration.
+		if src := s.dir(t, "modules/ecs").source(env.Range()); src != `[{ name = "AOT_CONFIG_CONTENT", value = local.collector_config }]` {
+			t.Errorf("%s: only the gateway container may have an environment (the collector: its configuration alone), got %s", c.Range(), src)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func TestDoorsAreApart(t *testing.T) {
 var notLinked = []string{
 	"testing", "net/http/httptest", "go.uber.org/goleak",
 	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
-	module + "internal/delayproxy", module + "internal/archtest",
+	module + "internal/delayproxy", module + "internal/archtest", module + "internal/jaegertest",
 	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
 	"github.com/chromedp/", "github.com/openai/", // the page tests and the OpenAI door's tests
 }

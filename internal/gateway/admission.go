@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/config"
@@ -16,16 +17,20 @@ import (
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // flight is one request on this server, from admission to its one ending.
 type flight struct {
-	g      *Gateway
-	caller Caller
-	req    Request // its content (messages, system, tools) is dropped once the model call ended
-	feats  protocol.Features
-	log    *stream.Log
-	logger *zap.Logger
+	g       *Gateway
+	caller  Caller
+	req     Request // its content (messages, system, tools) is dropped once the model call ended
+	feats   protocol.Features
+	log     *stream.Log
+	logger  *zap.Logger
+	tctx    context.Context // carries the root span: the parent of the pipeline's spans
+	root    trace.Span      // the request's span, ended by finish
+	deliver trace.Span      // from accepted to the terminal in the log
 
 	tenant      *config.Tenant
 	app         *config.App
@@ -53,8 +58,9 @@ type flight struct {
 }
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log,
-		logger: g.requestLogger(c, req.RequestID, zap.String("door", req.door()))}
+	tctx, root := g.startRequest(c, req)
+	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log, tctx: tctx, root: root,
+		logger: withTraceID(g.requestLogger(c, req.RequestID, zap.String("door", req.door())), root.SpanContext())}
 }
 
 func (f *flight) userKey() string    { return f.caller.Principal.Owner() }
@@ -64,23 +70,7 @@ func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.Sessi
 // builds the accepted frame (sent by land). Any error rejects the request
 // before acceptance.
 func (f *flight) admit() error {
-	g, p := f.g, f.caller.Principal
-	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
-	if !ok {
-		return fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
-	}
-	f.tenant, f.app = tenant, app
-	if err := f.policy(); err != nil {
-		return err
-	}
-	if err := g.acquire(f); err != nil {
-		return err
-	}
-	f.admitted = true
-	g.metrics.RequestStarted()
-	f.logger.Info("admitted", zap.String("model", f.chain[0].ID))
-
-	acc, err := f.reserve()
+	acc, err := f.admission()
 	if err != nil {
 		return err
 	}
@@ -91,6 +81,34 @@ func (f *flight) admit() error {
 	}
 	f.accepted = stream.NewAccepted(acc)
 	return nil
+}
+
+// admission authorizes the request (its principal was verified by the
+// door), picks its models and reserves its quota, in the span
+// jetway.admission.
+func (f *flight) admission() (acc protocol.Accepted, err error) {
+	g, p := f.g, f.caller.Principal
+	ctx, span := f.span("jetway.admission")
+	defer func() { endSpan(span, err, tracing.AuthResult.String("verified"), none) }()
+	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
+	if !ok {
+		return acc, fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
+	}
+	f.tenant, f.app = tenant, app
+	if err := f.policy(); err != nil {
+		return acc, err
+	}
+	if f.root.IsRecording() {
+		f.root.SetAttributes(tracing.RequestModel.String(f.chain[0].BedrockID), tracing.Model.String(f.chain[0].ID),
+			tracing.MaxTokens.Int(f.maxTokens))
+	}
+	if err := g.acquire(f); err != nil {
+		return acc, err
+	}
+	f.admitted = true
+	g.metrics.RequestStarted()
+	f.logger.Info("admitted", zap.String("model", f.chain[0].ID))
+	return f.reserve(ctx)
 }
 
 // land stores the request record while the model call (already started by
@@ -112,6 +130,7 @@ func (f *flight) land() {
 		f.checkpoints = f.startCheckpoints()
 	}
 	f.log.SetCancel(f.stop)
+	_, f.deliver = f.span("jetway.deliver")
 	f.log.Accept(f.accepted)
 }
 
@@ -136,31 +155,40 @@ func (f *flight) standDown() {
 		return
 	}
 	g := f.g
-	g.releaseQuota(f.logger, f.reservation)
+	g.releaseQuota(f.tctx, f.logger, f.reservation)
 	f.reservation = nil
 	if f.admitted {
 		f.admitted = false
 		g.release(f)
 	}
 	g.metrics.RequestFollowed()
+	f.root.SetAttributes(tracing.Outcome.String("follows_other_server"))
+	f.root.End()
 }
 
 // reserve takes the request's worst case from every quota that applies and
 // returns the accepted frame that reports it.
-func (f *flight) reserve() (protocol.Accepted, error) {
+func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
 	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages)) + f.attachmentEstimate()
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
+	_, span := g.start(tctx, "jetway.quota.reserve")
 	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
 	defer cancel()
 	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject), amount)
+	outcome := tracing.QuotaOutcome.String("error")
 	var exceeded *quota.ExceededError
 	if errors.As(err, &exceeded) {
 		g.metrics.QuotaRejected(p.Tenant, p.App, exceeded.Scope.Kind, string(exceeded.Window))
+		outcome = tracing.QuotaOutcome.String("exceeded")
+		span.SetAttributes(tracing.QuotaWindow.String(string(exceeded.Window)))
 	}
 	if err != nil {
-		return protocol.Accepted{}, fmt.Errorf("reserve: %w", err)
+		err = fmt.Errorf("reserve: %w", err)
+		endSpan(span, err, outcome, none)
+		return protocol.Accepted{}, err
 	}
+	endSpan(span, nil, tracing.QuotaOutcome.String("reserved"), tracing.QuotaLease.Bool(fromLease(res)))
 	f.reservation = res
 	acc := protocol.Accepted{Type: protocol.TypeAccepted, RequestID: f.req.RequestID, Model: f.chain[0].ID,
 		ReservedTokens: amount.Tokens}
@@ -188,12 +216,25 @@ func (f *flight) lookupCache() {
 	f.cacheKey = router.CacheKey(p.Tenant, p.App, f.chain[0].ID, f.call())
 	// The model call waits for this lookup, so its DynamoDB tier gets a small
 	// budget (docs/architecture.md, "The response cache").
+	_, span := f.span("jetway.cache.lookup")
 	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)
 	defer cancel()
 	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
 		f.cached = a
 		f.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
 	}
+	endSpan(span, nil, tracing.CacheHit.Bool(f.cached != nil), none)
+}
+
+// fromLease reports whether a reservation was admitted from a quota
+// lease this server holds (no DynamoDB write on the request's path).
+func fromLease(r *quota.Reservation) bool {
+	for _, it := range r.Items() {
+		if it.LeaseOwner != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // createRecord stores the accepted request so any server can resume it,
@@ -209,19 +250,25 @@ func (f *flight) createRecord() error {
 		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
 		Reserved: f.reservation.Amount().Tokens, Door: f.req.door(), Images: f.feats.Images, Documents: f.feats.Documents})
 	now := g.opts.Now()
+	_, span := f.span("jetway.record.create")
 	ctx, cancel := g.storeCtx()
 	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
 		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted.Frame,
-		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
+		Reservation: env, Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {
 	case err == nil:
+		endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
 		return nil
 	case !errors.Is(err, stream.ErrExists) || existing == nil:
-		return errors.Join(errBusy, err)
+		err = errors.Join(errBusy, err)
+		endSpan(span, err, tracing.RecordOutcome.String("error"), none)
+		return err
 	case existing.BodyHash != f.log.BodyHash:
+		endSpan(span, errConflict, tracing.RecordOutcome.String("conflict"), none)
 		return errConflict
 	}
+	endSpan(span, nil, tracing.RecordOutcome.String("follows"), tracing.Server.String(existing.Server))
 	f.following = true
 	f.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
 	g.startFollowing(f.log, existing)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Records is the durable request store shared by every gateway task: what
@@ -115,7 +117,13 @@ func (g *Gateway) startFollowing(log *stream.Log, rec *stream.Record) {
 func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	defer g.wg.Done()
 	owner, id := log.Owner, log.RequestID
-	logger := g.logger.With(zap.String("request_id", id), zap.String("owner", owner))
+	// This server's part of the request joins its trace (the record's
+	// traceparent): a resume, a follow or a takeover shows under the
+	// request's root span, whichever server runs it.
+	tctx, span := g.start(recordTrace(rec.Trace), "jetway.follow", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(tracing.RequestID.String(id), tracing.Server.String(rec.Server)))
+	defer span.End()
+	logger := withTraceID(g.logger.With(zap.String("request_id", id), zap.String("owner", owner)), span.SpanContext())
 	// Polls every PollInterval; after failed reads, doubling up to
 	// maxStoreBackoff.
 	poll := backoff.Policy{Base: g.opts.PollInterval, Max: maxStoreBackoff, Jitter: backoff.None}
@@ -131,7 +139,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 				log.Finish(stream.DecodeTerminal(rec.Terminal), g.opts.Now())
 				return
 			}
-			if g.ownerGone(rec, env) && g.interrupt(log, rec, env, g.opts.Now(), logger) {
+			if g.ownerGone(rec, env) && g.interrupt(tctx, log, rec, env, g.opts.Now(), logger) {
 				return
 			}
 			failed = 0
@@ -177,7 +185,9 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 // cancelled it), charged as the input estimate plus the saved output on
 // the model the record names, the rest of its reservation refunded. It
 // reports whether this server won (and so ended the request).
-func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, now time.Time, logger *zap.Logger) bool {
+func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.Record, env envelope, now time.Time, logger *zap.Logger) bool {
+	tctx, span := g.start(tctx, "jetway.takeover", trace.WithAttributes(tracing.Server.String(rec.Server)))
+	defer span.End()
 	answer := protocol.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()
 	err := errInterrupted
@@ -188,10 +198,10 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, n
 		toolCalls: answer.ToolCalls,
 		usage:     protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
-		ownerServer: rec.Server,
+		ownerServer: rec.Server, tctx: tctx,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
 			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received, door: env.Door,
-			images: env.Images, documents: env.Documents}}
+			images: env.Images, documents: env.Documents, traceID: tracing.TraceID(span.SpanContext())}}
 	if env.Quota != nil {
 		res, err := g.quotas.Restore(env.Quota)
 		if err != nil {
@@ -200,8 +210,10 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, n
 		o.reservation = res
 	}
 	if !g.finish(o) {
+		span.SetAttributes(tracing.Outcome.String("lost_race"))
 		return false
 	}
+	span.SetAttributes(tracing.Outcome.String(ProtocolError(err).Code))
 	logger.Warn("interrupted", zap.String("owner_server", rec.Server), zap.Int("chunks", o.chunks),
 		zap.Bool("cancelled", rec.Cancelled))
 	g.metrics.RequestTakenOver()

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
@@ -13,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // ending says how an outcome reaches the client and the request store.
@@ -39,6 +41,7 @@ type who struct {
 	tenant, app, clientID, sessionID string
 	receivedAt                       time.Time
 	door                             string // "" when unknown (another server's record)
+	traceID                          string // the request's trace ("" when none)
 	images, documents                int    // attachments (0 when unknown)
 }
 
@@ -68,6 +71,9 @@ type outcome struct {
 	reservation      *quota.Reservation // nil: nothing reserved
 	reserved         int64              // tokens reserved, for the usage record
 	checkpoints      *checkpointer      // endOwned with a request store
+	tctx             context.Context    // carries the span the ending's spans are children of
+	span             trace.Span         // the request's root span, ended here (nil: another's record)
+	deliver          trace.Span         // accepted to terminal (nil: nothing was delivered)
 	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
 	ownerServer      string             // endInterrupted: the gone server whose record this ends
 }
@@ -77,6 +83,10 @@ type outcome struct {
 // releases the quota, at the one price (see price). It reports whether
 // this server ended the request (false only for a lost Interrupt race).
 func (g *Gateway) finish(o outcome) bool {
+	if o.tctx == nil {
+		o.tctx = context.Background()
+	}
+	defer endRequest(o.span, &o)
 	terminal := o.terminal()
 	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Frame) {
 		return false
@@ -97,12 +107,14 @@ func (g *Gateway) finish(o outcome) bool {
 			// Deliver the terminal the interrupting server stored, which
 			// also wrote the usage record and settled.
 			o.log.Finish(g.storedTerminal(o.who, terminal), o.end)
+			endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
 			if o.checkpoints != nil {
 				o.checkpoints.stop()
 			}
 			return true
 		}
 		o.log.Finish(terminal, o.end)
+		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
 		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), terminal.Frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
@@ -112,14 +124,16 @@ func (g *Gateway) finish(o outcome) bool {
 	charge := g.charge(o.model, o.usage)
 	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(o.model, o.usage), g.opts.ServerID)
 	if g.usage != nil {
+		_, span := g.start(o.tctx, "jetway.usage.record")
 		g.usage.Record(rec)
+		span.End()
 	}
 	g.metrics.ObserveRequest(rec)
 	if o.reservation != nil {
 		if o.how == endRejected {
-			g.releaseQuota(o.logger, o.reservation)
+			g.releaseQuota(o.tctx, o.logger, o.reservation)
 		} else {
-			g.settleQuota(o.logger, o.reservation, charge)
+			g.settleQuota(o.tctx, o.logger, o.reservation, charge)
 		}
 	}
 	return true
@@ -175,7 +189,7 @@ func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) 
 		CacheReadInputTokens: o.usage.CacheReadInputTokens, CacheWriteInputTokens: o.usage.CacheWriteInputTokens,
 		CostUSD: float64(costMicroUSD) / 1e6, CacheSavedUSD: float64(savedMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
-		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls,
+		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls, TraceID: o.who.traceID,
 	}
 }
 
@@ -204,13 +218,16 @@ func (g *Gateway) logEnding(o outcome) {
 
 // settleQuota charges the real usage and refunds the rest, off the
 // client's path; it retries until SettleTimeout or the drain deadline.
-func (g *Gateway) settleQuota(logger *zap.Logger, res *quota.Reservation, actual quota.Amount) {
+func (g *Gateway) settleQuota(tctx context.Context, logger *zap.Logger, res *quota.Reservation, actual quota.Amount) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		_, span := g.start(tctx, "jetway.quota.settle")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
-		if err := g.quotas.Settle(ctx, res, actual); err != nil {
+		err := g.quotas.Settle(ctx, res, actual)
+		endSpan(span, err, tracing.InputTokens.Int64(actual.Tokens), none)
+		if err != nil {
 			logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
 			return
 		}
@@ -220,13 +237,16 @@ func (g *Gateway) settleQuota(logger *zap.Logger, res *quota.Reservation, actual
 }
 
 // releaseQuota gives back a reservation that will not be used.
-func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
+func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *quota.Reservation) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		_, span := g.start(tctx, "jetway.quota.release")
 		ctx, cancel := context.WithTimeout(g.settleBase, g.opts.SettleTimeout)
 		defer cancel()
-		if err := g.quotas.Release(ctx, res); err != nil {
+		err := g.quotas.Release(ctx, res)
+		endSpan(span, err, none, none)
+		if err != nil {
 			logger.Error("quota_release_failed", zap.Error(err))
 		}
 	}()
@@ -236,7 +256,15 @@ func (g *Gateway) releaseQuota(logger *zap.Logger, res *quota.Reservation) {
 // log ended, retrying a store outage until the resume window passes. It
 // reports false when another server had ended the record (this server
 // was judged gone), which then charged the request.
-func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
+func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) (ok bool) {
+	_, span := g.start(o.tctx, "jetway.record.finish")
+	defer func() {
+		outcome := "finished"
+		if !ok {
+			outcome = "lost_lease" // another server ended the record
+		}
+		endSpan(span, nil, tracing.RecordOutcome.String(outcome), none)
+	}()
 	snap := o.log.Read(stored)
 	state := stream.StateError
 	if o.err == nil {

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
@@ -35,6 +36,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Router streams a call from the first model of the chain that answers.
@@ -77,6 +79,8 @@ type Gateway struct {
 	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
+	tracer  trace.Tracer // used only when tracing
+	tracing bool         // Deps.Tracer was set
 	logger  *zap.Logger
 	opts    Options
 
@@ -106,6 +110,7 @@ type Deps struct {
 	Cache   Cache   // optional: the response cache
 	Usage   UsageRecorder
 	Metrics *telemetry.Metrics // may be nil
+	Tracer  trace.Tracer       // nil: no spans (see tracing.go)
 	Logger  *zap.Logger
 }
 
@@ -114,7 +119,7 @@ func New(d Deps, o Options) *Gateway {
 	o.defaults()
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
-	return &Gateway{settleBase: settleBase, stopSettle: stopSettle,
+	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
@@ -142,6 +147,10 @@ type Request struct {
 	// cache_control does): it counts toward the model's maximum like a
 	// cache_point block.
 	PrefixCachePoint bool
+	// Trace is the client's trace context, from the door's W3C
+	// traceparent (tracing.Parse; invalid values are the zero value): the
+	// request's root span is its child. Zero: a new trace.
+	Trace trace.SpanContext
 	// Release, when set, is called once when the request's content is
 	// used no more: its model call ended, or it never started (refused,
 	// re-sent, following another server). The session gives the
@@ -195,7 +204,11 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	}
 	// The model call starts now; the record is stored beside it (land), and
 	// no chunk reaches the client before it is.
-	f.ctx, f.cancel = context.WithTimeout(g.base, g.opts.RequestTimeout)
+	base := g.base
+	if g.tracing {
+		base = trace.ContextWithSpan(base, f.root) // the router's model calls are its children
+	}
+	f.ctx, f.cancel = context.WithTimeout(base, g.opts.RequestTimeout)
 	f.cancelled = make(chan struct{})
 	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
@@ -266,9 +279,12 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 		}
 		return nil
 	}
+	_, span := g.start(g.cancelTrace(owner, requestID), "jetway.cancel",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.RequestID.String(requestID)))
 	ctx, cancel := g.storeCtx()
 	err := g.records.Cancel(ctx, owner, requestID)
 	cancel()
+	endSpan(span, err, none, none)
 	switch {
 	case err == nil:
 		g.logger.Info("cancel_sent_to_owner", zap.String("request_id", requestID), zap.String("owner", owner),
@@ -283,6 +299,22 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 	default:
 		return g.refused(c, requestID, errors.Join(errBusy, fmt.Errorf("cancel through the request record: %w", err)))
 	}
+}
+
+// cancelTrace is the parent of a cancel sent through the record: the
+// request's root span. Only with tracing on, it costs a read of the
+// record (a cancel on a server that does not own the request is rare).
+func (g *Gateway) cancelTrace(owner, requestID string) context.Context {
+	if !g.tracing {
+		return context.Background()
+	}
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	rec, err := g.records.Get(ctx, owner, requestID)
+	if err != nil {
+		return context.Background()
+	}
+	return recordTrace(rec.Trace)
 }
 
 // Drain refuses new requests from now on (error `draining`).

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -140,7 +141,8 @@ type env struct {
 	records gateway.Records
 	cache   *memCache
 	fleet   *fakeFleet
-	logger  *zap.Logger // nil: the test's log
+	logger  *zap.Logger  // nil: the test's log
+	tracer  trace.Tracer // nil: no spans
 }
 
 // fakeFleet is the fleet's membership: the servers named gone are gone.
@@ -188,7 +190,7 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 		logger = zaptest.NewLogger(e.t)
 	}
 	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
-		Cache: e.cache, Usage: e.usage, Logger: logger}, o)
+		Cache: e.cache, Usage: e.usage, Tracer: e.tracer, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()

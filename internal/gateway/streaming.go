@@ -14,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // fly calls the model (or replays the cached answer) into the log and ends
@@ -174,8 +175,9 @@ func (f *flight) reject(err error) {
 func (f *flight) outcome(err error) outcome {
 	p := f.caller.Principal
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
+		tctx: f.tctx, span: f.root, deliver: f.deliver,
 		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
-			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door()}}
+			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
 	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
 	if f.reservation != nil {
 		o.reserved = f.reservation.Amount().Tokens
@@ -209,6 +211,7 @@ func (f *flight) appendPiece(piece string) {
 	f.log.Append(piece) // before the log line: the client's first token does not wait on logging
 	if f.first.IsZero() {
 		f.first = f.g.opts.Now()
+		f.root.AddEvent("first_token")
 		f.logger.Info("first_token", zap.Int64("ttft_ms", ttftMs(f.first.Sub(f.req.ReceivedAt))))
 	}
 }
@@ -292,11 +295,13 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 				// The client cancelled on another server: stop the model
 				// call; the request ends here as `cancelled`, once.
 				f.logger.Info("cancelled_elsewhere", zap.Int("seq", stored))
+				f.root.AddEvent("cancelled_elsewhere")
 				f.log.Cancel()
 				return stored
 			case errors.Is(err, stream.ErrLostLease):
 				// Only when the fleet judged this server gone (expelled).
 				f.logger.Warn("lease_lost")
+				f.root.AddEvent("lease_lost")
 				f.lostLease.Store(true)
 				f.log.Cancel()
 				return stored

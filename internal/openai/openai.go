@@ -24,6 +24,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Paths served by Handler.
@@ -207,7 +208,8 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	// the gateway's refusal path (its record, log line and budget).
 	refuseInvalid := func(in protocol.Inbound, err error, e apiError) {
 		in.Type, in.RequestID = protocol.TypeRequest, requestID
-		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorOpenAI}, err); rerr != err {
+		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorOpenAI,
+			Trace: tracing.Parse(r.Header.Get("traceparent"))}, err); rerr != err {
 			e = fromProtocol(gateway.ProtocolError(rerr), false)
 		}
 		h.refuse(w, requestID, e)
@@ -234,8 +236,8 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.AfterSeq = after
-	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: in,
-		ReceivedAt: received, TopP: chatReq.TopP, Stop: chatReq.Stop, Door: gateway.DoorOpenAI})
+	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: in, ReceivedAt: received, TopP: chatReq.TopP,
+		Stop: chatReq.Stop, Door: gateway.DoorOpenAI, Trace: tracing.Parse(r.Header.Get("traceparent"))})
 	if err != nil {
 		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false).named(chatReq.origin))
 		return

@@ -104,6 +104,28 @@ type Inbound struct {
 	AfterSeq    int             `json:"after_seq,omitempty"`
 	Token       string          `json:"token,omitempty"`
 	T           json.RawMessage `json:"t,omitempty"`
+	// Traceparent is a request's W3C trace context (docs/protocol.md,
+	// "Tracing"), raw: any value that is not a valid traceparent string is
+	// ignored, never refused (see TraceParent).
+	Traceparent json.RawMessage `json:"traceparent,omitempty"`
+}
+
+// maxTraceparentBytes bounds the traceparent value read (version 00 is
+// 55 characters; later versions may append fields).
+const maxTraceparentBytes = 256
+
+// TraceParent is the frame's traceparent string, "" when it has none or
+// it is not a JSON string of at most maxTraceparentBytes: the door hands
+// it to tracing.Parse, which ignores an invalid one.
+func (in Inbound) TraceParent() string {
+	if len(in.Traceparent) < 2 || len(in.Traceparent) > maxTraceparentBytes+2 || in.Traceparent[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(in.Traceparent, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // Inbound frame types.

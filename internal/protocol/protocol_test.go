@@ -147,3 +147,25 @@ func TestPeekRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceparentIsNeverRefused: a request's traceparent of any JSON type
+// or length decodes; only a string within the bound is handed on.
+func TestTraceparentIsNeverRefused(t *testing.T) {
+	const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for raw, want := range map[string]string{
+		`"` + valid + `"`:                    valid,
+		`"not a traceparent"`:                "not a traceparent",
+		`5`:                                  "",
+		`null`:                               "",
+		`{"a":1}`:                            "",
+		`"` + strings.Repeat("x", 300) + `"`: "",
+	} {
+		in, err := Decode([]byte(`{"type":"request","request_id":"req-trace-1","messages":[{"role":"user","content":"hi"}],"traceparent":` + raw + `}`))
+		if err != nil {
+			t.Fatalf("traceparent %.40s: %v", raw, err)
+		}
+		if got := in.TraceParent(); got != want {
+			t.Errorf("traceparent %.40s: TraceParent() = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -7,10 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Target is one model of a routing chain.
@@ -83,6 +87,9 @@ type Options struct {
 	// EstimateTokens estimates a text's input tokens, for placing cache
 	// points (the gateway's estimator); nil: one token per started four bytes.
 	EstimateTokens func(text string) int64
+	// Tracer makes one span per model call (every retry and fallback),
+	// a child of the span in the call's ctx; nil: none.
+	Tracer trace.Tracer
 }
 
 func (o *Options) defaults() {
@@ -122,14 +129,16 @@ func (o *Options) defaults() {
 type Router struct {
 	model    Streamer
 	opts     Options
+	tracing  bool // Options.Tracer was set
 	breakers *breakers
 }
 
 // New returns a Router over the model client; zero Options fields mean
 // their defaults.
 func New(model Streamer, o Options) *Router {
+	tracing := o.Tracer != nil
 	o.defaults()
-	return &Router{model: model, opts: o, breakers: newBreakers(o, o.Metrics, o.Logger)}
+	return &Router{model: model, opts: o, tracing: tracing, breakers: newBreakers(o, o.Metrics, o.Logger)}
 }
 
 // ErrAllUnavailable wraps the last error when every target failed before
@@ -148,7 +157,11 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 	var lastErr error
 	for i, t := range chain {
 		out.Model = t.ID
-		res, err := r.streamTarget(ctx, t, c, onDelta)
+		var why []attribute.KeyValue // a fallback says from what and why
+		if i > 0 {
+			why = []attribute.KeyValue{tracing.FallbackFrom.String(chain[i-1].ID), tracing.FallbackReason.String(errorKind(lastErr))}
+		}
+		res, err := r.streamTarget(ctx, t, c, onDelta, why)
 		out.Result = res
 		if err == nil {
 			return out, nil
@@ -169,12 +182,16 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 }
 
 // streamTarget calls one target, retrying it as configured.
-func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string), why []attribute.KeyValue) (Result, error) {
 	retry := backoff.Policy{Base: r.opts.RetryBackoff, Max: r.opts.MaxRetryBackoff, Jitter: backoff.Equal,
 		Attempts: 1 + max(0, min(t.Retries, r.opts.MaxRetries))}
 	for attempt := 1; ; attempt++ {
-		res, err := r.streamOnce(ctx, t, c, onDelta)
-		if err == nil || !retrySameModel(err) || ctx.Err() != nil || retry.Wait(ctx, attempt) != nil {
+		res, err := r.streamOnce(ctx, t, c, onDelta, attempt-1, why)
+		if err == nil || !retrySameModel(err) || ctx.Err() != nil {
+			return res, err
+		}
+		why = []attribute.KeyValue{tracing.RetryReason.String(errorKind(err))}
+		if retry.Wait(ctx, attempt) != nil {
 			return res, err
 		}
 	}
@@ -187,9 +204,30 @@ func retrySameModel(err error) bool {
 	return errors.As(err, &me) && me.Retryable() && me.Kind != KindTimeout && !errors.Is(err, ErrBreakerOpen)
 }
 
+// errorKind is the label of a model call's error ("" for none).
+func errorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	var me *ModelError
+	if errors.As(err, &me) {
+		return string(me.Kind)
+	}
+	return string(KindUnavailable)
+}
+
 // streamOnce makes one call to a target through its breaker, with its
-// first-token deadline.
-func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
+// first-token deadline, in a span of its own (why: the fallback or retry
+// it is). A call the breaker skips gets a span too, with its error.
+func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string), attempt int, why []attribute.KeyValue) (res Result, err error) {
+	span := trace.SpanFromContext(ctx) // tracing off: the caller's span, untouched
+	if r.tracing {
+		ctx, span = r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
+				tracing.RequestModel.String(t.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
+				tracing.MaxTokens.Int(c.MaxTokens))...))
+		defer func() { endAttempt(span, t, res, err) }()
+	}
 	report, berr := r.breakers.get(t.ID).Allow()
 	if berr != nil {
 		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
@@ -220,6 +258,9 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 			timer.Stop()
 		}
 		reportHealth(nil)
+		if r.tracing {
+			span.AddEvent("first_token")
+		}
 	}
 	if onBlock := c.OnBlock; onBlock != nil {
 		// In block mode the first block (reasoning, a tool call) is the
@@ -232,7 +273,7 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 		}
 	}
 	start := time.Now()
-	res, err := r.model.Stream(callCtx, c, func(text string) {
+	res, err = r.model.Stream(callCtx, c, func(text string) {
 		if !streamed {
 			firstToken()
 		}
@@ -253,4 +294,24 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 	}
 	r.opts.Metrics.ObserveBedrock(t.ID, time.Since(start), kind)
 	return res, err
+}
+
+// endAttempt ends a model call's span with what the call reported.
+func endAttempt(span trace.Span, t Target, res Result, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if err != nil {
+		kind := errorKind(err)
+		span.SetAttributes(tracing.ErrorType.String(kind))
+		span.SetStatus(codes.Error, kind)
+	} else {
+		span.SetAttributes(tracing.ResponseModel.String(t.BedrockID), tracing.InputTokens.Int(res.Usage.InputTokens),
+			tracing.OutputTokens.Int(res.Usage.OutputTokens))
+		if res.StopReason != "" {
+			span.SetAttributes(tracing.FinishReasons.StringSlice([]string{res.StopReason}))
+		}
+	}
+	span.End()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Session is one WebSocket connection: one chat session of one user.
@@ -238,6 +239,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 // refusal path (a `rejected` line, the user's refusal budget, and for a
 // request its usage record); the socket stays open.
 func (s *Session) refuse(req gateway.Request, err error) {
+	req.Trace = tracing.Parse(req.TraceParent())
 	err = s.hub.gw.Refuse(s.caller(), req, err)
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
@@ -301,7 +303,8 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release})
+		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release,
+			Trace: tracing.Parse(in.TraceParent())})
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return

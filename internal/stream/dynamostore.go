@@ -28,6 +28,7 @@ const (
 	attrItemBytes   = "item_bytes"
 	attrExpires     = "expires_at"
 	attrCancel      = "cancel"
+	attrTrace       = "trace"
 )
 
 // createAttempts bounds Create's retries when the record it collided with
@@ -88,6 +89,9 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	}
 	if r.Reservation != nil {
 		item[attrReservation] = dynamotable.B(r.Reservation)
+	}
+	if r.Trace != "" {
+		item[attrTrace] = dynamotable.S(r.Trace)
 	}
 	if exp := expirySeconds(r.Expires); exp != 0 {
 		item[attrExpires] = dynamotable.N(exp)
@@ -375,6 +379,7 @@ func (s *DynamoStore) decodeLive(item dynamotable.Item, key string) (*Record, in
 		Reservation: dynamotable.Bytes(item, attrReservation),
 		Cancelled:   dynamotable.Bool(item, attrCancel),
 		Chunks:      dynamotable.Strings(item, attrChunks),
+		Trace:       dynamotable.String(item, attrTrace),
 		Expires:     expiryTime(exp),
 	}
 	if ms, ok := dynamotable.Int(item, attrEndedMS); ok && ms != runningEndedMS {

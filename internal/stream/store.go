@@ -66,6 +66,7 @@ package stream
 //	body_hash    S  fingerprint of the request body (idempotency conflicts)
 //	accepted     B  the accepted frame (JSON), absent until accepted
 //	reservation  B  the quota reservation (quota's codec), absent until accepted
+//	trace        S  the W3C traceparent of the request's root span; absent when none
 //	chunks       L  of S, Chunks[i] has seq i+1; appended with
 //	                SET chunks = list_append(if_not_exists(chunks, :empty), :new), seq = :seq
 //	seq          N  the last seq stored (= the length of chunks)
@@ -170,6 +171,10 @@ type Record struct {
 	// Reservation is the encoded quota reservation (opaque here), so any
 	// server can settle it.
 	Reservation []byte
+	// Trace is the W3C traceparent of the request's root span ("" when
+	// none), so a server that resumes, follows, cancels or takes the
+	// request over links its spans to the request's trace.
+	Trace string
 	// Cancelled is set by Cancel while the record runs: its user asked to
 	// stop it on some server.
 	Cancelled bool
@@ -306,7 +311,7 @@ func chunksBytes(chunks []string) int {
 // recordBytes estimates a record's stored size.
 func recordBytes(r *Record) int {
 	return fixedRecordBytes + len(recordKey(r.Owner, r.RequestID)) + len(r.Server) + len(r.BodyHash) +
-		len(r.Accepted) + len(r.Reservation) + len(r.Terminal) + chunksBytes(r.Chunks)
+		len(r.Accepted) + len(r.Reservation) + len(r.Trace) + len(r.Terminal) + chunksBytes(r.Chunks)
 }
 
 // sameChunks reports whether stored[from:] is exactly chunks.

@@ -111,12 +111,21 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		s := newStore(t)
 		r := running("req-create-2")
 		r.Accepted, r.Reservation = []byte(`{"type":"accepted"}`), []byte(`{"v":1}`)
+		r.Trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 		r.Chunks, r.State, r.Terminal = []string{"ignored"}, stream.StateDone, []byte("ignored")
 		mustCreate(t, s, r)
 		got := mustGet(t, s, alice, r.RequestID)
 		if string(got.Accepted) != `{"type":"accepted"}` || string(got.Reservation) != `{"v":1}` ||
-			got.State != stream.StateRunning || got.Seq() != 0 || got.Terminal != nil {
+			got.State != stream.StateRunning || got.Seq() != 0 || got.Terminal != nil || got.Trace != r.Trace {
 			t.Errorf("Get = %+v", got)
+		}
+		// The trace stays through the record's life: a takeover reads it from the ended record too.
+		if err := s.Finish(testCtx(t), alice, r.RequestID, serverA, 0, []string{"a"}, stream.StateDone, []byte(`{"type":"done"}`),
+			time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, alice, r.RequestID); got.Trace != r.Trace || !got.Ended() {
+			t.Errorf("after Finish: trace %q, ended %v", got.Trace, got.Ended())
 		}
 	})
 

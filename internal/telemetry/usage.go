@@ -79,6 +79,10 @@ type UsageRecord struct {
 	// cached input token at the input price, less CostUSD. Negative when
 	// the request wrote to the cache and read less.
 	CacheSavedUSD float64 `json:"cache_saved_usd"`
+	// TraceID is the request's OpenTelemetry trace id (32 hex digits):
+	// the trace of its spans when tracing is on (docs/operations.md,
+	// "Tracing"), else the client's traceparent's; empty when neither.
+	TraceID string `json:"trace_id"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

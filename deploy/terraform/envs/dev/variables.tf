@@ -68,3 +68,15 @@ variable "alarm_emails" {
   type        = list(string)
   default     = []
 }
+
+variable "tracing_enabled" {
+  description = "Send the gateway's traces to X-Ray through the collector sidecar (mirror its image first: docs/operations.md, \"Tracing\")."
+  type        = bool
+  default     = false
+}
+
+variable "trace_sample_ratio" {
+  description = "Share of new traces sampled when tracing is on."
+  type        = number
+  default     = 0.05
+}

@@ -30,6 +30,8 @@ module "jetway" {
   cognito_advanced_security_mode = "ENFORCED"
 
   alarm_emails       = var.alarm_emails
+  tracing_enabled    = var.tracing_enabled
+  trace_sample_ratio = var.trace_sample_ratio
   protect_data       = true
   log_retention_days = 90
 }

@@ -42,6 +42,7 @@ locals {
     { name = "cache_read_input_tokens", type = "bigint" },
     { name = "cache_write_input_tokens", type = "bigint" },
     { name = "cache_saved_usd", type = "double" },
+    { name = "trace_id", type = "string" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).

@@ -28,7 +28,48 @@ locals {
     JETWAY_EMF                     = "stdout"
     JETWAY_MAX_INFLIGHT            = tostring(var.max_inflight)
     AWS_REGION                     = data.aws_region.current.region
+    # Tracing (docs/operations.md, "Tracing"): spans go to the collector
+    # sidecar on the task's loopback; an empty endpoint leaves tracing off.
+    OTEL_EXPORTER_OTLP_ENDPOINT = local.tracing ? "http://127.0.0.1:4318" : ""
+    OTEL_TRACES_SAMPLER         = "parentbased_traceidratio"
+    OTEL_TRACES_SAMPLER_ARG     = tostring(var.trace_sample_ratio)
   }
+
+  tracing = var.otel_collector_image != ""
+
+  # The AWS Distro for OpenTelemetry collector: OTLP/HTTP in on loopback,
+  # X-Ray out. The request id, tenant and app become X-Ray annotations
+  # (searchable: annotation.jetway_request_id = "...").
+  collector_config = <<-EOT
+    receivers:
+      otlp:
+        protocols:
+          http:
+            endpoint: 127.0.0.1:4318
+    processors:
+      batch:
+        timeout: 1s
+    exporters:
+      awsxray:
+        indexed_attributes: [jetway.request_id, jetway.tenant, jetway.app, jetway.outcome]
+    service:
+      pipelines:
+        traces:
+          receivers: [otlp]
+          processors: [batch]
+          exporters: [awsxray]
+  EOT
+
+  collector = local.tracing ? [
+    {
+      name                   = "otel-collector"
+      image                  = var.otel_collector_image
+      essential              = false # the gateway serves on without traces
+      readonlyRootFilesystem = true
+      environment            = [{ name = "AOT_CONFIG_CONTENT", value = local.collector_config }]
+      logConfiguration       = { logDriver = "awslogs", options = merge(local.log_options, { awslogs-stream-prefix = "otel-collector" }) }
+    },
+  ] : []
 
   log_options = {
     awslogs-group         = aws_cloudwatch_log_group.this.name
@@ -119,7 +160,7 @@ resource "aws_ecs_task_definition" "this" {
     name = "tmp"
   }
 
-  container_definitions = jsonencode([
+  container_definitions = jsonencode(concat([
     {
       # Writes the tenants file into the shared volume, then exits; the gateway
       # starts only after it succeeded. The file travels base64-encoded as an
@@ -139,7 +180,8 @@ resource "aws_ecs_task_definition" "this" {
       user                   = var.container_user
       readonlyRootFilesystem = true
       stopTimeout            = var.stop_timeout
-      dependsOn              = [{ containerName = "config", condition = "SUCCESS" }]
+      dependsOn = concat([{ containerName = "config", condition = "SUCCESS" }],
+      local.tracing ? [{ containerName = "otel-collector", condition = "START" }] : [])
 
       portMappings = [
         { name = "http", containerPort = var.app_port, protocol = "tcp" },
@@ -157,7 +199,7 @@ resource "aws_ecs_task_definition" "this" {
 
       logConfiguration = { logDriver = "awslogs", options = local.log_options }
     },
-  ])
+  ], local.collector))
 
   tags = var.tags
 

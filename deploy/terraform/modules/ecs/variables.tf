@@ -239,3 +239,20 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "otel_collector_image" {
+  description = "Image of the OpenTelemetry collector sidecar (AWS Distro for OpenTelemetry) that sends the gateway's traces to X-Ray, pinned to an exact tag and mirrored to ECR; empty: no sidecar, tracing off."
+  type        = string
+  default     = ""
+}
+
+variable "trace_sample_ratio" {
+  description = "Share of new traces sampled (OTEL_TRACES_SAMPLER_ARG of parentbased_traceidratio); a client's sampled traceparent is always followed."
+  type        = number
+  default     = 0.05
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be between 0 and 1."
+  }
+}

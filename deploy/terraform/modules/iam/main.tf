@@ -126,6 +126,20 @@ data "aws_iam_policy_document" "task" {
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
     resources = [var.log_group_arn, local.log_streams]
   }
+
+  # The OpenTelemetry collector sidecar (ADOT) sends the gateway's spans to
+  # X-Ray: its awsxray exporter needs these two, which have no
+  # resource-level permissions. Only when tracing is on.
+  dynamic "statement" {
+    for_each = var.tracing ? [1] : []
+
+    content {
+      sid       = "XRayTraces"
+      effect    = "Allow"
+      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+      resources = ["*"]
+    }
+  }
 }
 
 resource "aws_iam_role_policy" "task" {
@@ -167,7 +181,7 @@ data "aws_iam_policy_document" "execution" {
       "ecr:BatchGetImage",
       "ecr:GetDownloadUrlForLayer",
     ]
-    resources = [var.ecr_repository_arn]
+    resources = compact([var.ecr_repository_arn, var.collector_repository_arn])
   }
 
   statement {

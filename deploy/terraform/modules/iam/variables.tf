@@ -56,3 +56,15 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "tracing" {
+  description = "The task runs the OpenTelemetry collector sidecar: the task role may send traces to X-Ray."
+  type        = bool
+  default     = false
+}
+
+variable "collector_repository_arn" {
+  description = "ECR repository of the mirrored collector image the execution role may pull (empty: none)."
+  type        = string
+  default     = ""
+}

@@ -7,6 +7,9 @@ locals {
 
   # Each inference profile's id is also its ModelId in AWS/Bedrock metrics.
   bedrock_ids = concat(var.bedrock_model_ids, var.bedrock_inference_profile_ids)
+
+  # With endpoints instead of NAT, the collector reaches X-Ray through one too.
+  interface_endpoints = concat(var.interface_endpoints, var.tracing_enabled && length(var.interface_endpoints) > 0 ? ["xray"] : [])
 }
 
 module "network" {
@@ -17,7 +20,7 @@ module "network" {
   az_count            = var.az_count
   enable_nat_gateway  = var.enable_nat_gateway
   single_nat_gateway  = var.single_nat_gateway
-  interface_endpoints = var.interface_endpoints
+  interface_endpoints = local.interface_endpoints
   tags                = var.tags
 }
 
@@ -140,6 +143,19 @@ module "ecr" {
   tags         = var.tags
 }
 
+# The collector sidecar's image, mirrored from public.ecr.aws at an exact
+# tag (docs/operations.md, "Tracing"): tasks pull it from here, through the
+# ECR endpoints, like the gateway's own image.
+module "collector_ecr" {
+  count  = var.tracing_enabled ? 1 : 0
+  source = "../ecr"
+
+  name         = "${var.name}-otel-collector"
+  keep_images  = 5
+  force_delete = !var.protect_data
+  tags         = var.tags
+}
+
 module "iam" {
   source = "../iam"
 
@@ -153,6 +169,8 @@ module "iam" {
   firehose_stream_arn           = module.analytics.firehose_stream_arn
   log_group_arn                 = module.ecs.log_group_arn
   ecr_repository_arn            = module.ecr.repository_arn
+  tracing                       = var.tracing_enabled
+  collector_repository_arn      = var.tracing_enabled ? module.collector_ecr[0].repository_arn : ""
   tags                          = var.tags
 }
 
@@ -185,6 +203,8 @@ module "ecs" {
   firehose_stream_name    = module.analytics.firehose_stream_name
   config_yaml             = templatefile(var.config_template_file, { client_ids = module.cognito.app_client_ids })
   log_retention_days      = var.log_retention_days
+  otel_collector_image    = var.tracing_enabled ? "${module.collector_ecr[0].repository_url}:${var.otel_collector_version}" : ""
+  trace_sample_ratio      = var.trace_sample_ratio
   tags                    = var.tags
 }
 

@@ -199,3 +199,26 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "tracing_enabled" {
+  description = "Run the OpenTelemetry collector sidecar and send the gateway's traces to X-Ray (docs/operations.md, \"Tracing\")."
+  type        = bool
+  default     = false
+}
+
+variable "otel_collector_version" {
+  description = "Tag of the AWS Distro for OpenTelemetry collector (public.ecr.aws/aws-observability/aws-otel-collector), mirrored to the collector's ECR repository before the apply."
+  type        = string
+  default     = "v0.42.0"
+
+  validation {
+    condition     = can(regex("^v[0-9]+\\.[0-9]+\\.[0-9]+$", var.otel_collector_version))
+    error_message = "otel_collector_version must be an exact release tag (vX.Y.Z), never latest."
+  }
+}
+
+variable "trace_sample_ratio" {
+  description = "Share of new traces sampled when tracing is on (a client's sampled traceparent is always followed)."
+  type        = number
+  default     = 0.05
+}
