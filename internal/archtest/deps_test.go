@@ -24,7 +24,8 @@ var forbidden = map[string][]string{
 	"internal/router":    {module + "internal/session", module + "internal/gateway", module + "internal/quota", module + "internal/stream", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"internal/gateway":   {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session"},
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
-	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/anthropic", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	"internal/anthropic": {module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/openai", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
@@ -69,7 +70,7 @@ var notLinked = []string{
 	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
 	module + "internal/delayproxy", module + "internal/archtest",
 	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
-	"github.com/chromedp/", "github.com/openai/", // the page tests and the OpenAI door's tests
+	"github.com/chromedp/", "github.com/openai/", "github.com/anthropics/", // the page tests and the doors' tests
 }
 
 func TestGatewayBinaryLinks(t *testing.T) {

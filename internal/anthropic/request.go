@@ -1,0 +1,674 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// MaxStopSequences bounds stop_sequences: Bedrock's inferenceConfig takes
+// at most 4.
+const MaxStopSequences = 4
+
+// body is the part of a Messages body Jetway serves.
+type body struct {
+	Model         string           `json:"model"`
+	MaxTokens     *int             `json:"max_tokens"`
+	Messages      []message        `json:"messages"`
+	System        json.RawMessage  `json:"system"`
+	StopSequences []string         `json:"stop_sequences"`
+	Temperature   *float64         `json:"temperature"`
+	TopP          *float64         `json:"top_p"`
+	Stream        bool             `json:"stream"`
+	Metadata      *json.RawMessage `json:"metadata"`
+	Tools         []tool           `json:"tools"`
+	ToolChoice    *toolChoice      `json:"tool_choice"`
+	Thinking      *thinking        `json:"thinking"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// block is one content block of a message (every type's fields).
+type block struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text"`
+	Source       *source         `json:"source"`
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	ToolUseID    string          `json:"tool_use_id"`
+	Content      json.RawMessage `json:"content"`
+	IsError      *bool           `json:"is_error"`
+	Thinking     *string         `json:"thinking"`
+	Signature    string          `json:"signature"`
+	Title        *string         `json:"title"`
+	Context      *string         `json:"context"`
+	Citations    json.RawMessage `json:"citations"`
+	CacheControl json.RawMessage `json:"cache_control"`
+}
+
+type source struct {
+	Type      string          `json:"type"`
+	MediaType string          `json:"media_type"`
+	Data      json.RawMessage `json:"data"`
+}
+
+type tool struct {
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl json.RawMessage `json:"cache_control"`
+}
+
+type toolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name"`
+	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+}
+
+type thinking struct {
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens"`
+}
+
+// served are the parameters Jetway honours; neutral maps parameters that
+// do not change the answer to the values accepted (nil: any value).
+// Anything else is refused naming it, unless it is null.
+var (
+	served = map[string]bool{"model": true, "max_tokens": true, "messages": true, "system": true, "stop_sequences": true,
+		"temperature": true, "top_p": true, "stream": true, "metadata": true, "tools": true, "tool_choice": true, "thinking": true}
+	neutral = map[string][]string{"service_tier": {`"auto"`, `"standard_only"`}}
+	// why says why a known Anthropic parameter is refused.
+	why = map[string]string{
+		"top_k":              "Bedrock's Converse API has no top_k (it would need model-specific fields): use temperature or top_p",
+		"container":          "code execution containers are Anthropic's own servers",
+		"mcp_servers":        "the MCP connector runs on Anthropic's servers",
+		"context_management": "context editing runs on Anthropic's servers",
+	}
+)
+
+// parsed is a body turned into the core's request.
+type parsed struct {
+	in     protocol.Inbound
+	topP   *float64
+	stop   []string
+	stream bool
+	userID string // metadata.user_id, clipped to MaxUserIDBytes
+	names  names  // Anthropic's names of the protocol request's paths
+}
+
+// parseRequest decodes and checks a Messages body (count: a count_tokens
+// body, where max_tokens is optional and unused) and turns it into the
+// protocol's request, validated by the WebSocket's rules. Every refusal is
+// a 400 invalid_request_error naming the field.
+func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError) {
+	p := parsed{in: protocol.Inbound{Type: protocol.TypeRequest, RequestID: requestID}}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return p, ref(invalid("the body is not a JSON object: %s", jsonProblem(err)))
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same body names the same parameter first
+	for _, k := range keys {
+		v := compact(raw[k])
+		if served[k] || v == "null" || contains(neutral[k], v) {
+			continue
+		}
+		reason, known := why[k]
+		if !known {
+			reason = "it is not a parameter this gateway serves"
+			if _, n := neutral[k]; n {
+				reason = "only " + strings.Join(neutral[k], " or ") + " are served"
+			}
+		}
+		return p, ref(invalid("%s: not supported by this gateway (%s): remove it", protocol.Clip(k), reason))
+	}
+	var b body
+	if err := json.Unmarshal(data, &b); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return p, ref(invalid("%s: has the wrong type (%s expected)", te.Field, te.Type))
+		}
+		return p, ref(invalid("the body could not be read: %s", jsonProblem(err)))
+	}
+	p.stream = b.Stream
+	if b.Model != "default" {
+		p.in.Model = b.Model
+	}
+	switch {
+	case count:
+	case b.MaxTokens == nil:
+		return p, ref(invalid("max_tokens: field required"))
+	case *b.MaxTokens < 1:
+		return p, ref(invalid("max_tokens: must be at least 1"))
+	default:
+		p.in.MaxTokens = *b.MaxTokens
+	}
+	p.in.Temperature = b.Temperature
+	if t := b.TopP; t != nil && (*t < 0 || *t > 1) {
+		return p, ref(invalid("top_p: must be between 0 and 1"))
+	}
+	p.topP = b.TopP
+	if len(b.StopSequences) > MaxStopSequences {
+		return p, ref(invalid("stop_sequences: at most %d (Bedrock's limit)", MaxStopSequences))
+	}
+	for i, s := range b.StopSequences {
+		if s == "" {
+			return p, ref(invalid("stop_sequences[%d]: must not be empty", i))
+		}
+	}
+	p.stop = b.StopSequences
+	if b.Metadata != nil {
+		var md map[string]json.RawMessage
+		if json.Unmarshal(*b.Metadata, &md) != nil {
+			return p, ref(invalid("metadata: must be an object"))
+		}
+		for k, v := range md {
+			if k != "user_id" {
+				return p, ref(invalid("metadata.%s: unknown field (metadata takes user_id)", protocol.Clip(k)))
+			}
+			if compact(v) != "null" && json.Unmarshal(v, &p.userID) != nil {
+				return p, ref(invalid("metadata.user_id: must be a string"))
+			}
+		}
+		p.userID = clip(p.userID, MaxUserIDBytes)
+	}
+	var err *apiError
+	if p.in.System, err = system(b.System); err != nil {
+		return p, err
+	}
+	t := translation{names: names{}}
+	if err := t.messages(b.Messages); err != nil {
+		return p, err
+	}
+	p.in.Messages, p.names = t.turns, t.names
+	if err := tools(&p.in, b.Tools, b.ToolChoice, t.toolBlocks); err != nil {
+		return p, err
+	}
+	if th := b.Thinking; th != nil {
+		switch th.Type {
+		case "enabled":
+			if th.BudgetTokens == nil {
+				return p, ref(invalid("thinking.budget_tokens: field required"))
+			}
+			p.in.Reasoning = &protocol.Reasoning{BudgetTokens: *th.BudgetTokens}
+		case "disabled":
+		default:
+			return p, ref(invalid(`thinking.type: must be "enabled" or "disabled"`))
+		}
+	}
+	if err := protocol.ValidateRequest(&p.in); err != nil {
+		var ce *protocol.ClientError
+		msg := err.Error()
+		if errors.As(err, &ce) {
+			msg = ce.Msg
+		}
+		e := p.names.rename(invalid("%s", msg))
+		return p, &e
+	}
+	return p, nil
+}
+
+func ref(e apiError) *apiError { return &e }
+
+// system reads system: a string or text blocks, joined by a blank line.
+func system(raw json.RawMessage) (string, *apiError) {
+	switch v := compact(raw); {
+	case v == "" || v == "null":
+		return "", nil
+	case v[0] == '"':
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s, nil
+	}
+	var blocks []block
+	if json.Unmarshal(raw, &blocks) != nil {
+		return "", ref(invalid("system: must be a string or an array of text blocks"))
+	}
+	texts := make([]string, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return "", ref(invalid("system[%d].type: must be \"text\"", i))
+		}
+		if err := cacheControl(b.CacheControl, fmt.Sprintf("system[%d]", i)); err != nil {
+			return "", err
+		}
+		texts = append(texts, b.Text)
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// cacheControl checks a block's cache_control: {"type":"ephemeral"}
+// (with an optional ttl) is accepted and has no effect yet.
+func cacheControl(raw json.RawMessage, path string) *apiError {
+	if v := compact(raw); v == "" || v == "null" {
+		return nil
+	}
+	var cc struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &cc) != nil || cc.Type != "ephemeral" {
+		return ref(invalid(`%s.cache_control: must be {"type":"ephemeral"}`, path))
+	}
+	return nil
+}
+
+// translation turns messages into protocol turns. Consecutive messages of
+// one role make one turn (Anthropic's API merges them; Bedrock needs
+// turns that alternate).
+type translation struct {
+	turns      []protocol.Message
+	names      names
+	toolBlocks bool // the messages hold tool_use or tool_result blocks
+	documents  int  // documents so far, for their generated names
+}
+
+func (t *translation) messages(msgs []message) *apiError {
+	if len(msgs) == 0 {
+		return ref(invalid("messages: must not be empty"))
+	}
+	for i, m := range msgs {
+		path := "messages[" + strconv.Itoa(i) + "]"
+		if m.Role != "user" && m.Role != "assistant" {
+			return ref(invalid(`%s.role: must be "user" or "assistant"`, path))
+		}
+		blocks, text, err := t.content(m, path)
+		if err != nil {
+			return err
+		}
+		k := len(t.turns) - 1
+		if k < 0 || t.turns[k].Role != m.Role {
+			k++
+			t.turns = append(t.turns, protocol.Message{Role: m.Role, Content: text, Blocks: nil})
+			t.names.message(k, path)
+			if blocks == nil {
+				continue
+			}
+			t.turns[k].Blocks = []protocol.Block{}
+		} else if t.turns[k].Blocks == nil {
+			// A merged turn is a list of blocks: its string content first.
+			prev := t.turns[k].Content
+			t.turns[k].Content, t.turns[k].Blocks = "", []protocol.Block{}
+			t.names.block(k, 0, sourced{protocol.Block{Type: protocol.BlockText, Text: prev}, t.names["messages["+strconv.Itoa(k)+"]"] + ".content"})
+			t.turns[k].Blocks = append(t.turns[k].Blocks, protocol.Block{Type: protocol.BlockText, Text: prev})
+		}
+		if blocks == nil {
+			blocks = []sourced{{protocol.Block{Type: protocol.BlockText, Text: text}, path + ".content"}}
+		}
+		for _, s := range blocks {
+			t.names.block(k, len(t.turns[k].Blocks), s)
+			t.turns[k].Blocks = append(t.turns[k].Blocks, s.block)
+		}
+	}
+	if last := msgs[len(msgs)-1]; last.Role != "user" {
+		return ref(invalid("messages[%d].role: the last message must be a user message (a final assistant message, a prefill, is not supported by this gateway)", len(msgs)-1))
+	}
+	return nil
+}
+
+// sourced is a protocol block and the Anthropic path it came from.
+type sourced struct {
+	block protocol.Block
+	from  string
+}
+
+// content reads a message's content: a string (text) or blocks.
+func (t *translation) content(m message, path string) ([]sourced, string, *apiError) {
+	v := compact(m.Content)
+	switch {
+	case v == "" || v == "null":
+		return nil, "", ref(invalid("%s.content: field required", path))
+	case v[0] == '"':
+		var s string
+		_ = json.Unmarshal(m.Content, &s)
+		return nil, s, nil
+	}
+	var blocks []block
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return nil, "", ref(invalid("%s.content: must be a string or an array of content blocks", path))
+	}
+	if len(blocks) == 0 {
+		return nil, "", ref(invalid("%s.content: must not be empty", path))
+	}
+	out := make([]sourced, 0, len(blocks))
+	for j, b := range blocks {
+		bp := path + ".content[" + strconv.Itoa(j) + "]"
+		pb, err := t.block(b, bp, m.Role, false)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, sourced{pb, bp})
+	}
+	return out, "", nil
+}
+
+// block translates one content block at path (inResult: inside a tool_result).
+func (t *translation) block(b block, path, role string, inResult bool) (protocol.Block, *apiError) {
+	if err := cacheControl(b.CacheControl, path); err != nil {
+		return protocol.Block{}, err
+	}
+	switch b.Type {
+	case "text":
+		return protocol.Block{Type: protocol.BlockText, Text: b.Text}, nil
+	case "image":
+		return image(b, path)
+	case "document":
+		return t.document(b, path)
+	case "tool_use":
+		t.toolBlocks = true
+		input := b.Input
+		if v := compact(input); v == "" || v == "null" {
+			input = json.RawMessage(`{}`)
+		}
+		return protocol.Block{Type: protocol.BlockToolUse, ID: b.ID, Name: b.Name, Input: input}, nil
+	case "tool_result":
+		if inResult {
+			break
+		}
+		t.toolBlocks = true
+		out := protocol.Block{Type: protocol.BlockToolResult, ToolUseID: b.ToolUseID}
+		if b.IsError != nil && *b.IsError {
+			out.Status = "error"
+		}
+		v := compact(b.Content)
+		switch {
+		case v == "" || v == "null" || v == `""` || v == "[]":
+			return out, ref(invalid("%s.content: a tool result must have content (Bedrock's rule): send the tool's output, or a line saying it had none", path))
+		case v[0] == '"':
+			var s string
+			_ = json.Unmarshal(b.Content, &s)
+			out.Content = []protocol.Block{{Type: protocol.BlockText, Text: s}}
+			return out, nil
+		}
+		var inner []block
+		if json.Unmarshal(b.Content, &inner) != nil {
+			return out, ref(invalid("%s.content: must be a string or an array of text, image or document blocks", path))
+		}
+		for k, c := range inner {
+			cb, err := t.block(c, path+".content["+strconv.Itoa(k)+"]", role, true)
+			if err != nil {
+				return out, err
+			}
+			out.Content = append(out.Content, cb)
+		}
+		return out, nil
+	case "thinking":
+		if b.Thinking == nil {
+			return protocol.Block{}, ref(invalid("%s.thinking: field required", path))
+		}
+		return protocol.Block{Type: protocol.BlockReasoning, Text: *b.Thinking, Signature: b.Signature}, nil
+	case "redacted_thinking":
+		return protocol.Block{}, ref(invalid("%s.type: redacted_thinking blocks are not supported by this gateway: it never answers with them (Bedrock's redacted reasoning is not passed through), so they cannot come from one of its answers", path))
+	case "":
+		return protocol.Block{}, ref(invalid("%s.type: field required", path))
+	}
+	if inResult {
+		return protocol.Block{}, ref(invalid("%s.type: a tool result holds text, image or document blocks", path))
+	}
+	return protocol.Block{}, ref(invalid("%s.type: %q is not supported by this gateway (text, image, document, tool_use, tool_result, thinking)", path, protocol.Clip(b.Type)))
+}
+
+// imageFormats are the image media types Bedrock takes, by format.
+var imageFormats = map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+
+// image reads an image block. Only base64 sources are served: the gateway
+// makes no request on a user's behalf (no server-side request forgery, no
+// unbounded download on the admission path).
+func image(b block, path string) (protocol.Block, *apiError) {
+	data, err := base64Source(b.Source, path)
+	if err != nil {
+		return protocol.Block{}, err
+	}
+	format, ok := imageFormats[b.Source.MediaType]
+	if !ok {
+		return protocol.Block{}, ref(invalid("%s.source.media_type: must be image/png, image/jpeg, image/gif or image/webp", path))
+	}
+	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: data}, nil
+}
+
+// document reads a document block: a PDF (base64) or plain text (a text
+// source, or base64 text/plain). Its name (Bedrock needs one) is its
+// title made to fit Bedrock's name rule, else document-N.
+func (t *translation) document(b block, path string) (protocol.Block, *apiError) {
+	if b.Context != nil && *b.Context != "" {
+		return protocol.Block{}, ref(invalid("%s.context: not supported by this gateway (Bedrock's documents have no context): put it in a text block", path))
+	}
+	if v := compact(b.Citations); v != "" && v != "null" && !strings.Contains(v, `"enabled":false`) {
+		return protocol.Block{}, ref(invalid("%s.citations: not supported by this gateway: remove it", path))
+	}
+	t.documents++
+	out := protocol.Block{Type: protocol.BlockDocument, Name: documentName(b.Title, t.documents)}
+	if b.Source != nil && b.Source.Type == "text" {
+		var text string
+		if json.Unmarshal(b.Source.Data, &text) != nil || text == "" {
+			return out, ref(invalid("%s.source.data: must be the document's text", path))
+		}
+		out.Format, out.Data = "txt", base64.StdEncoding.EncodeToString([]byte(text))
+		return out, nil
+	}
+	data, err := base64Source(b.Source, path)
+	if err != nil {
+		return out, err
+	}
+	switch b.Source.MediaType {
+	case "application/pdf":
+		out.Format = "pdf"
+	case "text/plain":
+		out.Format = "txt"
+	default:
+		return out, ref(invalid("%s.source.media_type: must be application/pdf or text/plain", path))
+	}
+	out.Data = data
+	return out, nil
+}
+
+// base64Source reads a {"type":"base64","media_type","data"} source; a
+// url or file source is refused: the gateway fetches nothing.
+func base64Source(s *source, path string) (string, *apiError) {
+	if s == nil {
+		return "", ref(invalid("%s.source: field required", path))
+	}
+	switch s.Type {
+	case "base64":
+	case "url":
+		return "", ref(invalid("%s.source.type: url sources are not supported: this gateway does not fetch URLs; send the bytes as a base64 source", path))
+	case "file":
+		return "", ref(invalid("%s.source.type: file sources (the Files API) are not supported: send the bytes as a base64 source", path))
+	default:
+		return "", ref(invalid(`%s.source.type: must be "base64"`, path))
+	}
+	var data string
+	if json.Unmarshal(s.Data, &data) != nil || data == "" {
+		return "", ref(invalid("%s.source.data: must be a base64 string", path))
+	}
+	return data, nil
+}
+
+// documentName is a document's name for Bedrock: the title with every
+// character outside Bedrock's rule (letters, digits, hyphens, parentheses,
+// square brackets, single spaces) made a space, at most 200 bytes; an
+// empty one is document-n.
+func documentName(title *string, n int) string {
+	var b strings.Builder
+	space := false
+	if title != nil {
+		for _, r := range *title {
+			ok := r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-()[]", r))
+			switch {
+			case ok:
+				if space && b.Len() > 0 {
+					b.WriteByte(' ')
+				}
+				space = false
+				b.WriteRune(r)
+			default:
+				space = true
+			}
+			if b.Len() >= 190 {
+				break
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "document-" + strconv.Itoa(n)
+	}
+	return b.String()
+}
+
+// tools translates tools and tool_choice. tool_choice none passes no
+// tools, so the model cannot call one.
+func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, toolBlocks bool) *apiError {
+	if choice != nil {
+		if d := choice.DisableParallelToolUse; d != nil && *d {
+			return ref(invalid("tool_choice.disable_parallel_tool_use: true is not supported by this gateway (Bedrock cannot hold an answer to one tool call): remove it"))
+		}
+		switch choice.Type {
+		case "auto":
+			in.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceAuto}
+		case "any":
+			in.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceAny}
+		case "tool":
+			if choice.Name == "" {
+				return ref(invalid("tool_choice.name: field required"))
+			}
+			in.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceTool, Name: choice.Name}
+		case "none":
+			if toolBlocks {
+				return ref(invalid(`tool_choice: "none" is not supported for a conversation that holds tool_use or tool_result blocks (the model reads them only with the tools given, and Bedrock cannot forbid a new call then): send "auto"`))
+			}
+			return nil
+		default:
+			return ref(invalid(`tool_choice.type: must be "auto", "any", "tool" or "none"`))
+		}
+	}
+	for i, tl := range ts {
+		p := "tools[" + strconv.Itoa(i) + "]"
+		if tl.Type != "" && tl.Type != "custom" {
+			return ref(invalid("%s.type: %q is a tool that runs on Anthropic's servers; this gateway serves client tools only (no type, or \"custom\")", p, protocol.Clip(tl.Type)))
+		}
+		if err := cacheControl(tl.CacheControl, p); err != nil {
+			return err
+		}
+		in.Tools = append(in.Tools, protocol.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+	}
+	return nil
+}
+
+// names maps the protocol request's paths, as its validation names them
+// ("messages[2].content[1].data"), to the Anthropic fields they came from
+// ("messages[3].content[0].source.data").
+type names map[string]string
+
+func (n names) message(k int, from string) {
+	p := "messages[" + strconv.Itoa(k) + "]"
+	n[p] = from
+	n[p+".content"] = from + ".content"
+	n[p+".role"] = from + ".role"
+}
+
+func (n names) block(k, j int, s sourced) {
+	p := "messages[" + strconv.Itoa(k) + "].content[" + strconv.Itoa(j) + "]"
+	n[p] = s.from
+	var walk func(p, from string, b protocol.Block)
+	walk = func(p, from string, b protocol.Block) {
+		n[p] = from
+		switch b.Type {
+		case protocol.BlockImage, protocol.BlockDocument:
+			n[p+".data"] = from + ".source.data"
+			n[p+".format"] = from + ".source.media_type"
+			n[p+".name"] = from + ".title"
+		case protocol.BlockReasoning:
+			n[p+".text"] = from + ".thinking"
+		case protocol.BlockText:
+			n[p+".text"] = from + ".text"
+			if !strings.HasSuffix(from, "]") { // a string content
+				n[p+".text"] = from
+			}
+		case protocol.BlockToolResult:
+			for k, c := range b.Content {
+				ks := ".content[" + strconv.Itoa(k) + "]"
+				walk(p+ks, from+ks, c)
+			}
+		}
+	}
+	walk(p, s.from, s.block)
+}
+
+// rename gives an invalid request whose message starts with a protocol
+// path the Anthropic field instead; reasoning is thinking.
+func (n names) rename(e apiError) apiError {
+	if e.code != protocol.CodeInvalidRequest {
+		return e
+	}
+	if rest, ok := strings.CutPrefix(e.msg, "reasoning."); ok {
+		e.msg = "thinking." + rest
+		return e
+	}
+	best := ""
+	for k := range n {
+		if len(k) > len(best) && strings.HasPrefix(e.msg, k) && (len(e.msg) == len(k) || strings.ContainsRune(" :", rune(e.msg[len(k)]))) {
+			best = k
+		}
+	}
+	if best != "" {
+		e.msg = n[best] + e.msg[len(best):]
+	}
+	return e
+}
+
+// named is a refusal of the gateway (after this door's checks) in
+// Anthropic's names.
+func (p parsed) named(e apiError) apiError { return p.names.rename(e) }
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(bytes.TrimSpace(raw))
+	}
+	return b.String()
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	if err == nil {
+		return "null"
+	}
+	return protocol.Clip(err.Error())
+}
+
+// clip cuts s to at most n bytes, never inside a UTF-8 sequence.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
