@@ -206,7 +206,9 @@ func TestBadBodiesNameTheField(t *testing.T) {
 	defer srv.Close()
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	mt := `"max_tokens":100,`
-	user := func(blocks string) string { return `{` + mt + `"messages":[{"role":"user","content":[` + blocks + `]}]}` }
+	user := func(blocks string) string {
+		return `{` + mt + `"messages":[{"role":"user","content":[` + blocks + `]}]}`
+	}
 	image := func(src string) string { return user(`{"type":"image","source":` + src + `}`) }
 	tools := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
 	for _, tc := range []struct{ body, field string }{
