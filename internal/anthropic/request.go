@@ -314,6 +314,13 @@ func (t *translation) messages(msgs []message) *apiError {
 			t.turns[k].Blocks = append(t.turns[k].Blocks, s.block)
 		}
 	}
+	// A turn of one text block is its text: the request a WebSocket client
+	// sends for the same prompt, with the same answer and cache key.
+	for k := range t.turns {
+		if b := t.turns[k].Blocks; len(b) == 1 && b[0].Type == protocol.BlockText {
+			t.turns[k].Content, t.turns[k].Blocks = b[0].Text, nil
+		}
+	}
 	if last := msgs[len(msgs)-1]; last.Role != "user" {
 		return ref(invalid("messages[%d].role: the last message must be a user message (a final assistant message, a prefill, is not supported by this gateway)", len(msgs)-1))
 	}

@@ -50,13 +50,7 @@ func (f *flight) checkBlocks() error {
 	if err := f.reasoningTokens(); err != nil {
 		return err
 	}
-	f.messages = make([]router.Message, len(f.req.Messages))
-	for i, m := range f.req.Messages {
-		f.messages[i] = router.Message{Role: m.Role, Content: m.Content}
-		if m.Blocks != nil {
-			f.messages[i].Blocks = routerBlocks(m.Blocks)
-		}
-	}
+	f.messages = routerMessages(f.req.Messages)
 	return nil
 }
 

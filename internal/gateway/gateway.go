@@ -321,6 +321,9 @@ func routerMessages(ms []protocol.Message) []router.Message {
 	out := make([]router.Message, len(ms))
 	for i, m := range ms {
 		out[i] = router.Message{Role: m.Role, Content: m.Content}
+		if m.Blocks != nil { // text blocks: a request that uses nothing beyond text may still send its content as a list
+			out[i].Blocks = routerBlocks(m.Blocks)
+		}
 	}
 	return out
 }
