@@ -27,7 +27,7 @@ import (
 // anthropicClient is the official Go package pointed at the gateway, with
 // the JWT as its API key.
 func anthropicClient(g *gw, token string) *anthropic.Client {
-	c := anthropic.NewClient(option.WithBaseURL("http://"+g.Addr+"/"), option.WithAPIKey(token), option.WithMaxRetries(0))
+	c := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL("http://"+g.Addr+"/"), option.WithAPIKey(token), option.WithMaxRetries(0))
 	return &c
 }
 
@@ -428,7 +428,13 @@ func TestAnthropicNodeClient(t *testing.T) {
 	defer cancel()
 	args := append([]string{"--test", "--test-reporter=tap", "--test-concurrency=4"}, files...)
 	cmd := exec.CommandContext(ctx, node, args...)
-	cmd.Env = append(os.Environ(), "JETWAY_TEST_BASE_URL=http://"+g.Addr,
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ANTHROPIC_") { // the package reads its own settings from there
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "JETWAY_TEST_BASE_URL=http://"+g.Addr,
 		"JETWAY_TEST_TOKEN="+w.token("node-user", "contoso", "contoso-support", time.Hour),
 		"JETWAY_TEST_TOKEN_TINY="+w.token("node-tiny", "fabrikam", "fabrikam-tiny", time.Hour),
 		"JETWAY_TEST_TOKEN_AGENT="+w.token("node-agent", "contoso", "contoso-agent", time.Hour))
