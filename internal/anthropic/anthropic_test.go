@@ -125,14 +125,17 @@ func TestRequestTranslation(t *testing.T) {
 	body := `{"model":"mock-a","max_tokens":50,"temperature":0.5,"top_p":0.9,"stop_sequences":["END"],
 	  "system":[{"type":"text","text":"a"},{"type":"text","text":"b","cache_control":{"type":"ephemeral"}}],
 	  "metadata":{"user_id":"` + strings.Repeat("u", 100) + `"},"service_tier":"auto",
-	  "messages":[{"role":"user","content":"q1"},{"role":"user","content":[{"type":"text","text":"q2","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}`
+	  "thinking":{"type":"adaptive","display":"omitted"},"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},
+	  "output_config":{"effort":"high"},"cache_control":{"type":"ephemeral"},
+	  "messages":[{"role":"user","content":"q1"},{"role":"user","content":[{"type":"text","text":"q2","cache_control":{"type":"ephemeral","ttl":"5m"}}]},
+	    {"role":"system","content":[{"type":"text","text":"c"}]}]}`
 	resp := post(t, srv.URL, body, map[string]string{"Idempotency-Key": "key-00000001"})
 	if resp.StatusCode != 200 || resp.Header.Get("request-id") != "key-00000001" {
 		t.Fatalf("status %d, request-id %q: %+v", resp.StatusCode, resp.Header.Get("request-id"), decodeError(t, resp.Body))
 	}
 	req := <-got
 	msgs, _ := json.Marshal(req.Messages)
-	if req.RequestID != "key-00000001" || req.Model != "mock-a" || req.System != "a\n\nb" || req.MaxTokens != 50 ||
+	if req.RequestID != "key-00000001" || req.Model != "mock-a" || req.System != "a\n\nb\n\nc" || req.Reasoning != nil || req.MaxTokens != 50 ||
 		*req.Temperature != 0.5 || *req.TopP != 0.9 || len(req.Stop) != 1 || req.Stop[0] != "END" || req.Door != gateway.DoorAnthropic ||
 		string(msgs) != `[{"role":"user","content":[{"type":"text","text":"q1"},{"type":"text","text":"q2"}]}]` {
 		t.Fatalf("request %+v\nmessages %s", req, msgs)
@@ -166,7 +169,8 @@ func TestToolsThinkingImages(t *testing.T) {
 		return finished(req, "end_turn", "ok"), 0, nil
 	})
 	body := `{"model":"mock-a","max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":2000},
-	 "tools":[{"name":"lookup","description":"looks up","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},
+	 "tools":[{"name":"lookup","description":"looks up","input_schema":{"type":"object"}},
+	   {"name":"later","input_schema":{"type":"object"},"defer_loading":true}],"tool_choice":{"type":"any"},
 	 "messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png1 + `"}},
 	   {"type":"document","title":"report.pdf v2","source":{"type":"text","media_type":"text/plain","data":"plain"}}]},
 	  {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"q":"x"}}]},
@@ -230,7 +234,13 @@ func TestBadBodiesNameTheField(t *testing.T) {
 		{`{` + mt + msgs + `,"system":[{"type":"image"}]}`, "system[0].type"},
 		{`{` + mt + msgs + `,"system":5}`, "system: must be a string or an array"},
 		{`{` + mt + `"messages":[]}`, "messages: must not be empty"},
-		{`{` + mt + `"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
+		{`{` + mt + `"messages":[{"role":"tool","content":"x"}]}`, "messages[0].role"},
+		{`{` + mt + `"messages":[{"role":"system","content":"x"}]}`, "messages: must hold a user message"},
+		{`{` + mt + `"messages":[{"role":"user","content":"q"},{"role":"system","content":[{"type":"image"}]}]}`, "messages[1].content[0].type"},
+		{`{` + mt + msgs + `,"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}}`, "context_management.edits[0]"},
+		{`{` + mt + msgs + `,"output_config":{"effort":"low"}}`, "output_config.effort"},
+		{`{` + mt + msgs + `,"output_config":{"format":{"type":"json_schema"}}}`, "output_config.format"},
+		{`{` + mt + msgs + `,"cache_control":{"type":"forever"}}`, "body.cache_control"},
 		{`{` + mt + `"messages":[{"role":"user"}]}`, "messages[0].content: field required"},
 		{`{` + mt + `"messages":[{"role":"user","content":""}]}`, "messages[0].content must not be empty"},
 		{`{` + mt + `"messages":[{"role":"user","content":[]}]}`, "messages[0].content: must not be empty"},
@@ -264,7 +274,7 @@ func TestBadBodiesNameTheField(t *testing.T) {
 		{`{` + mt + msgs + `,` + tools + `,"tool_choice":{"type":"tool","name":"g"}}`, "tool_choice.name must name one of the tools"},
 		{`{` + mt + msgs + `,` + tools + `,"tool_choice":{"type":"sometimes"}}`, "tool_choice.type"},
 		{`{` + mt + msgs + `,` + tools + `,"tool_choice":{"type":"auto","disable_parallel_tool_use":true}}`, "tool_choice.disable_parallel_tool_use"},
-		{`{` + mt + msgs + `,"thinking":{"type":"adaptive"}}`, "thinking.type"},
+		{`{` + mt + msgs + `,"thinking":{"type":"auto"}}`, "thinking.type"},
 		{`{` + mt + msgs + `,"thinking":{"type":"enabled"}}`, "thinking.budget_tokens: field required"},
 		{`{` + mt + msgs + `,"thinking":{"type":"enabled","budget_tokens":100}}`, "thinking.budget_tokens must be at least 1024"},
 		{`{"max_tokens":2000,` + msgs + `,"thinking":{"type":"enabled","budget_tokens":4000}}`, "thinking.budget_tokens must be less than max_tokens"},

@@ -31,6 +31,25 @@ type body struct {
 	Tools         []tool           `json:"tools"`
 	ToolChoice    *toolChoice      `json:"tool_choice"`
 	Thinking      *thinking        `json:"thinking"`
+
+	CacheControl      json.RawMessage    `json:"cache_control"`
+	ContextManagement *contextManagement `json:"context_management"`
+	OutputConfig      *outputConfig      `json:"output_config"`
+}
+
+// contextManagement is served when it asks for nothing: every edit
+// clears thinking keeping all of it (what Claude Code sends).
+type contextManagement struct {
+	Edits []struct {
+		Type string          `json:"type"`
+		Keep json.RawMessage `json:"keep"`
+	} `json:"edits"`
+}
+
+// outputConfig is served at its defaults: effort "high", no format.
+type outputConfig struct {
+	Effort *string          `json:"effort"`
+	Format *json.RawMessage `json:"format"`
 }
 
 type message struct {
@@ -65,6 +84,7 @@ type source struct {
 
 type tool struct {
 	Type         string          `json:"type"`
+	DeferLoading bool            `json:"defer_loading"`
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"input_schema"`
@@ -87,14 +107,14 @@ type thinking struct {
 // Anything else is refused naming it, unless it is null.
 var (
 	served = map[string]bool{"model": true, "max_tokens": true, "messages": true, "system": true, "stop_sequences": true,
-		"temperature": true, "top_p": true, "stream": true, "metadata": true, "tools": true, "tool_choice": true, "thinking": true}
+		"temperature": true, "top_p": true, "stream": true, "metadata": true, "tools": true, "tool_choice": true, "thinking": true,
+		"cache_control": true, "context_management": true, "output_config": true}
 	neutral = map[string][]string{"service_tier": {`"auto"`, `"standard_only"`}}
 	// why says why a known Anthropic parameter is refused.
 	why = map[string]string{
 		"top_k":              "Bedrock's Converse API has no top_k (it would need model-specific fields): use temperature or top_p",
-		"container":          "code execution containers are Anthropic's own servers",
-		"mcp_servers":        "the MCP connector runs on Anthropic's servers",
-		"context_management": "context editing runs on Anthropic's servers",
+		"container":   "code execution containers are Anthropic's own servers",
+		"mcp_servers": "the MCP connector runs on Anthropic's servers",
 	}
 )
 
@@ -187,14 +207,33 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 		p.userID = clip(p.userID, MaxUserIDBytes)
 	}
-	var err *apiError
-	if p.in.System, err = system(b.System); err != nil {
+	if err := cacheControl(b.CacheControl, "body"); err != nil {
 		return p, err
 	}
-	t := translation{names: names{}}
+	if cm := b.ContextManagement; cm != nil {
+		for i, e := range cm.Edits {
+			if !strings.HasPrefix(e.Type, "clear_thinking_") || compact(e.Keep) != `"all"` {
+				return p, ref(invalid("context_management.edits[%d]: not supported by this gateway (context editing runs on Anthropic's servers); only clear_thinking keeping \"all\", which edits nothing, is accepted", i))
+			}
+		}
+	}
+	if oc := b.OutputConfig; oc != nil {
+		if oc.Effort != nil && *oc.Effort != "high" {
+			return p, ref(invalid(`output_config.effort: only "high" (the default) is supported by this gateway: Bedrock's Converse API does not carry effort`))
+		}
+		if oc.Format != nil && compact(*oc.Format) != "null" {
+			return p, ref(invalid("output_config.format: structured outputs are not supported by this gateway: remove it"))
+		}
+	}
+	system, err := system(b.System)
+	if err != nil {
+		return p, err
+	}
+	t := translation{names: names{}, system: system}
 	if err := t.messages(b.Messages); err != nil {
 		return p, err
 	}
+	p.in.System = strings.Join(t.system, "\n\n")
 	p.in.Messages, p.names = t.turns, t.names
 	if err := tools(&p.in, b.Tools, b.ToolChoice, t.toolBlocks); err != nil {
 		return p, err
@@ -206,9 +245,11 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 				return p, ref(invalid("thinking.budget_tokens: field required"))
 			}
 			p.in.Reasoning = &protocol.Reasoning{BudgetTokens: *th.BudgetTokens}
-		case "disabled":
+		case "disabled", "adaptive":
+			// adaptive lets the model decide whether to think; Bedrock's
+			// Converse takes a budget or nothing, so nothing is asked.
 		default:
-			return p, ref(invalid(`thinking.type: must be "enabled" or "disabled"`))
+			return p, ref(invalid(`thinking.type: must be "enabled", "adaptive" or "disabled"`))
 		}
 	}
 	if err := protocol.ValidateRequest(&p.in); err != nil {
@@ -225,31 +266,37 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 
 func ref(e apiError) *apiError { return &e }
 
-// system reads system: a string or text blocks, joined by a blank line.
-func system(raw json.RawMessage) (string, *apiError) {
+// system reads a system prompt (path: where it is): a string or text
+// blocks; the parts are joined by a blank line.
+func system(raw json.RawMessage, paths ...string) ([]string, *apiError) {
+	path := "system"
+	if len(paths) > 0 {
+		path = paths[0]
+	}
 	switch v := compact(raw); {
 	case v == "" || v == "null":
-		return "", nil
+		return nil, nil
 	case v[0] == '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		return s, nil
+		return []string{s}, nil
 	}
 	var blocks []block
 	if json.Unmarshal(raw, &blocks) != nil {
-		return "", ref(invalid("system: must be a string or an array of text blocks"))
+		return nil, ref(invalid("%s: must be a string or an array of text blocks", path))
 	}
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
+		bp := fmt.Sprintf("%s[%d]", path, i)
 		if b.Type != "text" {
-			return "", ref(invalid("system[%d].type: must be \"text\"", i))
+			return nil, ref(invalid("%s.type: must be \"text\"", bp))
 		}
-		if err := cacheControl(b.CacheControl, fmt.Sprintf("system[%d]", i)); err != nil {
-			return "", err
+		if err := cacheControl(b.CacheControl, bp); err != nil {
+			return nil, err
 		}
 		texts = append(texts, b.Text)
 	}
-	return strings.Join(texts, "\n\n"), nil
+	return texts, nil
 }
 
 // cacheControl checks a block's cache_control: {"type":"ephemeral"}
@@ -271,6 +318,7 @@ func cacheControl(raw json.RawMessage, path string) *apiError {
 // one role make one turn (Anthropic's API merges them; Bedrock needs
 // turns that alternate).
 type translation struct {
+	system     []string // the system prompt's parts, then those of system messages
 	turns      []protocol.Message
 	names      names
 	toolBlocks bool // the messages hold tool_use or tool_result blocks
@@ -283,8 +331,18 @@ func (t *translation) messages(msgs []message) *apiError {
 	}
 	for i, m := range msgs {
 		path := "messages[" + strconv.Itoa(i) + "]"
+		if m.Role == "system" {
+			// Bedrock has one system prompt: a system message (Claude
+			// Code sends its environment as one) is appended to it.
+			parts, err := system(m.Content, path+".content")
+			if err != nil {
+				return err
+			}
+			t.system = append(t.system, parts...)
+			continue
+		}
 		if m.Role != "user" && m.Role != "assistant" {
-			return ref(invalid(`%s.role: must be "user" or "assistant"`, path))
+			return ref(invalid(`%s.role: must be "user", "assistant" or "system"`, path))
 		}
 		blocks, text, err := t.content(m, path)
 		if err != nil {
@@ -321,10 +379,16 @@ func (t *translation) messages(msgs []message) *apiError {
 			t.turns[k].Content, t.turns[k].Blocks = b[0].Text, nil
 		}
 	}
-	if last := msgs[len(msgs)-1]; last.Role != "user" {
-		return ref(invalid("messages[%d].role: the last message must be a user message (a final assistant message, a prefill, is not supported by this gateway)", len(msgs)-1))
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case "system":
+			continue
+		case "assistant":
+			return ref(invalid("messages[%d].role: the last message must be a user message (a final assistant message, a prefill, is not supported by this gateway)", i))
+		}
+		return nil
 	}
-	return nil
+	return ref(invalid("messages: must hold a user message"))
 }
 
 // sourced is a protocol block and the Anthropic path it came from.
@@ -569,6 +633,9 @@ func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, toolBlocks bool)
 		}
 		if err := cacheControl(tl.CacheControl, p); err != nil {
 			return err
+		}
+		if tl.DeferLoading {
+			continue // not in the model's prompt until tool search loads it, which this gateway does not do
 		}
 		in.Tools = append(in.Tools, protocol.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
 	}
