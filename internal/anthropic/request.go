@@ -112,7 +112,7 @@ var (
 	neutral = map[string][]string{"service_tier": {`"auto"`, `"standard_only"`}}
 	// why says why a known Anthropic parameter is refused.
 	why = map[string]string{
-		"top_k":              "Bedrock's Converse API has no top_k (it would need model-specific fields): use temperature or top_p",
+		"top_k":       "Bedrock's Converse API has no top_k (it would need model-specific fields): use temperature or top_p",
 		"container":   "code execution containers are Anthropic's own servers",
 		"mcp_servers": "the MCP connector runs on Anthropic's servers",
 	}
