@@ -38,7 +38,7 @@ type flight struct {
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
 	cached      *router.CachedAnswer // a cache hit: no model call
-	accepted    []byte               // the accepted frame, sent once the request landed
+	accepted    *stream.Accepted     // sent once the request landed
 	landed      chan struct{}        // closed when land has decided (landErr, following)
 	landErr     error                // the record could not be stored: the request is rejected
 	following   bool                 // the record existed on another server: this log follows it
@@ -89,7 +89,7 @@ func (f *flight) admit() error {
 	if f.cached != nil {
 		acc.Model = f.cached.Model
 	}
-	f.accepted = protocol.Encode(acc)
+	f.accepted = stream.NewAccepted(acc)
 	return nil
 }
 
@@ -207,11 +207,11 @@ func (f *flight) createRecord() error {
 	}
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
 		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
-		Reserved: f.reservation.Amount().Tokens})
+		Reserved: f.reservation.Amount().Tokens, Door: f.req.door(), Images: f.feats.Images, Documents: f.feats.Documents})
 	now := g.opts.Now()
 	ctx, cancel := g.storeCtx()
 	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
-		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted,
+		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted.Frame,
 		Reservation: env, Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {

@@ -67,7 +67,7 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 		t.Fatalf("chain %+v, want cheap alone", seenChain)
 	}
 	var acc protocol.Accepted
-	if err := json.Unmarshal(log.Read(0).Accepted, &acc); err != nil || acc.ReservedTokens < quota.EstimateImageTokens || calls.Load() != 1 {
+	if err := json.Unmarshal(log.Read(0).Accepted.Frame, &acc); err != nil || acc.ReservedTokens < quota.EstimateImageTokens || calls.Load() != 1 {
 		t.Fatalf("accepted %+v (%v), calls %d: the reservation must count the image", acc, err, calls.Load())
 	}
 	bs := seen.Messages[0].Blocks
@@ -151,7 +151,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 		t.Fatalf("chunk frames\n%s\nwant\n%s", strings.Join(frames, "\n"), strings.Join(want, "\n"))
 	}
 	var done protocol.Done
-	if err := json.Unmarshal(log.Read(0).Terminal, &done); err != nil {
+	if err := json.Unmarshal(log.Read(0).Terminal.Frame, &done); err != nil {
 		t.Fatal(err)
 	}
 	wantBlocks := `[{"type":"reasoning","text":"I should ask the clock.","signature":"sig"},{"type":"text","text":"Let me check."},` +

@@ -58,6 +58,9 @@ type envelope struct {
 	SessionID     string `json:"session_id"`
 	ReceivedAt    int64  `json:"received_at_ms"`
 	Reserved      int64  `json:"reserved_tokens"`
+	Door          string `json:"door,omitempty"` // the door it came through ("" in records from before it was kept)
+	Images        int    `json:"images,omitempty"`
+	Documents     int    `json:"documents,omitempty"`
 }
 
 // storeCtx bounds one store call.
@@ -83,7 +86,12 @@ func (g *Gateway) adoptKey(owner, requestID string) (*stream.Log, error) {
 	case err != nil:
 		return nil, errors.Join(errBusy, fmt.Errorf("read the request record: %w", err))
 	}
-	log, created := g.logs.Create(owner, requestID, rec.BodyHash)
+	arrived := g.opts.Now()
+	var env envelope
+	if json.Unmarshal(rec.Reservation, &env) == nil && env.ReceivedAt > 0 {
+		arrived = time.UnixMilli(env.ReceivedAt)
+	}
+	log, created := g.logs.Create(owner, requestID, rec.BodyHash, arrived)
 	if !created {
 		return log, nil // someone on this server adopted it first
 	}
@@ -116,7 +124,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	for {
 		if rec != nil {
 			if copyRecord(log, rec, &accepted) {
-				log.Finish(rec.Terminal, g.opts.Now())
+				log.Finish(stream.DecodeTerminal(rec.Terminal), g.opts.Now())
 				return
 			}
 			if g.ownerGone(rec, env) && g.interrupt(log, rec, env, g.opts.Now(), logger) {
@@ -137,7 +145,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 			// Only this copy ends: the owner, whoever it is, charges.
 			logger.Warn("record_vanished")
 			text, n := log.Text()
-			log.Finish(errorFrame(id, context.Canceled, true, text, n), g.opts.Now())
+			log.Finish(errorTerminal(id, context.Canceled, true, text, n), g.opts.Now())
 			return
 		case err != nil:
 			rec = nil
@@ -153,7 +161,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 // whether rec has ended.
 func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 	if !*accepted && rec.Accepted != nil {
-		log.Accept(rec.Accepted)
+		log.Accept(stream.DecodeAccepted(rec.Accepted))
 		*accepted = true
 	}
 	have := len(log.Pieces())
@@ -181,7 +189,8 @@ func (g *Gateway) interrupt(log *stream.Log, rec *stream.Record, env envelope, n
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
 		ownerServer: rec.Server,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
-			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received}}
+			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received, door: env.Door,
+			images: env.Images, documents: env.Documents}}
 	if env.Quota != nil {
 		res, err := g.quotas.Restore(env.Quota)
 		if err != nil {

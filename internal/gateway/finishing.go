@@ -76,8 +76,8 @@ type outcome struct {
 // releases the quota, at the one price (see price). It reports whether
 // this server ended the request (false only for a lost Interrupt race).
 func (g *Gateway) finish(o outcome) bool {
-	frame := o.frame()
-	if o.how == endInterrupted && !g.persistInterrupt(o, frame) {
+	terminal := o.terminal()
+	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Frame) {
 		return false
 	}
 	if !o.settledElsewhere {
@@ -86,23 +86,23 @@ func (g *Gateway) finish(o outcome) bool {
 	switch o.how {
 	case endRejected:
 		if o.log != nil { // nil: refused at the door (Refuse), which sends the error itself
-			o.log.Reject(frame, o.end)
+			o.log.Reject(terminal, o.end)
 			g.logs.Forget(o.log)
 		}
 	case endInterrupted:
-		o.log.Finish(frame, o.end)
+		o.log.Finish(terminal, o.end)
 	case endOwned:
 		if o.settledElsewhere {
 			// Deliver the terminal the interrupting server stored, which
 			// also wrote the usage record and settled.
-			o.log.Finish(g.storedTerminal(o.who, frame), o.end)
+			o.log.Finish(g.storedTerminal(o.who, terminal), o.end)
 			if o.checkpoints != nil {
 				o.checkpoints.stop()
 			}
 			return true
 		}
-		o.log.Finish(frame, o.end)
-		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), frame) {
+		o.log.Finish(terminal, o.end)
+		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), terminal.Frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
 			return true
@@ -125,25 +125,26 @@ func (g *Gateway) finish(o outcome) bool {
 	return true
 }
 
-// frame encodes the terminal frame (for a rejection: the only frame).
-func (o *outcome) frame() []byte {
+// terminal is the outcome's terminal event (for a rejection: the only one).
+func (o *outcome) terminal() *stream.Terminal {
 	if o.err == nil {
-		return protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: o.who.requestID, Chunks: o.chunks,
+		return stream.DoneTerminal(protocol.Done{RequestID: o.who.requestID, Chunks: o.chunks,
 			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
 			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks})
 	}
-	return errorFrame(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
+	return errorTerminal(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
 }
 
-// errorFrame is an error frame: the protocol error for err, naming the
-// request and, once it was accepted, carrying what was streamed before it.
-func errorFrame(requestID string, err error, accepted bool, text string, chunks int) []byte {
+// errorTerminal is a failed outcome: the protocol error for err, naming
+// the request and, once it was accepted, carrying what was streamed
+// before it.
+func errorTerminal(requestID string, err error, accepted bool, text string, chunks int) *stream.Terminal {
 	pe := ProtocolError(err)
 	pe.RequestID = requestID
 	if accepted {
 		pe.Text, pe.Chunks = &text, &chunks
 	}
-	return protocol.Encode(pe)
+	return stream.ErrorTerminal(pe)
 }
 
 // price is the one cost function: what usage costs on model, in micro-USD
@@ -313,12 +314,12 @@ func (g *Gateway) persistInterrupt(o outcome, frame []byte) bool {
 
 // storedTerminal is the terminal another server stored for the request,
 // else own.
-func (g *Gateway) storedTerminal(w who, own []byte) []byte {
+func (g *Gateway) storedTerminal(w who, own *stream.Terminal) *stream.Terminal {
 	ctx, cancel := g.storeCtx()
 	rec, err := g.records.Get(ctx, w.owner, w.requestID)
 	cancel()
 	if err == nil && rec.Ended() {
-		return rec.Terminal
+		return stream.DecodeTerminal(rec.Terminal)
 	}
 	return own
 }

@@ -174,7 +174,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 		return nil, 0, err
 	}
 	hash := bodyHash(req)
-	log, created := g.logs.Create(c.Principal.Owner(), req.RequestID, hash)
+	log, created := g.logs.Create(c.Principal.Owner(), req.RequestID, hash, req.ReceivedAt)
 	if !created {
 		if log.BodyHash != hash {
 			return nil, 0, g.refused(c, req.RequestID, errConflict)

@@ -271,10 +271,9 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false).named(chatReq.origin))
 		return
 	}
-	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID, origin: chatReq.origin,
-		created: received.Unix(), includeUsage: chatReq.StreamOptions != nil && chatReq.StreamOptions.IncludeUsage}
+	rsp := &responder{h: h, w: w, rc: rc, logger: logger, requestID: requestID, origin: chatReq.origin}
 	if chatReq.Stream {
-		rsp.stream(r.Context(), log, from)
+		rsp.stream(r.Context(), log, from, chatReq.StreamOptions != nil && chatReq.StreamOptions.IncludeUsage)
 		return
 	}
 	rsp.whole(r.Context(), log)

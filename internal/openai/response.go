@@ -15,218 +15,165 @@ import (
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
-// responder follows one request's stream log and writes it in OpenAI's shapes.
+// responder delivers one request's stream log in OpenAI's shapes.
 type responder struct {
-	h            *Handler
-	w            http.ResponseWriter
-	rc           *http.ResponseController
-	logger       *zap.Logger
-	requestID    string
-	created      int64
-	includeUsage bool
-	origin       fieldMap // the request's OpenAI parameters, for refusals that name a field
-
-	model     string      // the accepted frame's model
-	prefix    []byte      // a chunk event's JSON up to the delta object
-	toolIndex map[int]int // the answer's block index -> its tool call's index in tool_calls
+	h         *Handler
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	logger    *zap.Logger
+	requestID string
+	origin    fieldMap // the request's OpenAI parameters, for refusals that name a field
+	sent      bool     // the 200 and its headers went out
 }
 
-// toolCall is the index in delta.tool_calls of the tool call in answer
-// block `block`: tool calls are numbered 0, 1, ... in the order they start.
-func (s *responder) toolCall(block int) int {
-	i, ok := s.toolIndex[block]
-	if !ok {
-		if s.toolIndex == nil {
-			s.toolIndex = map[int]int{}
-		}
-		i = len(s.toolIndex)
-		s.toolIndex[block] = i
-	}
-	return i
-}
-
-func decodeTerminal(frame []byte) (done *protocol.Done, perr *protocol.Error) {
-	var t struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(frame, &t)
-	if t.Type == protocol.TypeDone {
-		var d protocol.Done
-		if json.Unmarshal(frame, &d) == nil {
-			return &d, nil
-		}
-	}
-	var e protocol.Error
-	if json.Unmarshal(frame, &e) != nil || e.Code == "" {
-		e = protocol.Error{Code: protocol.CodeInternal, Status: 500, Message: "internal error"}
-	}
-	return nil, &e
-}
-
-// stream writes the log after seq `from` as Server-Sent Events: one event
-// per chunk with `id: <seq>`, then the finish (and usage) event or one
-// error event, then `data: [DONE]`. The 200 and its headers go out with the
-// first chunk, so a request that fails before any text (and was not
-// resumed mid-answer) gets a plain HTTP error with its status.
-func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
-	cursor, started := from, from > 0
-	if started {
-		// A resumed stream numbers its tool calls as the first stream did.
-		pieces := log.Pieces()
-		for _, p := range pieces[:min(from, len(pieces))] {
-			if c := protocol.DecodePiece(p); c.Kind == protocol.KindToolUse {
-				s.toolCall(c.Block)
+// stream writes the log after seq `from` as Server-Sent Events (see
+// events): one event per chunk with `id: <seq>`, then the finish (and
+// usage) event or one error event, then `data: [DONE]`. The 200 and its
+// headers go out with the first chunk, so a request that fails before any
+// text (and was not resumed mid-answer) gets a plain HTTP error with its
+// status.
+func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage bool) {
+	started := from > 0
+	for b := range log.Follow(ctx, events{usage: usage}, from) {
+		if !s.sent {
+			if !started && len(b.Chunks) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
+				s.h.refuse(s.w, s.requestID, fromProtocol(*b.Terminal.Error, false).named(s.origin)) // nothing streamed: a plain HTTP error
+				return
 			}
-		}
-	}
-	var buf []byte
-	for {
-		snap := log.Read(cursor)
-		if s.model == "" && snap.Accepted != nil {
-			s.accepted(snap.Accepted)
-		}
-		if !s.headersSent() {
-			if !started && len(snap.Chunks) == 0 && snap.Terminal != nil {
-				if _, perr := decodeTerminal(snap.Terminal); perr != nil {
-					s.h.refuse(s.w, s.requestID, fromProtocol(*perr, false).named(s.origin)) // nothing streamed: a plain HTTP error
-					return
-				}
-			}
-			if started && snap.Accepted != nil || len(snap.Chunks) > 0 || snap.Terminal != nil {
+			if started && b.Accepted != nil || len(b.Chunks) > 0 || b.Terminal != nil {
 				s.startSSE()
 			}
 		}
-		buf = buf[:0]
-		for i, piece := range snap.Chunks {
-			buf = s.appendChunk(buf, snap.First+i, protocol.DecodePiece(piece))
+		if !s.sent {
+			continue
 		}
-		cursor += len(snap.Chunks)
-		if snap.Terminal != nil {
-			buf = s.appendTerminal(buf, snap.Terminal, cursor)
-			s.write(buf)
-			return
+		if b.Terminal != nil && b.Terminal.Error != nil {
+			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
 		}
-		if len(buf) > 0 && !s.write(buf) {
-			return
-		}
-		select {
-		case <-snap.Changed:
-		case <-ctx.Done():
-			s.logger.Info("client_gone", zap.Int("after_seq", cursor), zap.String("hint", "the answer continues: resume with Idempotency-Key and Last-Event-ID"))
+		if !s.write(b.Chunks, b.TerminalBytes) {
 			return
 		}
 	}
+	if ctx.Err() != nil {
+		s.logger.Info("client_gone", zap.String("hint", "the answer continues: resume with Idempotency-Key and Last-Event-ID"))
+	}
 }
 
-// whole waits for the terminal and writes one chat.completion body (or the error).
+// whole waits for the terminal and writes one chat.completion body (see
+// completion), or the error.
 func (s *responder) whole(ctx context.Context, log *stream.Log) {
-	cursor := 0
-	for {
-		snap := log.Read(cursor)
-		cursor += len(snap.Chunks)
-		if snap.Accepted != nil && s.model == "" {
-			s.accepted(snap.Accepted)
+	for b := range log.Follow(ctx, completion{}, 0) {
+		if b.Terminal == nil {
+			continue
 		}
-		if snap.Terminal != nil {
-			done, perr := decodeTerminal(snap.Terminal)
-			_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-			if perr != nil {
-				partial := perr.Chunks != nil && *perr.Chunks > 0
-				s.h.refuse(s.w, s.requestID, fromProtocol(*perr, partial).named(s.origin))
-				return
-			}
-			type function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			}
-			type toolCall struct {
-				ID       string   `json:"id"`
-				Type     string   `json:"type"`
-				Function function `json:"function"`
-			}
-			type message struct {
-				Role      string     `json:"role"`
-				Content   *string    `json:"content"`
-				Refusal   *string    `json:"refusal"`
-				ToolCalls []toolCall `json:"tool_calls,omitempty"`
-			}
-			msg := message{Role: "assistant", Content: &done.Text}
-			for _, b := range done.ToolCalls() {
-				msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: b.ID, Type: "function", Function: function{Name: b.Name, Arguments: string(b.Input)}})
-			}
-			if done.Text == "" && len(msg.ToolCalls) > 0 {
-				msg.Content = nil // OpenAI's content of a message that only calls tools
-			}
-			type choice struct {
-				Index        int       `json:"index"`
-				Message      message   `json:"message"`
-				FinishReason string    `json:"finish_reason"`
-				Logprobs     *struct{} `json:"logprobs"`
-			}
-			writeJSON(s.w, http.StatusOK, struct {
-				ID      string   `json:"id"`
-				Object  string   `json:"object"`
-				Created int64    `json:"created"`
-				Model   string   `json:"model"`
-				Choices []choice `json:"choices"`
-				Usage   usage    `json:"usage"`
-			}{ID: "chatcmpl-" + s.requestID, Object: "chat.completion", Created: s.created, Model: done.Model,
-				Choices: []choice{{Message: msg, FinishReason: finishReason(done.StopReason)}},
-				Usage:   usageOf(done.Usage)})
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
+		if e := b.Terminal.Error; e != nil {
+			s.h.refuse(s.w, s.requestID, fromProtocol(*e, e.Chunks != nil && *e.Chunks > 0).named(s.origin))
 			return
 		}
-		select {
-		case <-snap.Changed:
-		case <-ctx.Done():
-			s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
-			return
-		}
-	}
-}
-
-func (s *responder) accepted(frame []byte) {
-	var a protocol.Accepted
-	_ = json.Unmarshal(frame, &a)
-	s.model = a.Model
-}
-
-func (s *responder) headersSent() bool { return s.prefix != nil }
-
-func (s *responder) startSSE() {
-	if s.headersSent() {
+		h := s.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		s.w.WriteHeader(http.StatusOK)
+		_, _ = s.w.Write(b.TerminalBytes)
 		return
 	}
+	s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
+}
+
+func (s *responder) startSSE() {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	s.w.WriteHeader(http.StatusOK)
-	s.prefix = s.appendHead(nil, s.model)
+	s.sent = true
 }
 
-// appendHead appends a chunk object's opening: id, object, created, model, choices[0].
-func (s *responder) appendHead(dst []byte, model string) []byte {
-	dst = append(dst, `{"id":"chatcmpl-`...)
-	dst = append(dst, s.requestID...) // [A-Za-z0-9_-]: nothing to escape
-	dst = append(dst, `","object":"chat.completion.chunk","created":`...)
-	dst = strconv.AppendInt(dst, s.created, 10)
-	dst = append(dst, `,"model":`...)
-	m, _ := json.Marshal(model)
-	dst = append(dst, m...)
-	return append(dst, `,"choices":[{"index":0,"delta":`...)
+// write sends prepared events within the write timeout; a client that does
+// not take them is cut, as a slow WebSocket consumer is. It reports success.
+func (s *responder) write(events [][]byte, last []byte) bool {
+	if len(events) == 0 && last == nil {
+		return true
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
+	var err error
+	for _, e := range events {
+		if _, err = s.w.Write(e); err != nil {
+			break
+		}
+	}
+	if err == nil && last != nil {
+		_, err = s.w.Write(last)
+	}
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.logger.Warn("slow_consumer", zap.Duration("write_timeout", s.h.opts.WriteTimeout))
+		s.h.metrics.SlowConsumerClosed()
+	} else {
+		s.logger.Info("client_gone", zap.Error(err))
+	}
+	return false
 }
 
-// appendChunk appends one chunk event. The first chunk also carries the
-// role. A text piece is delta.content; a tool call's first piece is a
-// delta.tool_calls entry with its id, type and name, its input fragments
-// entries with function.arguments; a reasoning piece, which OpenAI's chat
-// API has no field for, is an event with an empty delta, so every seq
-// still has its event (a client counting events knows its Last-Event-ID).
-func (s *responder) appendChunk(dst []byte, seq int, c protocol.Chunk) []byte {
+// events is the door's streaming codec: a request's events as
+// chat.completion.chunk Server-Sent Events, each encoded once per request
+// (and per include_usage choice) for every follower and resume.
+type events struct{ usage bool }
+
+func (c events) NewEncoder(l *stream.Log) stream.Encoder {
+	return &eventEncoder{requestID: l.RequestID, created: l.Created.Unix(), usage: c.usage}
+}
+
+type eventEncoder struct {
+	requestID string
+	created   int64
+	usage     bool
+	prefix    []byte      // a chunk event's JSON up to the delta object
+	toolIndex map[int]int // the answer's block index -> its tool call's index in tool_calls
+}
+
+// Accepted sends nothing: it names the model of the chunk events.
+func (e *eventEncoder) Accepted(a *stream.Accepted) []byte {
+	e.prefix = appendHead(nil, e.requestID, e.created, a.Model)
+	return nil
+}
+
+// toolCall is the index in delta.tool_calls of the tool call in answer
+// block `block`: tool calls are numbered 0, 1, ... in the order they start.
+func (e *eventEncoder) toolCall(block int) int {
+	i, ok := e.toolIndex[block]
+	if !ok {
+		if e.toolIndex == nil {
+			e.toolIndex = map[int]int{}
+		}
+		i = len(e.toolIndex)
+		e.toolIndex[block] = i
+	}
+	return i
+}
+
+// Chunk is one chunk event. The first chunk also carries the role. A text
+// piece is delta.content; a tool call's first piece is a delta.tool_calls
+// entry with its id, type and name, its input fragments entries with
+// function.arguments; a reasoning piece, which OpenAI's chat API has no
+// field for, is an event with an empty delta, so every seq still has its
+// event (a client counting events knows its Last-Event-ID).
+func (e *eventEncoder) Chunk(seq int, piece string) []byte {
+	if e.prefix == nil {
+		e.prefix = appendHead(nil, e.requestID, e.created, "")
+	}
+	c := protocol.DecodePiece(piece)
+	dst := make([]byte, 0, len(e.prefix)+len(piece)+64)
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, "\ndata: "...)
-	dst = append(dst, s.prefix...)
+	dst = append(dst, e.prefix...)
 	dst = append(dst, '{')
 	if seq == 1 {
 		dst = append(dst, `"role":"assistant"`...)
@@ -238,7 +185,7 @@ func (s *responder) appendChunk(dst []byte, seq int, c protocol.Chunk) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"tool_calls":[{"index":`...)
-		dst = strconv.AppendInt(dst, int64(s.toolCall(c.Block)), 10)
+		dst = strconv.AppendInt(dst, int64(e.toolCall(c.Block)), 10)
 		if c.ID != "" || c.Name != "" {
 			dst = append(dst, `,"id":`...)
 			dst = appendString(dst, c.ID)
@@ -261,42 +208,34 @@ func (s *responder) appendChunk(dst []byte, seq int, c protocol.Chunk) []byte {
 	return append(dst, "},\"finish_reason\":null}]}\n\n"...)
 }
 
-func appendString(dst []byte, v string) []byte {
-	b, _ := json.Marshal(v)
-	return append(dst, b...)
-}
-
-// appendTerminal appends the finish event (and the usage event when asked
-// for) or one error event carrying what was streamed, then [DONE]. Both
-// carry the answer's last seq as their id: last, the cursor, or fewer when
-// the terminal says the answer has fewer chunks (a Last-Event-ID past the
-// end is never echoed back).
-func (s *responder) appendTerminal(dst []byte, frame []byte, last int) []byte {
-	done, perr := decodeTerminal(frame)
-	switch {
-	case done != nil:
-		last = min(last, done.Chunks)
-	case perr.Chunks != nil:
-		last = min(last, *perr.Chunks)
+// Terminal is the finish event (and the usage event when asked for) or
+// one error event carrying what was streamed, then [DONE]. Both carry the
+// answer's last seq as their id: the log's, or fewer when the terminal
+// says the answer has fewer chunks (a Last-Event-ID past the end is never
+// echoed back).
+func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
+	last := chunks
+	if n := t.Chunks(); n >= 0 {
+		last = min(last, n)
 	}
 	id := "id: " + strconv.Itoa(last) + "\ndata: "
-	if perr != nil {
-		s.logger.Info("stream_error", zap.String("code", perr.Code), zap.Int("chunks", last))
-		b, _ := json.Marshal(fromProtocol(*perr, true).body(s.requestID))
+	var dst []byte
+	if t.Error != nil {
+		b, _ := json.Marshal(fromProtocol(*t.Error, true).body(e.requestID))
 		dst = append(dst, id...)
 		dst = append(dst, b...)
 		return append(dst, "\n\ndata: [DONE]\n\n"...)
 	}
+	done := t.Done
 	dst = append(dst, id...)
-	dst = s.appendHead(dst, done.Model)
+	dst = appendHead(dst, e.requestID, e.created, done.Model)
 	dst = append(dst, `{},"finish_reason":`...)
-	fr, _ := json.Marshal(finishReason(done.StopReason))
-	dst = append(dst, fr...)
+	dst = appendString(dst, finishReason(done.StopReason))
 	dst = append(dst, "}]}\n\n"...)
-	if s.includeUsage {
+	if e.usage {
 		u, _ := json.Marshal(usageOf(done.Usage))
 		dst = append(dst, id...)
-		head := s.appendHead(nil, done.Model)
+		head := appendHead(nil, e.requestID, e.created, done.Model)
 		dst = append(dst, head[:len(head)-len(`{"index":0,"delta":`)]...) // `...,"choices":[`
 		dst = append(dst, `],"usage":`...)
 		dst = append(dst, u...)
@@ -305,24 +244,83 @@ func (s *responder) appendTerminal(dst []byte, frame []byte, last int) []byte {
 	return append(dst, "data: [DONE]\n\n"...)
 }
 
-// write sends bytes within the write timeout; a client that does not take
-// them is cut, as a slow WebSocket consumer is. It reports success.
-func (s *responder) write(b []byte) bool {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-	_, err := s.w.Write(b)
-	if err == nil {
-		err = s.rc.Flush()
+// appendHead appends a chunk object's opening: id, object, created, model, choices[0].
+func appendHead(dst []byte, requestID string, created int64, model string) []byte {
+	dst = append(dst, `{"id":"chatcmpl-`...)
+	dst = append(dst, requestID...) // [A-Za-z0-9_-]: nothing to escape
+	dst = append(dst, `","object":"chat.completion.chunk","created":`...)
+	dst = strconv.AppendInt(dst, created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, model)
+	return append(dst, `,"choices":[{"index":0,"delta":`...)
+}
+
+func appendString(dst []byte, v string) []byte {
+	b, _ := json.Marshal(v)
+	return append(dst, b...)
+}
+
+// completion is the door's codec of a whole answer: only the terminal, as
+// one chat.completion body (nil for an error, which the door answers with
+// its HTTP status).
+type completion struct{}
+
+func (completion) NewEncoder(l *stream.Log) stream.Encoder {
+	return completionEncoder{requestID: l.RequestID, created: l.Created.Unix()}
+}
+
+type completionEncoder struct {
+	requestID string
+	created   int64
+}
+
+func (completionEncoder) Accepted(*stream.Accepted) []byte { return nil }
+func (completionEncoder) Chunk(int, string) []byte         { return nil }
+
+func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
+	done := t.Done
+	if done == nil {
+		return nil
 	}
-	if err == nil {
-		return true
+	type function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s.logger.Warn("slow_consumer", zap.Duration("write_timeout", s.h.opts.WriteTimeout))
-		s.h.metrics.SlowConsumerClosed()
-	} else {
-		s.logger.Info("client_gone", zap.Error(err))
+	type toolCall struct {
+		ID       string   `json:"id"`
+		Type     string   `json:"type"`
+		Function function `json:"function"`
 	}
-	return false
+	type message struct {
+		Role      string     `json:"role"`
+		Content   *string    `json:"content"`
+		Refusal   *string    `json:"refusal"`
+		ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	}
+	msg := message{Role: "assistant", Content: &done.Text}
+	for _, b := range done.ToolCalls() {
+		msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: b.ID, Type: "function", Function: function{Name: b.Name, Arguments: string(b.Input)}})
+	}
+	if done.Text == "" && len(msg.ToolCalls) > 0 {
+		msg.Content = nil // OpenAI's content of a message that only calls tools
+	}
+	type choice struct {
+		Index        int       `json:"index"`
+		Message      message   `json:"message"`
+		FinishReason string    `json:"finish_reason"`
+		Logprobs     *struct{} `json:"logprobs"`
+	}
+	b, _ := json.Marshal(struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+		Usage   usage    `json:"usage"`
+	}{ID: "chatcmpl-" + e.requestID, Object: "chat.completion", Created: e.created, Model: done.Model,
+		Choices: []choice{{Message: msg, FinishReason: finishReason(done.StopReason)}},
+		Usage:   usageOf(done.Usage)})
+	return append(b, '\n')
 }
 
 type usage struct {

@@ -154,13 +154,13 @@ func toolAnswer(req gateway.Request) *stream.Log {
 		protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, Input: `"Paris"}`}),
 		protocol.BlockPiece(protocol.Chunk{Block: 3, Kind: protocol.KindToolUse, ID: "tooluse_2", Name: "clock"}),
 	}
-	log := stream.NewLog("alice", req.RequestID, "h")
-	log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: req.RequestID, Model: "mock-tools"}))
+	log := stream.NewLog("alice", req.RequestID, "h", time.Now())
+	log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-tools"}))
 	for _, p := range pieces {
 		log.Append(p)
 	}
 	a := protocol.Assemble(pieces)
-	log.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
+	log.Finish(stream.DoneTerminal(protocol.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
 		Model: "mock-tools", Usage: protocol.Usage{InputTokens: 9, OutputTokens: 8}, StopReason: protocol.StopToolUse, Blocks: a.Blocks}), time.Now())
 	return log
 }

@@ -67,6 +67,10 @@
 //
 // With leases on, a server takes a block of a limit's item with one
 // conditional write and admits requests from it locally, with no store call.
+// Reserve, Settle and compensation are the same with and without leases:
+// only how each item's part of a reservation is paid for differs, direct
+// writes per request or this server's lease.
+//
 // The lease lives inside the item, one map attribute per server:
 //
 //	lease_<owner>  M  {granted: {t, r, c}, committed: {t, r, c}, expires_ms, seq}

@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -85,7 +84,9 @@ func (o *LeaseOptions) defaults() {
 	}
 }
 
-// leases is a server's set of leases, one per item.
+// leases is the admitter with leases on: a server's set of leases, one
+// per item, each admitting locally from a block of its item. An item it
+// holds no lease on (draining, MaxItems held) is admitted directly.
 type leases struct {
 	q    *Quota
 	opts LeaseOptions
@@ -159,6 +160,22 @@ func (s *leases) get(p plannedItem) *lease {
 	return l
 }
 
+// admit implements admitter: from the lease on p's item, or directly
+// when there is none.
+func (s *leases) admit(ctx context.Context, p plannedItem, a Amount) (ReservedItem, settler, error) {
+	l := s.get(p)
+	if l == nil {
+		return s.q.direct.admit(ctx, p, a)
+	}
+	used, epoch, err := l.reserve(ctx, a)
+	it := ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used}
+	if err != nil {
+		return it, nil, err
+	}
+	it.LeaseOwner, it.LeaseEpoch = s.opts.Owner, epoch
+	return it, l, nil
+}
+
 // admit takes a from the lease's room without a store call. It reports
 // whether it did, the epoch it admitted it in, and whether a background
 // refill should start.
@@ -214,203 +231,6 @@ func (l *lease) requests(d time.Duration) float64 {
 func scale(a Amount, k float64) Amount {
 	f := func(v int64) int64 { return int64(math.Ceil(float64(v) * k)) }
 	return Amount{f(a.Tokens), f(a.Requests), f(a.MicroUSD)}
-}
-
-// MaxAmount is the larger of a and b on every metric.
-func MaxAmount(a, b Amount) Amount { return maxAmount(a, b) }
-
-func maxAmount(a, b Amount) Amount {
-	return Amount{max(a.Tokens, b.Tokens), max(a.Requests, b.Requests), max(a.MicroUSD, b.MicroUSD)}
-}
-
-func minAmount(a, b Amount) Amount {
-	return Amount{min(a.Tokens, b.Tokens), min(a.Requests, b.Requests), min(a.MicroUSD, b.MicroUSD)}
-}
-
-// writeKind says what a lease write is for.
-type writeKind int
-
-const (
-	writeTopUp  writeKind = iota // commit Ahead and grant Block beyond the reservations (capped by Fraction)
-	writeExact                   // grant and commit exactly what the reservations need
-	writeCharge                  // record usage past the committed amount, without the limit check
-	writeReturn                  // give back everything not in flight (drain, idle)
-)
-
-// plan builds the write of kind for a reservation of need on top of the
-// lease's state, in a new epoch. l.mu is held.
-func (l *lease) plan(kind writeKind, need Amount, now time.Time) LeaseWrite {
-	o := l.ls.opts
-	l.epoch++
-	base := l.charged.Add(l.inflight).Add(need)
-	committed, granted := maxAmount(l.committed, base), maxAmount(l.granted, base)
-	force := false
-	switch kind {
-	case writeTopUp:
-		unit := l.unit
-		if !need.IsZero() {
-			unit = need
-		}
-		committed = maxAmount(committed, base.Add(scale(unit, l.requests(o.Ahead))))
-		granted = maxAmount(granted, maxAmount(committed, base.Add(scale(unit, l.requests(o.Block)))))
-		// Cap the grant at a fraction of the headroom, but never below
-		// what the reservations need.
-		head := l.limit.Sub(l.seenUsed)
-		capAt := func(g, need, h, lim int64) int64 {
-			if lim <= 0 {
-				return g
-			}
-			return max(min(g, int64(float64(max(h, 0))*o.Fraction)), need)
-		}
-		gr, nd := granted.Sub(l.granted), maxAmount(base.Sub(l.granted), Amount{})
-		gr = Amount{capAt(gr.Tokens, nd.Tokens, head.Tokens, l.limit.Tokens), capAt(gr.Requests, nd.Requests, head.Requests, l.limit.Requests),
-			capAt(gr.MicroUSD, nd.MicroUSD, head.MicroUSD, l.limit.MicroUSD)}
-		granted = l.granted.Add(maxAmount(gr, Amount{}))
-		committed = maxAmount(minAmount(committed, granted), l.committed)
-		// Unlimited metrics are only counted, never leased ahead.
-		exact := func(c, g *int64, b, cur, lim int64) {
-			if lim <= 0 {
-				*c, *g = max(b, cur), max(b, cur)
-			}
-		}
-		exact(&committed.Tokens, &granted.Tokens, base.Tokens, max(l.granted.Tokens, l.committed.Tokens), l.limit.Tokens)
-		exact(&committed.Requests, &granted.Requests, base.Requests, max(l.granted.Requests, l.committed.Requests), l.limit.Requests)
-		exact(&committed.MicroUSD, &granted.MicroUSD, base.MicroUSD, max(l.granted.MicroUSD, l.committed.MicroUSD), l.limit.MicroUSD)
-	case writeCharge:
-		force = true
-	case writeReturn:
-		committed, granted = base, base
-	}
-	return LeaseWrite{
-		PrevSeq: l.seq,
-		Lease: Lease{Owner: o.Owner, Granted: granted, Committed: committed, Expires: now.Add(o.TTL).Truncate(time.Millisecond), Seq: l.seq + 1,
-			Spent: base, Epoch: l.epoch, At: now.Truncate(time.Millisecond)},
-		Grant: granted.Sub(l.granted),
-		Limit: l.limit,
-		Force: force,
-	}
-}
-
-// adopt takes the store's view of the item after a write. l.mu is held.
-func (l *lease) adopt(st ItemState) {
-	l.seenUsed = st.Used
-	l.others = l.others[:0]
-	for owner, x := range st.Leases {
-		if owner != l.ls.opts.Owner {
-			l.others = append(l.others, x)
-		}
-	}
-	mine, ok := st.Leases[l.ls.opts.Owner]
-	if !ok {
-		// Reclaimed by another server: it returned granted - committed,
-		// so what this server committed is still counted; a new lease
-		// starts from it. (After an unresolved ambiguous write the
-		// smaller, older committed is the safe one.)
-		l.seq, l.granted = 0, l.committed
-		l.expires = time.Time{}
-		return
-	}
-	l.seq, l.granted, l.committed, l.expires = mine.Seq, mine.Granted, mine.Committed, mine.Expires
-}
-
-// sameLease reports whether a and b are the same write of a lease.
-func sameLease(a, b Lease) bool {
-	return a.Owner == b.Owner && a.Seq == b.Seq && a.Granted == b.Granted && a.Committed == b.Committed && a.Expires.Equal(b.Expires)
-}
-
-// errLeaseClosed: the lease was drained while a reservation waited to write.
-var errLeaseClosed = errors.New("quota lease returned (draining)")
-
-// store writes a lease change of kind, for a reservation of need (zero for
-// a refill), and on success adds need to inflight and returns the epoch
-// need was admitted in. One write at a time per lease. Conflicts are
-// resolved by adopting the store's lease (a write whose earlier attempt
-// applied is recognised by its Seq, so no write is ever applied twice), an
-// ambiguous failure by reading the item back.
-func (l *lease) store(ctx context.Context, kind writeKind, need Amount) (int64, error) {
-	select {
-	case l.write <- struct{}{}:
-	case <-ctx.Done():
-		return 0, unavailable(ctx.Err())
-	}
-	defer func() { <-l.write }()
-	q := l.ls.q
-	for attempt := 1; ; attempt++ {
-		now := q.opts.Now()
-		l.mu.Lock()
-		if l.closed && kind != writeReturn && kind != writeCharge {
-			l.mu.Unlock()
-			return 0, unavailable(errLeaseClosed)
-		}
-		if kind != writeReturn && kind != writeCharge && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
-			// Another write made room meanwhile.
-			l.inflight = l.inflight.Add(need)
-			l.noteUse(need, now)
-			epoch := l.epoch
-			l.mu.Unlock()
-			return epoch, nil
-		}
-		w := l.plan(kind, need, now)
-		l.mu.Unlock()
-
-		var st ItemState
-		err := q.call(ctx, func(ctx context.Context) (err error) {
-			st, err = q.store.WriteLease(ctx, l.item, w)
-			return err
-		})
-		if err != nil && !errors.Is(err, ErrExceeded) && !errors.Is(err, ErrLeaseConflict) {
-			// Ambiguous: did it apply? Read the lease back.
-			rerr := q.call(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
-				st, err = q.store.ReadItem(ctx, l.item)
-				return err
-			})
-			if rerr != nil {
-				return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
-			}
-			if mine, ok := st.Leases[w.Lease.Owner]; ok && sameLease(mine, w.Lease) {
-				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "applied"), zap.Error(err))
-				err = nil
-			} else {
-				q.log.Info("quota_lease_write_ambiguous", zap.String("item", l.item.Key()), zap.String("outcome", "not applied"), zap.Error(err))
-				l.mu.Lock()
-				l.adopt(st)
-				l.mu.Unlock()
-				return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
-			}
-		}
-		if mine, ok := st.Leases[w.Lease.Owner]; errors.Is(err, ErrLeaseConflict) && ok && sameLease(mine, w.Lease) {
-			err = nil // an earlier attempt of this write applied (the SDK retried it)
-		}
-		l.mu.Lock()
-		switch {
-		case err == nil:
-			l.adopt(st)
-			if !need.IsZero() {
-				l.inflight = l.inflight.Add(need)
-				l.noteUse(need, now)
-			}
-			l.mu.Unlock()
-			// need is in the write's Spent: an epoch below the write's.
-			return w.Lease.Epoch - 1, nil
-		case errors.Is(err, ErrLeaseConflict) && attempt < leaseWriteAttempts:
-			if mine, ok := st.Leases[w.Lease.Owner]; ok && w.PrevSeq == 0 && l.granted.IsZero() && l.committed.IsZero() {
-				// A lease of this owner that this process does not know
-				// (the owner id was reused after a restart): all it
-				// committed counts as spent.
-				l.charged = l.charged.Add(mine.Committed)
-			}
-			l.adopt(st)
-			l.mu.Unlock()
-			continue
-		case errors.Is(err, ErrExceeded):
-			l.adopt(st)
-			l.mu.Unlock()
-			return 0, err
-		}
-		l.adopt(st)
-		l.mu.Unlock()
-		return 0, fmt.Errorf("lease %s: %w", l.item.Key(), unavailable(err))
-	}
 }
 
 // reserve admits need on the lease: locally when it fits, otherwise with
@@ -484,39 +304,11 @@ func (l *lease) refill() {
 	})
 }
 
-// reclaimExpired returns the uncommitted tokens of other servers' expired
-// leases seen at the last write. It reports whether any came back.
-func (l *lease) reclaimExpired(ctx context.Context) bool {
-	q := l.ls.q
-	now := q.opts.Now()
-	l.mu.Lock()
-	var expired []Lease
-	for _, x := range l.others {
-		if x.Expires.Before(now) {
-			expired = append(expired, x)
-		}
-	}
-	l.mu.Unlock()
-	any := false
-	for _, x := range expired {
-		err := q.call(ctx, func(ctx context.Context) error {
-			_, err := q.store.ReclaimLease(ctx, l.item, x, now, x.Committed)
-			return err
-		})
-		if err == nil {
-			any = true
-			q.log.Info("quota_lease_reclaimed", zap.String("item", l.item.Key()), zap.String("owner", x.Owner),
-				zap.Int64("tokens", x.Granted.Tokens-x.Committed.Tokens))
-		}
-	}
-	return any
-}
-
-// settle replaces the reservation a by the usage actual on the lease:
-// locally, unless the usage passed what is committed (then written at
-// once, unconditionally) or the lease was returned (then the refund goes
-// back at once).
-func (l *lease) settle(ctx context.Context, a, actual Amount) error {
+// settle implements settler: it replaces the reservation a by the usage
+// actual on the lease: locally, unless the usage passed what is committed
+// (then written at once, unconditionally) or the lease was returned (then
+// the refund goes back at once).
+func (l *lease) settle(ctx context.Context, _ string, _ Item, a, actual Amount) error {
 	l.mu.Lock()
 	l.inflight = l.inflight.Sub(a)
 	l.charged = l.charged.Add(actual)
@@ -538,8 +330,8 @@ func (l *lease) settle(ctx context.Context, a, actual Amount) error {
 	return err
 }
 
-// release gives a reservation of a back to the lease's room.
-func (l *lease) release(a Amount) {
+// release implements settler: a goes back to the lease's room, locally.
+func (l *lease) release(_ context.Context, _ string, _ Item, a Amount) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight = l.inflight.Sub(a)
@@ -617,5 +409,36 @@ func (s *leases) forget(l *lease) {
 	defer s.mu.Unlock()
 	if s.items[l.item.Key()] == l {
 		delete(s.items, l.item.Key())
+	}
+}
+
+// Drain returns the unused tokens of every lease at once (a server that
+// stops: SIGTERM) and stops admitting from leases: later reservations take
+// one conditional write per item, and settlements of reservations in
+// flight return their refunds at once. A no-op without leases.
+func (q *Quota) Drain(ctx context.Context) error {
+	if q.leases == nil {
+		return nil
+	}
+	return q.leases.drain(ctx)
+}
+
+// Run keeps the leases tidy until ctx ends: it returns leases idle for
+// half their TTL, renews active ones and forgets ended windows. Without
+// Run leases are still renewed by the requests using them. Returns nil.
+func (q *Quota) Run(ctx context.Context) error {
+	if q.leases == nil {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(q.leases.opts.TTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			q.leases.tidy(ctx)
+		}
 	}
 }

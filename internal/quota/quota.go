@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -34,176 +33,6 @@ const (
 	MetricRequests = "requests"
 	MetricUSD      = "usd" // counted in micro-dollars
 )
-
-// Scope kinds.
-const (
-	KindTenant = "tenant"
-	KindApp    = "app"
-	KindUser   = "user"
-)
-
-// Scope is what a limit applies to: a tenant, an app of a tenant, or one
-// user of an app.
-type Scope struct {
-	// Kind is KindTenant, KindApp or KindUser.
-	Kind string
-	// Key identifies the scope within its kind; see TenantScope, AppScope
-	// and UserScope.
-	Key string
-}
-
-// TenantScope is the scope of a whole tenant.
-func TenantScope(tenant string) Scope { return Scope{Kind: KindTenant, Key: tenant} }
-
-// AppScope is the scope of one app of a tenant. Tenant and app ids never
-// contain '/' (internal/config checks), so keys cannot collide.
-func AppScope(tenant, app string) Scope { return Scope{Kind: KindApp, Key: tenant + "/" + app} }
-
-// UserScope is the scope of one user (the JWT sub) of an app.
-func UserScope(tenant, app, user string) Scope {
-	return Scope{Kind: KindUser, Key: tenant + "/" + app + "/" + user}
-}
-
-// String formats the scope as "kind:key".
-func (s Scope) String() string { return s.Kind + ":" + s.Key }
-
-// rank orders scopes narrowest first.
-func (s Scope) rank() int {
-	switch s.Kind {
-	case KindUser:
-		return 0
-	case KindApp:
-		return 1
-	case KindTenant:
-		return 2
-	}
-	return 3
-}
-
-// Amount is a quantity of each metric: tokens (input + output), requests,
-// and cost in micro-dollars (1 USD = 1,000,000).
-type Amount struct {
-	Tokens   int64
-	Requests int64
-	MicroUSD int64
-}
-
-// Add returns a+b.
-func (a Amount) Add(b Amount) Amount {
-	return Amount{a.Tokens + b.Tokens, a.Requests + b.Requests, a.MicroUSD + b.MicroUSD}
-}
-
-// Sub returns a-b.
-func (a Amount) Sub(b Amount) Amount {
-	return Amount{a.Tokens - b.Tokens, a.Requests - b.Requests, a.MicroUSD - b.MicroUSD}
-}
-
-// IsZero reports whether every metric is zero.
-func (a Amount) IsZero() bool { return a == Amount{} }
-
-func (a Amount) negative() bool { return a.Tokens < 0 || a.Requests < 0 || a.MicroUSD < 0 }
-
-// MicroUSD converts dollars (as in the configuration's usd limits and
-// model prices) to micro-dollars, rounding to the nearest.
-func MicroUSD(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
-
-// Limit caps a scope's usage per window. A zero metric is not limited; at
-// least one must be positive.
-type Limit struct {
-	Scope    Scope
-	Window   Window
-	Tokens   int64
-	Requests int64
-	MicroUSD int64
-}
-
-// Max returns the limit's caps as an Amount (zero = not limited).
-func (l Limit) Max() Amount { return Amount{l.Tokens, l.Requests, l.MicroUSD} }
-
-func (l Limit) validate() error {
-	switch {
-	case !l.Window.Valid():
-		return fmt.Errorf("%w: %s: unknown window %q", ErrInvalidLimit, l.Scope, l.Window)
-	case l.Scope.Kind == "" || l.Scope.Key == "" || strings.Contains(l.Scope.Kind, "#"):
-		return fmt.Errorf("%w: bad scope %q", ErrInvalidLimit, l.Scope)
-	case l.Max().negative():
-		return fmt.Errorf("%w: %s %s: negative limit", ErrInvalidLimit, l.Scope, l.Window)
-	case l.Max().IsZero():
-		return fmt.Errorf("%w: %s %s: limit sets no metric", ErrInvalidLimit, l.Scope, l.Window)
-	}
-	return nil
-}
-
-// fits reports whether used+n stays within every positive cap of limit.
-func fits(used, n, limit Amount) bool {
-	return (limit.Tokens <= 0 || used.Tokens+n.Tokens <= limit.Tokens) &&
-		(limit.Requests <= 0 || used.Requests+n.Requests <= limit.Requests) &&
-		(limit.MicroUSD <= 0 || used.MicroUSD+n.MicroUSD <= limit.MicroUSD)
-}
-
-// ExpiryGrace is how long after its window ends a counter item may be
-// forgotten (the DynamoDB TTL attribute is window end + ExpiryGrace).
-const ExpiryGrace = 24 * time.Hour
-
-// Item names one counter: a scope's usage in one window instance.
-type Item struct {
-	Scope  Scope
-	Window Window
-	// Start is the window instance's start (UTC), see Window.Bounds.
-	Start time.Time
-}
-
-// Key is the item's storage key, for example
-// "tenant#contoso#hour#2026-11-29T19" or
-// "user#contoso/support-assistant/alice#minute#2026-11-29T19:07".
-// Kind never contains '#' and the last two fields have fixed forms, so
-// keys are unambiguous whatever the scope key holds.
-func (it Item) Key() string {
-	return it.Scope.Kind + "#" + it.Scope.Key + "#" + string(it.Window) + "#" + it.Window.label(it.Start)
-}
-
-// End is when the item's window ends and its usage resets.
-func (it Item) End() time.Time {
-	_, end := it.Window.Bounds(it.Start)
-	return end
-}
-
-// Expires is when a store may forget the item.
-func (it Item) Expires() time.Time { return it.End().Add(ExpiryGrace) }
-
-// Store keeps usage counters, one item per (scope, window, window start),
-// each with one counter per metric. Every method changes or reads exactly
-// one item, atomically; Quota builds multi-item reservations on top.
-// MemoryStore and DynamoStore implement it with identical semantics.
-type Store interface {
-	// Reserve adds n to the item's counters if, for every metric whose
-	// limit is positive, used+n <= limit, and returns the counters after
-	// the add. When the item does not fit it changes nothing and returns
-	// an error matching ErrExceeded together with the counters as they
-	// were (best effort: zero when the store could not tell). Any other
-	// error means the store failed; nothing was added.
-	Reserve(ctx context.Context, it Item, n, limit Amount) (Amount, error)
-	// Add adds delta (negative to refund) unconditionally and returns the
-	// counters after.
-	Add(ctx context.Context, it Item, delta Amount) (Amount, error)
-	// Get returns the item's counters; zero for an unknown or expired item.
-	Get(ctx context.Context, it Item) (Amount, error)
-
-	// WriteLease applies w (see LeaseWrite) in one atomic step and returns
-	// the item's state after it. When w's condition on the lease fails it
-	// returns ErrLeaseConflict, when a grant does not fit ErrExceeded, each
-	// with the state as it was (best effort). Any other error may or may
-	// not have applied (an ambiguous failure): the caller reads the item
-	// and compares the lease's Seq.
-	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
-	// ReclaimLease removes the lease l of another owner if it still has
-	// l.Seq and expired before now, subtracting Granted - Committed from
-	// the item's counters; ErrLeaseConflict (with the state) otherwise.
-	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error)
-	// ReadItem returns the item's counters and leases; zero for an
-	// unknown or expired item.
-	ReadItem(ctx context.Context, it Item) (ItemState, error)
-}
 
 // ExceededError says which limit refused a reservation.
 type ExceededError struct {
@@ -266,7 +95,9 @@ type Quota struct {
 	store  Store
 	opts   Options
 	log    *zap.Logger
-	leases *leases // nil: leases are off
+	admit  admitter // how reservations are paid for: direct, or leases
+	direct *direct  // settles reservations restored from elsewhere
+	leases *leases  // nil: leases are off
 }
 
 // New returns a Quota over store.
@@ -291,9 +122,12 @@ func New(store Store, opts Options) *Quota {
 	}
 	opts.RetryMaxBackoff = max(opts.RetryMaxBackoff, opts.RetryBackoff)
 	q := &Quota{store: store, opts: opts, log: opts.Logger}
+	q.direct = &direct{q: q}
+	q.admit = q.direct
 	if opts.Lease.Owner != "" {
 		q.leases = newLeases(q, opts.Lease)
 		q.opts.Lease = q.leases.opts
+		q.admit = q.leases
 	}
 	return q
 }
@@ -325,7 +159,7 @@ type Reservation struct {
 	actual      *Amount       // fixed by the first Settle
 	itemSettled []bool
 	settled     atomic.Bool
-	leases      []*lease // per item: the lease it was admitted from, in this process; nil otherwise
+	settlers    []settler // per item: what admitted it, in this process; nil for a restored reservation
 }
 
 // RequestID is the id given to Reserve.
@@ -410,6 +244,34 @@ func minCap(a, b int64) int64 {
 	return min(a, b)
 }
 
+// An admitter pays for one item's part of reservations. The limit logic
+// (plan, Reserve, compensate, Settle, exceeded) is written once over it;
+// direct (direct.go) writes each reservation to the item with one
+// conditional write, leases (leases.go) admit from a block of the item
+// this server holds.
+type admitter interface {
+	// admit holds a on p's item. It returns the reserved item with its
+	// usage after (UsedAfter) and the settler that releases or settles
+	// it. On refusal the error matches ErrExceeded and UsedAfter is the
+	// usage seen (best effort); any other error wraps ErrUnavailable and
+	// nothing is held.
+	admit(ctx context.Context, p plannedItem, a Amount) (ReservedItem, settler, error)
+}
+
+// A settler ends one item's part of a reservation the way it was
+// admitted. requestID is for logs.
+type settler interface {
+	// release gives back a reservation of a that was never used, for a
+	// request refused at a later item (compensation). Best effort: a
+	// failure is logged, and leaves usage over-counted, never overspent.
+	release(ctx context.Context, requestID string, it Item, a Amount)
+	// settle charges actual instead of reserved: it refunds the
+	// difference or charges the extra unconditionally. Nothing is left
+	// to correct once the item's window has ended. Errors wrap
+	// ErrUnavailable.
+	settle(ctx context.Context, requestID string, it Item, reserved, actual Amount) error
+}
+
 // Reserve holds a on every limit, or on none. Items are reserved one
 // conditional write at a time in a fixed order; when one refuses (or the
 // store fails), the items already reserved are released before Reserve
@@ -436,36 +298,18 @@ func (q *Quota) Reserve(ctx context.Context, requestID string, limits []Limit, a
 		items:     make([]ReservedItem, 0, len(planned)),
 		lock:      make(chan struct{}, 1),
 	}
-	r.leases = make([]*lease, 0, len(planned))
+	r.settlers = make([]settler, 0, len(planned))
 	for _, p := range planned {
-		if l := q.leaseFor(p); l != nil {
-			used, epoch, err := l.reserve(ctx, a)
-			if err != nil {
-				q.compensate(ctx, r)
-				if errors.Is(err, ErrExceeded) {
-					return nil, exceeded(p, a, used, now)
-				}
-				return nil, fmt.Errorf("reserve %s: %w", requestID, err)
-			}
-			r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used, LeaseOwner: q.opts.Lease.Owner,
-				LeaseEpoch: epoch})
-			r.leases = append(r.leases, l)
-			continue
-		}
-		var used Amount
-		err := q.call(ctx, func(ctx context.Context) (err error) {
-			used, err = q.store.Reserve(ctx, p.item, a, p.limit.Max())
-			return err
-		})
+		it, s, err := q.admit.admit(ctx, p, a)
 		if err != nil {
 			q.compensate(ctx, r)
 			if errors.Is(err, ErrExceeded) {
-				return nil, exceeded(p, a, used, now)
+				return nil, exceeded(p, a, it.UsedAfter, now)
 			}
-			return nil, fmt.Errorf("reserve %s: %s: %w", requestID, p.item.Key(), unavailable(err))
+			return nil, fmt.Errorf("reserve %s: %w", requestID, err)
 		}
-		r.items = append(r.items, ReservedItem{Limit: p.limit, Item: p.item, UsedAfter: used})
-		r.leases = append(r.leases, nil)
+		r.items = append(r.items, it)
+		r.settlers = append(r.settlers, s)
 	}
 	r.itemSettled = make([]bool, len(r.items))
 	return r, nil
@@ -511,20 +355,8 @@ func (q *Quota) compensate(ctx context.Context, r *Reservation) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.opts.CompensateTimeout)
 	defer cancel()
-	neg := Amount{}.Sub(r.amount)
 	for i, it := range r.items {
-		if l := r.leases[i]; l != nil {
-			l.release(r.amount) // local: the lease's room
-			continue
-		}
-		err := q.retry(cctx, r.requestID, "release", it.Item, func(ctx context.Context) error {
-			_, err := q.store.Add(ctx, it.Item, neg)
-			return err
-		})
-		if err != nil && !errors.Is(err, errWindowEnded) {
-			q.log.Error("quota_compensation_failed", zap.String("request_id", r.requestID),
-				zap.String("item", it.Item.Key()), zap.Int64("tokens", r.amount.Tokens), zap.Error(err))
-		}
+		q.settlerOf(r, i).release(cctx, r.requestID, it.Item, r.amount)
 	}
 }
 
@@ -554,34 +386,12 @@ func (q *Quota) Settle(ctx context.Context, r *Reservation, actual Amount) error
 		a := Amount{max(actual.Tokens, 0), max(actual.Requests, 0), max(actual.MicroUSD, 0)}
 		r.actual = &a
 	}
-	delta := r.actual.Sub(r.amount)
 	for i, it := range r.items {
 		if r.itemSettled[i] {
 			continue
 		}
-		if l := r.leaseOf(i); l != nil {
-			if err := l.settle(ctx, r.amount, *r.actual); err != nil {
-				return fmt.Errorf("settle %s: %s: %w", r.requestID, it.Item.Key(), err)
-			}
-			r.itemSettled[i] = true
-			continue
-		}
-		// Restored from another server's lease (the gateway restores
-		// only the reservations of servers the fleet knows are gone): the
-		// whole reservation is in that lease's committed amount, which
-		// its owner will never spend, so the refund goes to the item.
-		if !delta.IsZero() {
-			err := q.retry(ctx, r.requestID, "settle", it.Item, func(ctx context.Context) error {
-				_, err := q.store.Add(ctx, it.Item, delta)
-				return err
-			})
-			switch {
-			case errors.Is(err, errWindowEnded):
-				q.log.Info("quota_settle_skipped", zap.String("request_id", r.requestID),
-					zap.String("item", it.Item.Key()), zap.String("reason", "window ended"))
-			case err != nil:
-				return fmt.Errorf("settle %s: %s: %w", r.requestID, it.Item.Key(), err)
-			}
+		if err := q.settlerOf(r, i).settle(ctx, r.requestID, it.Item, r.amount, *r.actual); err != nil {
+			return fmt.Errorf("settle %s: %s: %w", r.requestID, it.Item.Key(), err)
 		}
 		r.itemSettled[i] = true
 	}
@@ -589,122 +399,17 @@ func (q *Quota) Settle(ctx context.Context, r *Reservation, actual Amount) error
 	return nil
 }
 
-// leaseOf is the lease item i was admitted from, in this process.
-func (r *Reservation) leaseOf(i int) *lease {
-	if i < len(r.leases) {
-		return r.leases[i]
+// settlerOf is what settles item i of r: what admitted it, in this
+// process. A reservation restored from elsewhere is settled on the item
+// directly, also when a lease admitted it: the gateway restores only the
+// reservations of servers the fleet knows are gone, whose lease's
+// committed amount counts the whole reservation and will never be spent,
+// so the refund goes to the item.
+func (q *Quota) settlerOf(r *Reservation, i int) settler {
+	if i < len(r.settlers) {
+		return r.settlers[i]
 	}
-	return nil
-}
-
-// leaseFor is this server's lease on p's item, nil when leases are off,
-// draining or full.
-func (q *Quota) leaseFor(p plannedItem) *lease {
-	if q.leases == nil {
-		return nil
-	}
-	return q.leases.get(p)
-}
-
-// Drain returns the unused tokens of every lease at once (a server that
-// stops: SIGTERM) and stops admitting from leases: later reservations take
-// one conditional write per item, and settlements of reservations in
-// flight return their refunds at once. A no-op without leases.
-func (q *Quota) Drain(ctx context.Context) error {
-	if q.leases == nil {
-		return nil
-	}
-	return q.leases.drain(ctx)
-}
-
-// HeldLease is a lease a server holds on an item, as read from the store.
-type HeldLease struct {
-	Item  Item
-	Lease Lease
-}
-
-// GoneLeases reads the leases that owner, a server the fleet judged gone,
-// holds on items and on every item this server leases: what ReclaimGone
-// takes. Items that cannot be read are logged and left out (their lease
-// is reclaimed when it expires).
-func (q *Quota) GoneLeases(ctx context.Context, owner string, items []Item) []HeldLease {
-	seen := map[string]Item{}
-	for _, it := range items {
-		seen[it.Key()] = it
-	}
-	if q.leases != nil {
-		q.leases.mu.Lock()
-		for _, l := range q.leases.items {
-			seen[l.item.Key()] = l.item
-		}
-		q.leases.mu.Unlock()
-	}
-	var out []HeldLease
-	for _, it := range seen {
-		var st ItemState
-		err := q.call(ctx, func(ctx context.Context) (err error) {
-			st, err = q.store.ReadItem(ctx, it)
-			return err
-		})
-		if err != nil {
-			q.log.Warn("quota_gone_lease_read_failed", zap.String("item", it.Key()), zap.String("owner", owner), zap.Error(err))
-			continue
-		}
-		if x, held := st.Leases[owner]; held {
-			out = append(out, HeldLease{Item: it, Lease: x})
-		}
-	}
-	return out
-}
-
-// ReclaimGone removes the lease h of a server the fleet judged gone, at
-// once, keeping in the item's usage only keep: what its requests used
-// (the caller counts them: h.Lease.Spent plus the requests it admitted in
-// epoch h.Lease.Epoch or later), at most what it committed; the rest of
-// the lease goes back. One conditional write on the lease's seq, so of
-// several servers reclaiming the same lease exactly one does; the others
-// get nil too (the lease is gone) or ErrUnavailable.
-func (q *Quota) ReclaimGone(ctx context.Context, h HeldLease, keep Amount) error {
-	keep = maxAmount(minAmount(keep, h.Lease.Committed), Amount{})
-	at := q.opts.Now()
-	if !h.Lease.Expires.Before(at) {
-		// Its owner is gone: reclaim it as if it had expired (the seq
-		// condition still guards against a renewal).
-		at = h.Lease.Expires.Add(time.Millisecond)
-	}
-	err := q.call(ctx, func(ctx context.Context) error {
-		_, err := q.store.ReclaimLease(ctx, h.Item, h.Lease, at, keep)
-		return err
-	})
-	switch {
-	case errors.Is(err, ErrLeaseConflict):
-		return nil // another server reclaimed it first
-	case err != nil:
-		return fmt.Errorf("reclaim %s of %s: %w", h.Item.Key(), h.Lease.Owner, err)
-	}
-	q.log.Info("quota_lease_reclaimed", zap.String("item", h.Item.Key()), zap.String("owner", h.Lease.Owner),
-		zap.Int64("tokens", h.Lease.Granted.Tokens-keep.Tokens), zap.Int64("kept", keep.Tokens), zap.String("why", "gone"))
-	return nil
-}
-
-// Run keeps the leases tidy until ctx ends: it returns leases idle for
-// half their TTL, renews active ones and forgets ended windows. Without
-// Run leases are still renewed by the requests using them. Returns nil.
-func (q *Quota) Run(ctx context.Context) error {
-	if q.leases == nil {
-		<-ctx.Done()
-		return nil
-	}
-	t := time.NewTicker(q.leases.opts.TTL / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			q.leases.tidy(ctx)
-		}
-	}
+	return q.direct
 }
 
 // Release gives back everything r holds (Settle with zero usage), for a

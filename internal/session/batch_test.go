@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // recConn records what reaches the network.
@@ -94,7 +96,8 @@ func TestQueueBoundCountsFramesOfGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	group := chunkItem("req_12345678", 3, []string{"a", "b", "c"})
+	enc := frames{}.NewEncoder(stream.NewLog("u", "req_12345678", "h", time.Time{}))
+	group := item{frames: [][]byte{enc.Chunk(3, "a"), enc.Chunk(4, "b"), enc.Chunk(5, "c")}}
 	if group.count() != 3 {
 		t.Fatalf("group of %d frames", group.count())
 	}

@@ -321,25 +321,22 @@ const chunkFrameOverhead = 64
 // many frames, each waiting for room in the queue like any frame.
 const maxGroupFrames = 64
 
-// chunkItem encodes consecutive chunks from seq first: one frame, or
-// several frames in one buffer.
-func chunkItem(requestID string, first int, chunks []string) item {
-	if len(chunks) == 1 {
-		return item{frame: protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(requestID)+len(chunks[0])), requestID, first, chunks[0])}
-	}
-	size := 0
-	for _, text := range chunks {
-		size += chunkFrameOverhead + len(requestID) + len(text)
-	}
-	buf := make([]byte, 0, size)
-	frames := make([][]byte, len(chunks))
-	for i, text := range chunks {
-		start := len(buf)
-		buf = protocol.AppendChunk(buf, requestID, first+i, text)
-		frames[i] = buf[start:len(buf):len(buf)]
-	}
-	return item{frames: frames}
+// frames is the WebSocket door's codec: the accepted and terminal events'
+// canonical frames as they are, and a chunk frame per piece (see
+// protocol.AppendChunk), each encoded once per request.
+type frames struct{}
+
+func (frames) NewEncoder(l *stream.Log) stream.Encoder { return frameEncoder{requestID: l.RequestID} }
+
+type frameEncoder struct{ requestID string }
+
+func (frameEncoder) Accepted(a *stream.Accepted) []byte { return a.Frame }
+
+func (e frameEncoder) Chunk(seq int, piece string) []byte {
+	return protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(e.requestID)+len(piece)), e.requestID, seq, piece)
 }
+
+func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return t.Frame }
 
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A
@@ -382,31 +379,21 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 }
 
 func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withAccepted bool) {
-	sentAccepted := !withAccepted
-	cursor := after
-	for {
-		snap := log.Read(cursor)
-		if !sentAccepted && snap.Accepted != nil {
-			if !s.deliverItem(ctx, item{frame: snap.Accepted}) {
-				return
-			}
-			sentAccepted = true
+	for b := range log.Follow(ctx, frames{}, after) {
+		if withAccepted && b.Accepted != nil && !s.deliverItem(ctx, item{frame: b.AcceptedBytes}) {
+			return
 		}
-		for first := 0; first < len(snap.Chunks); first += maxGroupFrames {
-			group := snap.Chunks[first:min(len(snap.Chunks), first+maxGroupFrames)]
-			if !s.deliverItem(ctx, chunkItem(log.RequestID, snap.First+first, group)) {
+		for first := 0; first < len(b.Chunks); first += maxGroupFrames {
+			it := item{frames: b.Chunks[first:min(len(b.Chunks), first+maxGroupFrames)]}
+			if len(it.frames) == 1 {
+				it = item{frame: it.frames[0]}
+			}
+			if !s.deliverItem(ctx, it) {
 				return
 			}
 		}
-		cursor += len(snap.Chunks)
-		if snap.Terminal != nil {
-			s.deliverItem(ctx, item{frame: snap.Terminal})
-			return
-		}
-		select {
-		case <-snap.Changed:
-		case <-ctx.Done():
-			return
+		if b.Terminal != nil {
+			s.deliverItem(ctx, item{frame: b.TerminalBytes})
 		}
 	}
 }

@@ -39,11 +39,11 @@ func newAnswering() *answering {
 			a.waiting <- r.RequestID
 			<-wait
 		}
-		l := stream.NewLog("u1", r.RequestID, "")
-		l.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: r.RequestID, Model: "m"}))
+		l := stream.NewLog("u1", r.RequestID, "", time.Now())
+		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID, Model: "m"}))
 		text := fmt.Sprintf("seen %d attachment bytes", r.Features().AttachmentBytes)
 		l.Append(text)
-		l.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: r.RequestID, Chunks: 1, Text: text}), time.Now())
+		l.Finish(stream.DoneTerminal(protocol.Done{RequestID: r.RequestID, Chunks: 1, Text: text}), time.Now())
 		return l, 0, nil
 	}
 	return a

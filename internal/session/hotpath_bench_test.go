@@ -48,15 +48,15 @@ func BenchmarkHotPath(b *testing.B) {
 	})
 	model := router.NewBedrock(br)
 	gw := &benchGateway{submit: func(req gateway.Request) *stream.Log {
-		log := stream.NewLog("bench-user", req.RequestID, "")
-		log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: req.RequestID, Model: "mock-a"}))
+		log := stream.NewLog("bench-user", req.RequestID, "", time.Now())
+		log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 		go func() {
 			_, err := model.Stream(context.Background(), router.Call{ModelID: "mock-a",
 				Messages: []router.Message{{Role: "user", Content: "hi"}}}, func(text string) { log.Append(text) })
 			if err != nil {
 				panic(err)
 			}
-			log.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: req.RequestID, Chunks: answer}), time.Now())
+			log.Finish(stream.DoneTerminal(protocol.Done{RequestID: req.RequestID, Chunks: answer}), time.Now())
 		}()
 		return log
 	}}

@@ -31,8 +31,8 @@ func (g *logsByID) gateway() fakeGateway {
 		if g.busy[r.RequestID] {
 			return nil, 0, fmt.Errorf("%w: server at its in-flight cap of 1", gateway.ErrAtCapacity)
 		}
-		l := stream.NewLog("u1", r.RequestID, "")
-		l.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: r.RequestID}))
+		l := stream.NewLog("u1", r.RequestID, "", time.Now())
+		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID}))
 		g.logs[r.RequestID] = l
 		return l, 0, nil
 	}}
@@ -40,7 +40,7 @@ func (g *logsByID) gateway() fakeGateway {
 
 func finish(l *stream.Log) {
 	l.Append("hello")
-	l.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
+	l.Finish(stream.DoneTerminal(protocol.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
 }
 
 // waitStaying polls until the hub counts n sessions staying.

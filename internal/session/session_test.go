@@ -159,7 +159,7 @@ func request(id string) map[string]any {
 // logOf returns a gateway that answers every request with one log, accepted at once.
 func logOf(l *stream.Log) fakeGateway {
 	return fakeGateway{submit: func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
-		l.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: l.RequestID}))
+		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: l.RequestID}))
 		return l, 0, nil
 	}}
 }
@@ -231,7 +231,7 @@ func TestSendQueueTakesOversizedFrameWhenEmpty(t *testing.T) {
 // fits in the stalled socket, else the connection just ends), never waited on.
 func TestSlowConsumerClosed(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	l := stream.NewLog("u1", "slow-request-1", "")
+	l := stream.NewLog("u1", "slow-request-1", "", time.Now())
 	text := strings.Repeat("x", 64<<10)
 	_, url := serve(t, logOf(l), zap.New(core), Options{SendQueueFrames: 4, SocketSendBuffer: 4096, WriteTimeout: 200 * time.Millisecond})
 	ws := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol},
@@ -303,7 +303,7 @@ func TestHeartbeat(t *testing.T) {
 }
 
 func TestDrainFrameThenGoingAway(t *testing.T) {
-	l := stream.NewLog("u1", "drain-request-1", "")
+	l := stream.NewLog("u1", "drain-request-1", "", time.Now())
 	h, url := serve(t, logOf(l), nil, Options{ReconnectAfter: 1500 * time.Millisecond})
 	ws := dial(t, url)
 	if err := ws.WriteJSON(request("drain-request-1")); err != nil {
@@ -328,7 +328,7 @@ func TestDrainFrameThenGoingAway(t *testing.T) {
 	go func() { closed <- h.Close(context.Background()) }()
 	// The request in flight still finishes before the close.
 	l.Append("hello")
-	l.Finish(protocol.Encode(protocol.Done{Type: protocol.TypeDone, RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
+	l.Finish(stream.DoneTerminal(protocol.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
 	if f := read(t, ws); f["type"] != protocol.TypeChunk || f["text"] != "hello" {
 		t.Fatalf("got %v, want the chunk", f)
 	}

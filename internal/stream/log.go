@@ -8,6 +8,7 @@ import (
 	"container/list"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -22,25 +23,32 @@ type Log struct {
 	RequestID string
 	Owner     string
 	BodyHash  string
+	// Created is when the request arrived (its first arrival, on whichever
+	// server): the time a door's encoding may show.
+	Created time.Time
 
 	mu       sync.Mutex
-	accepted []byte
+	accepted *Accepted
 	chunks   []string
 	size     int
-	terminal []byte
+	terminal *Terminal
 	ended    time.Time
 	rejected bool
 	wake     chan struct{}
 	taken    bool // a follower holds wake: the next change must close it
 	cancel   func()
 
+	prepared      []*prepared  // the events in each door's codec (see Follow)
+	preparedBytes atomic.Int64 // their size
+
 	onFinish func(l *Log, bytes int64) // the registry's, set before the log is shared
+	onGrow   func(l *Log, bytes int64) // the registry's: a finished log's prepared events grew
 	elem     *list.Element             // the registry's eviction entry, guarded by the registry's lock
 }
 
-// NewLog returns an empty log.
-func NewLog(owner, requestID, bodyHash string) *Log {
-	return &Log{RequestID: requestID, Owner: owner, BodyHash: bodyHash, wake: make(chan struct{})}
+// NewLog returns an empty log of a request that arrived at created.
+func NewLog(owner, requestID, bodyHash string, created time.Time) *Log {
+	return &Log{RequestID: requestID, Owner: owner, BodyHash: bodyHash, Created: created, wake: make(chan struct{})}
 }
 
 // broadcast wakes every follower waiting on the current wake channel.
@@ -55,14 +63,14 @@ func (l *Log) broadcast() {
 	l.taken = false
 }
 
-// Accept records the accepted frame, which followers deliver before any chunk.
-func (l *Log) Accept(frame []byte) {
+// Accept records the accepted event, which followers deliver before any chunk.
+func (l *Log) Accept(a *Accepted) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.terminal != nil {
 		return
 	}
-	l.accepted = frame
+	l.accepted = a
 	l.broadcast()
 }
 
@@ -81,15 +89,15 @@ func (l *Log) Append(text string) int {
 	return len(l.chunks)
 }
 
-// Finish records the terminal frame. Only the first call wins; it reports
+// Finish records the terminal event. Only the first call wins; it reports
 // whether this call was it.
-func (l *Log) Finish(frame []byte, now time.Time) bool {
+func (l *Log) Finish(t *Terminal, now time.Time) bool {
 	l.mu.Lock()
 	if l.terminal != nil {
 		l.mu.Unlock()
 		return false
 	}
-	l.terminal = frame
+	l.terminal = t
 	l.ended = now
 	// The hook has nothing left to stop, and whatever it holds must not
 	// stay for the resume window.
@@ -103,8 +111,9 @@ func (l *Log) Finish(frame []byte, now time.Time) bool {
 	return true
 }
 
-// Memory estimate of a finished log: its frames and texts, a string header
-// per chunk, and the structs, map entry and eviction entry around them.
+// Memory estimate of a finished log: its events and their encodings, a
+// string header per chunk, and the structs, map entry and eviction entry
+// around them (the decoded terminal counted as twice its frame).
 const (
 	logFixedBytes = 512
 	chunkBytes    = 16
@@ -112,17 +121,35 @@ const (
 
 // retainedBytes estimates the log's memory. Callers hold mu.
 func (l *Log) retainedBytes() int64 {
-	return int64(logFixedBytes + len(l.Owner) + len(l.RequestID) + len(l.BodyHash) + len(l.accepted) +
-		l.size + chunkBytes*cap(l.chunks) + len(l.terminal))
+	n := int64(logFixedBytes + len(l.Owner) + len(l.RequestID) + len(l.BodyHash) + l.size + chunkBytes*cap(l.chunks))
+	if l.accepted != nil {
+		n += int64(2 * len(l.accepted.Frame))
+	}
+	if l.terminal != nil {
+		n += int64(3 * len(l.terminal.Frame))
+	}
+	return n + l.preparedBytes.Load()
+}
+
+// grew hears that the log's prepared events grew by n bytes; a finished
+// log tells the registry, which holds it within its budget.
+func (l *Log) grew(n int64) {
+	l.preparedBytes.Add(n)
+	l.mu.Lock()
+	onGrow, finished := l.onGrow, l.terminal != nil && !l.rejected
+	l.mu.Unlock()
+	if onGrow != nil && finished {
+		onGrow(l, n)
+	}
 }
 
 // Reject finishes a request that was never accepted: followers get the
-// error frame, and the registry forgets the request so it may be sent again.
-func (l *Log) Reject(frame []byte, now time.Time) bool {
+// error, and the registry forgets the request so it may be sent again.
+func (l *Log) Reject(t *Terminal, now time.Time) bool {
 	l.mu.Lock()
 	l.rejected = true
 	l.mu.Unlock()
-	return l.Finish(frame, now)
+	return l.Finish(t, now)
 }
 
 // Rejected reports whether the log ended without being accepted.
@@ -132,14 +159,15 @@ func (l *Log) Rejected() bool {
 	return l.rejected
 }
 
-// Snapshot is what a follower reads: the accepted frame (nil until
+// Snapshot is what a follower reads: the accepted event (nil until
 // accepted), the chunks with seq > after (Chunks[i] has seq First+i), the
-// terminal frame (nil while running), and a channel closed at the next change.
+// terminal event (nil while running), and a channel closed at the next
+// change. Doors read with Follow.
 type Snapshot struct {
-	Accepted []byte
+	Accepted *Accepted
 	First    int
 	Chunks   []string
-	Terminal []byte
+	Terminal *Terminal
 	Changed  <-chan struct{}
 }
 

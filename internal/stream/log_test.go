@@ -6,28 +6,32 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
 func TestLogReplayAfterSeq(t *testing.T) {
-	l := NewLog("alice", "req-00000001", "h")
-	l.Accept([]byte(`accepted`))
+	l := NewLog("alice", "req-00000001", "h", time.Time{})
+	acc := NewAccepted(protocol.Accepted{RequestID: "req-00000001", Model: "m"})
+	l.Accept(acc)
 	for i := 1; i <= 5; i++ {
 		if seq := l.Append(fmt.Sprint(i)); seq != i {
 			t.Fatalf("seq %d, want %d", seq, i)
 		}
 	}
 	s := l.Read(2)
-	if string(s.Accepted) != "accepted" || s.First != 3 || len(s.Chunks) != 3 || s.Chunks[0] != "3" || s.Terminal != nil {
+	if s.Accepted != acc || s.First != 3 || len(s.Chunks) != 3 || s.Chunks[0] != "3" || s.Terminal != nil {
 		t.Fatalf("snapshot %+v", s)
 	}
-	if !l.Finish([]byte("done"), time.Now()) || l.Finish([]byte("again"), time.Now()) {
+	done := DoneTerminal(protocol.Done{Chunks: 5})
+	if !l.Finish(done, time.Now()) || l.Finish(DoneTerminal(protocol.Done{}), time.Now()) {
 		t.Fatal("Finish must win exactly once")
 	}
 	if l.Append("late") != 0 {
 		t.Fatal("append after the terminal must be ignored")
 	}
 	s = l.Read(5)
-	if len(s.Chunks) != 0 || string(s.Terminal) != "done" {
+	if len(s.Chunks) != 0 || s.Terminal != done {
 		t.Fatalf("after finish %+v", s)
 	}
 	if text, n := l.Text(); text != "12345" || n != 5 {
@@ -36,7 +40,7 @@ func TestLogReplayAfterSeq(t *testing.T) {
 }
 
 func TestFollowersSeeEveryChunkOnce(t *testing.T) {
-	l := NewLog("alice", "req-00000001", "h")
+	l := NewLog("alice", "req-00000001", "h", time.Time{})
 	const n = 2000
 	var wg sync.WaitGroup
 	for f := 0; f < 8; f++ {
@@ -66,24 +70,24 @@ func TestFollowersSeeEveryChunkOnce(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		l.Append(fmt.Sprint(i))
 	}
-	l.Finish([]byte("done"), time.Now())
+	l.Finish(DoneTerminal(protocol.Done{}), time.Now())
 	wg.Wait()
 }
 
 func TestRegistryRetentionAndRejection(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r := NewRegistry(RegistryOptions{Retention: time.Minute, Now: func() time.Time { return now }})
-	l, created := r.Create("alice", "req-00000001", "h1")
+	l, created := r.Create("alice", "req-00000001", "h1", now)
 	if !created {
 		t.Fatal("first create")
 	}
-	if again, created := r.Create("alice", "req-00000001", "h1"); created || again != l {
+	if again, created := r.Create("alice", "req-00000001", "h1", now); created || again != l {
 		t.Fatal("second create must return the same log")
 	}
 	if _, ok := r.Get("bob", "req-00000001"); ok {
 		t.Fatal("another owner must not see the log")
 	}
-	l.Finish([]byte("done"), now)
+	l.Finish(DoneTerminal(protocol.Done{}), now)
 	now = now.Add(59 * time.Second)
 	if _, ok := r.Get("alice", "req-00000001"); !ok {
 		t.Fatal("finished log must stay within retention")
@@ -95,9 +99,9 @@ func TestRegistryRetentionAndRejection(t *testing.T) {
 	if n := r.Sweep(); n != 1 || r.Len() != 0 {
 		t.Fatalf("sweep removed %d, len %d", n, r.Len())
 	}
-	rej, _ := r.Create("alice", "req-00000002", "h")
-	rej.Reject([]byte("error"), now)
-	if _, created := r.Create("alice", "req-00000002", "h"); !created {
+	rej, _ := r.Create("alice", "req-00000002", "h", now)
+	rej.Reject(ErrorTerminal(protocol.Error{Code: protocol.CodeBusy}), now)
+	if _, created := r.Create("alice", "req-00000002", "h", now); !created {
 		t.Fatal("a rejected request may be sent again")
 	}
 }
@@ -105,7 +109,7 @@ func TestRegistryRetentionAndRejection(t *testing.T) {
 func BenchmarkAppendAndReplay(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		l := NewLog("u", "req-00000001", "h")
+		l := NewLog("u", "req-00000001", "h", time.Time{})
 		for j := 0; j < 300; j++ {
 			l.Append(" token")
 		}
@@ -134,13 +138,13 @@ func TestRegistryByteBudgetEvictsOldestFinished(t *testing.T) {
 	answer := strings.Repeat("x", 10_000)
 	r := NewRegistry(RegistryOptions{Retention: time.Hour, RetainedBytes: 35_000, Observer: obs,
 		Now: func() time.Time { return now }})
-	running, _ := r.Create("alice", "running-0001", "h")
+	running, _ := r.Create("alice", "running-0001", "h", now)
 	running.Append(answer)
 	var logs []*Log
 	for i := range 5 {
-		l, _ := r.Create("alice", fmt.Sprintf("finished-%04d", i), "h")
+		l, _ := r.Create("alice", fmt.Sprintf("finished-%04d", i), "h", now)
 		l.Append(answer)
-		l.Finish([]byte(`{"type":"done"}`), now)
+		l.Finish(DoneTerminal(protocol.Done{}), now)
 		logs = append(logs, l)
 		now = now.Add(time.Second)
 	}
@@ -168,8 +172,8 @@ func TestRegistryByteBudgetEvictsOldestFinished(t *testing.T) {
 	if got := r.RetainedBytes(); got != 0 {
 		t.Fatalf("after the sweep %d bytes retained, want 0", got)
 	}
-	rej, _ := r.Create("bob", "rejected-001", "h")
-	rej.Reject([]byte(`{"type":"error"}`), now)
+	rej, _ := r.Create("bob", "rejected-001", "h", now)
+	rej.Reject(ErrorTerminal(protocol.Error{Code: protocol.CodeBusy}), now)
 	if got := r.RetainedBytes(); got != 0 {
 		t.Fatalf("a rejected log counts %d bytes", got)
 	}

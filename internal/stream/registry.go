@@ -69,9 +69,10 @@ func NewRegistry(o RegistryOptions) *Registry {
 		logs: make(map[key]*Log), finished: list.New()}
 }
 
-// Create registers a new log for (owner, requestID), or returns the existing
-// one with created=false. A rejected log never blocks a new attempt.
-func (r *Registry) Create(owner, requestID, bodyHash string) (l *Log, created bool) {
+// Create registers a new log for (owner, requestID), of a request that
+// arrived at arrived, or returns the existing one with created=false. A
+// rejected log never blocks a new attempt.
+func (r *Registry) Create(owner, requestID, bodyHash string, arrived time.Time) (l *Log, created bool) {
 	k := key{owner, requestID}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -81,16 +82,44 @@ func (r *Registry) Create(owner, requestID, bodyHash string) (l *Log, created bo
 	if old, ok := r.logs[k]; ok {
 		r.unretain(old)
 	}
-	l = NewLog(owner, requestID, bodyHash)
-	l.onFinish = r.finish
+	l = NewLog(owner, requestID, bodyHash, arrived)
+	l.onFinish, l.onGrow = r.finish, r.grow
 	r.logs[k] = l
 	return l, true
+}
+
+// grow adds bytes a retained log's prepared events took (a replay in a
+// door's encoding) and evicts the oldest finished logs past the budget.
+func (r *Registry) grow(l *Log, bytes int64) {
+	r.mu.Lock()
+	if l.elem == nil {
+		r.mu.Unlock()
+		return
+	}
+	l.elem.Value.(*retained).bytes += bytes
+	r.retained += bytes
+	evicted := r.evict()
+	n := r.retained
+	r.mu.Unlock()
+	r.observe(n, evicted)
+}
+
+// evict forgets the oldest finished logs while the budget is passed,
+// keeping the newest. Callers hold mu.
+func (r *Registry) evict() int {
+	var evicted int
+	for r.retained > r.budget && r.finished.Len() > 1 {
+		old := r.finished.Front().Value.(*retained).log
+		r.unretain(old)
+		delete(r.logs, key{old.Owner, old.RequestID})
+		evicted++
+	}
+	return evicted
 }
 
 // finish puts a log that just finished at the end of the eviction order
 // and evicts the oldest finished logs while the budget is passed.
 func (r *Registry) finish(l *Log, bytes int64) {
-	var evicted int
 	r.mu.Lock()
 	if r.logs[key{l.Owner, l.RequestID}] != l {
 		r.mu.Unlock()
@@ -98,12 +127,7 @@ func (r *Registry) finish(l *Log, bytes int64) {
 	}
 	l.elem = r.finished.PushBack(&retained{log: l, bytes: bytes})
 	r.retained += bytes
-	for r.retained > r.budget && r.finished.Len() > 1 {
-		old := r.finished.Front().Value.(*retained).log
-		r.unretain(old)
-		delete(r.logs, key{old.Owner, old.RequestID})
-		evicted++
-	}
+	evicted := r.evict()
 	n := r.retained
 	r.mu.Unlock()
 	r.observe(n, evicted)

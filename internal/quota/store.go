@@ -6,6 +6,42 @@ import (
 	"time"
 )
 
+// Store keeps usage counters, one item per (scope, window, window start),
+// each with one counter per metric. Every method changes or reads exactly
+// one item, atomically; Quota builds multi-item reservations on top.
+// Direct admission uses Reserve and Add, leases WriteLease, ReclaimLease
+// and ReadItem (see admitter). MemoryStore and DynamoStore implement it
+// with identical semantics.
+type Store interface {
+	// Reserve adds n to the item's counters if, for every metric whose
+	// limit is positive, used+n <= limit, and returns the counters after
+	// the add. When the item does not fit it changes nothing and returns
+	// an error matching ErrExceeded together with the counters as they
+	// were (best effort: zero when the store could not tell). Any other
+	// error means the store failed; nothing was added.
+	Reserve(ctx context.Context, it Item, n, limit Amount) (Amount, error)
+	// Add adds delta (negative to refund) unconditionally and returns the
+	// counters after.
+	Add(ctx context.Context, it Item, delta Amount) (Amount, error)
+	// Get returns the item's counters; zero for an unknown or expired item.
+	Get(ctx context.Context, it Item) (Amount, error)
+
+	// WriteLease applies w (see LeaseWrite) in one atomic step and returns
+	// the item's state after it. When w's condition on the lease fails it
+	// returns ErrLeaseConflict, when a grant does not fit ErrExceeded, each
+	// with the state as it was (best effort). Any other error may or may
+	// not have applied (an ambiguous failure): the caller reads the item
+	// and compares the lease's Seq.
+	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
+	// ReclaimLease removes the lease l of another owner if it still has
+	// l.Seq and expired before now, subtracting Granted - Committed from
+	// the item's counters; ErrLeaseConflict (with the state) otherwise.
+	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error)
+	// ReadItem returns the item's counters and leases; zero for an
+	// unknown or expired item.
+	ReadItem(ctx context.Context, it Item) (ItemState, error)
+}
+
 // ErrLeaseConflict: a lease write's condition on the owner's lease failed:
 // the lease is not at the sequence number the writer expected (another
 // attempt of the same write applied, or another server reclaimed it).
@@ -61,13 +97,6 @@ type LeaseWrite struct {
 	Limit Amount
 	// Force grants without the limit check: usage that happened.
 	Force bool
-}
-
-// leaseStore is the part of Store that leases use.
-type leaseStore interface {
-	WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error)
-	ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error)
-	ReadItem(ctx context.Context, it Item) (ItemState, error)
 }
 
 // grantFits reports whether used + grant stays within limit for every
