@@ -99,18 +99,18 @@ func decodeError(t *testing.T, r io.Reader) errorBody {
 
 // finished returns a log that was accepted, streamed pieces and ended with done.
 func finished(req gateway.Request, stop string, pieces ...string) *stream.Log {
-	log := stream.NewLog("alice", req.RequestID, "h")
-	log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, RequestID: req.RequestID, Model: "mock-a"}))
+	log := stream.NewLog("alice", req.RequestID, "h", time.Now())
+	log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 	for _, p := range pieces {
 		log.Append(p)
 	}
 	a := protocol.Assemble(pieces)
-	d := protocol.Done{Type: protocol.TypeDone, RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
+	d := protocol.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
 		Model: "mock-a", Usage: protocol.Usage{InputTokens: 7, OutputTokens: int64(len(pieces))}, StopReason: stop}
 	if !a.Plain {
 		d.Blocks = a.Blocks
 	}
-	log.Finish(protocol.Encode(d), time.Now())
+	log.Finish(stream.DoneTerminal(d), time.Now())
 	return log
 }
 
@@ -495,13 +495,13 @@ func TestStreamEventsAndResume(t *testing.T) {
 
 func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 	srv := newDoor(t, func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
-		log := stream.NewLog("alice", req.RequestID, "h")
+		log := stream.NewLog("alice", req.RequestID, "h", time.Now())
 		switch req.Messages[0].Content {
 		case "quota":
-			log.Reject(protocol.Encode(protocol.Error{Type: protocol.TypeError, Code: protocol.CodeQuotaExceeded, Status: 429,
+			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeQuotaExceeded, Status: 429,
 				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
 		case "model":
-			log.Reject(protocol.Encode(protocol.Error{Type: protocol.TypeError, Code: protocol.CodeModelNotAllowed, Status: 403,
+			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
 			return nil, 0, protocol.Errorf(protocol.ErrInvalid, `tools: model mock-a is not configured with the "tools" capability`)
@@ -512,11 +512,11 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 		case "conflict":
 			return nil, 0, gateway.ErrConflict
 		default:
-			log.Accept(protocol.Encode(protocol.Accepted{Type: protocol.TypeAccepted, Model: "mock-a"}))
+			log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
 			log.Append("part")
 			log.Append("ial")
 			n, text := 2, "partial"
-			log.Finish(protocol.Encode(protocol.Error{Type: protocol.TypeError, Code: protocol.CodeModelError, Status: 502,
+			log.Finish(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelError, Status: 502,
 				Message: "the model failed while answering", Retryable: true, Chunks: &n, Text: &text}), time.Now())
 		}
 		return log, 0, nil

@@ -5,35 +5,14 @@ import (
 	"strconv"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
-// terminal is a request's terminal event: Done or Error is set; Frame is
-// the stored frame it was read from. (It has the shape of the core's
-// coming stream.Terminal, which will replace it.)
-type terminal struct {
-	Done  *protocol.Done
-	Error *protocol.Error
-	Frame []byte
-}
+// events is the door's streaming codec: a request's events as Anthropic's
+// Server-Sent Events, encoded once per log for every follower and resume.
+type events struct{}
 
-// terminalOf reads a stored terminal frame.
-func terminalOf(frame []byte) *terminal {
-	var head struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(frame, &head)
-	if head.Type == protocol.TypeDone {
-		var d protocol.Done
-		if json.Unmarshal(frame, &d) == nil {
-			return &terminal{Done: &d, Frame: frame}
-		}
-	}
-	var e protocol.Error
-	if json.Unmarshal(frame, &e) != nil || e.Code == "" {
-		e = protocol.Error{Code: protocol.CodeInternal, Status: 500, Message: "internal error"}
-	}
-	return &terminal{Error: &e, Frame: frame}
-}
+func (events) NewEncoder(l *stream.Log) stream.Encoder { return newEncoder(l.RequestID) }
 
 // encoder writes one request's events as Anthropic's Server-Sent Events.
 // Its output is a function of the log's events alone (never of the HTTP
@@ -59,7 +38,7 @@ func newEncoder(requestID string) *encoder {
 
 // Accepted is message_start (the message with no content yet; its usage
 // comes in message_delta) and a ping.
-func (e *encoder) Accepted(a *protocol.Accepted) []byte {
+func (e *encoder) Accepted(a *stream.Accepted) []byte {
 	dst := append([]byte(nil), "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
 	dst = appendString(dst, e.messageID)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
@@ -148,7 +127,7 @@ func (e *encoder) stop(dst []byte) []byte {
 
 // Terminal ends the stream: the open block's stop, message_delta (stop
 // reason and usage) and message_stop; or one error event.
-func (e *encoder) Terminal(t *terminal, _ int) []byte {
+func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	if t.Error != nil {
 		b, _ := json.Marshal(fromProtocol(*t.Error).body(e.messageID[len("msg_"):]))
 		dst := append([]byte(nil), "event: error\ndata: "...)
@@ -190,6 +169,37 @@ func stopReason(s string) string {
 func appendString(dst []byte, v string) []byte {
 	b, _ := json.Marshal(v)
 	return append(dst, b...)
+}
+
+// wholeMessage is the door's codec of a whole answer: the terminal of a done
+// answer is the message body; nothing else is sent (an error is answered
+// with its status).
+type wholeMessage struct{}
+
+func (wholeMessage) NewEncoder(l *stream.Log) stream.Encoder { return wholeEncoder{requestID: l.RequestID} }
+
+type wholeEncoder struct{ requestID string }
+
+func (wholeEncoder) Accepted(*stream.Accepted) []byte { return nil }
+func (wholeEncoder) Chunk(int, string) []byte        { return nil }
+
+func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
+	d := t.Done
+	if d == nil {
+		return nil
+	}
+	b, _ := json.Marshal(struct {
+		ID           string  `json:"id"`
+		Type         string  `json:"type"`
+		Role         string  `json:"role"`
+		Model        string  `json:"model"`
+		Content      []any   `json:"content"`
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+		Usage        usage   `json:"usage"`
+	}{ID: "msg_" + e.requestID, Type: "message", Role: "assistant", Model: d.Model, Content: content(d),
+		StopReason: stopReason(d.StopReason), Usage: usageOf(d.Usage)})
+	return append(b, '\n')
 }
 
 // content is the whole answer's content blocks in Anthropic's shape.

@@ -17,8 +17,8 @@ import (
 // at most 4.
 const MaxStopSequences = 4
 
-// body is the part of a Messages body Jetway serves.
-type body struct {
+// messagesBody is the part of a Messages body Jetway serves.
+type messagesBody struct {
 	Model         string           `json:"model"`
 	MaxTokens     *int             `json:"max_tokens"`
 	Messages      []message        `json:"messages"`
@@ -157,7 +157,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 		return p, ref(invalid("%s: not supported by this gateway (%s): remove it", protocol.Clip(k), reason))
 	}
-	var b body
+	var b messagesBody
 	if err := json.Unmarshal(data, &b); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
