@@ -176,12 +176,14 @@ func appendString(dst []byte, v string) []byte {
 // with its status).
 type wholeMessage struct{}
 
-func (wholeMessage) NewEncoder(l *stream.Log) stream.Encoder { return wholeEncoder{requestID: l.RequestID} }
+func (wholeMessage) NewEncoder(l *stream.Log) stream.Encoder {
+	return wholeEncoder{requestID: l.RequestID}
+}
 
 type wholeEncoder struct{ requestID string }
 
 func (wholeEncoder) Accepted(*stream.Accepted) []byte { return nil }
-func (wholeEncoder) Chunk(int, string) []byte        { return nil }
+func (wholeEncoder) Chunk(int, string) []byte         { return nil }
 
 func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 	d := t.Done
