@@ -120,7 +120,7 @@ type Metrics struct {
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
-//	unauthenticated_refusals_total        counter   door (ws|openai)
+//	unauthenticated_refusals_total        counter   door (ws|openai|anthropic)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -313,7 +313,7 @@ func (m *Metrics) ConnectionRejected(reason string) {
 }
 
 // UnauthenticatedRefusal counts a connection or request refused for its
-// credentials at door (a fixed name: "ws", "openai"). Every one is
+// credentials at door (a fixed name: "ws", "openai", "anthropic"). Every one is
 // counted; their log lines are sampled (UnauthenticatedLogger).
 func (m *Metrics) UnauthenticatedRefusal(door string) {
 	if m == nil {
