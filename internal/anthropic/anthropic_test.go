@@ -505,6 +505,8 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
 			return nil, 0, protocol.Errorf(protocol.ErrInvalid, `tools: model mock-a is not configured with the "tools" capability`)
+		case "reasoning":
+			return nil, 0, protocol.Errorf(protocol.ErrInvalid, `reasoning: model mock-a is not configured with the "reasoning" capability`)
 		case "busy":
 			return nil, 0, gateway.ErrBusy
 		case "draining":
@@ -536,9 +538,10 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 		status int
 		typ    string
 	}{"model": {404, "not_found_error"}, "tools": {400, "invalid_request_error"}, "busy": {529, "overloaded_error"},
-		"draining": {529, "overloaded_error"}, "conflict": {409, "invalid_request_error"}} {
+		"draining": {529, "overloaded_error"}, "conflict": {409, "invalid_request_error"}, "reasoning": {400, "invalid_request_error"}} {
 		resp := ask(content, false)
-		if e := decodeError(t, resp.Body); resp.StatusCode != want.status || e.Error.Type != want.typ {
+		if e := decodeError(t, resp.Body); resp.StatusCode != want.status || e.Error.Type != want.typ ||
+			content == "reasoning" && !strings.HasPrefix(e.Error.Message, "thinking: model mock-a") {
 			t.Errorf("%s: %d %+v", content, resp.StatusCode, e)
 		}
 	}

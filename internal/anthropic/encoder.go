@@ -25,7 +25,7 @@ func (events) NewEncoder(l *stream.Log) stream.Encoder { return newEncoder(l.Req
 // event that carries `id: <seq>`: a client that saw that id saw the
 // whole group, and Last-Event-ID resumes after it exactly.
 type encoder struct {
-	messageID string
+	requestID string
 	open      bool   // a content block is open
 	block     int    // the open block's number in the core's answer
 	kind      string // the open block's kind ("" text)
@@ -33,14 +33,14 @@ type encoder struct {
 }
 
 func newEncoder(requestID string) *encoder {
-	return &encoder{messageID: "msg_" + requestID, index: -1}
+	return &encoder{requestID: requestID, index: -1}
 }
 
 // Accepted is message_start (the message with no content yet; its usage
 // comes in message_delta) and a ping.
 func (e *encoder) Accepted(a *stream.Accepted) []byte {
 	dst := append([]byte(nil), "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
-	dst = appendString(dst, e.messageID)
+	dst = appendString(dst, "msg_"+e.requestID)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendString(dst, a.Model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
@@ -129,7 +129,7 @@ func (e *encoder) stop(dst []byte) []byte {
 // reason and usage) and message_stop; or one error event.
 func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	if t.Error != nil {
-		b, _ := json.Marshal(fromProtocol(*t.Error).body(e.messageID[len("msg_"):]))
+		b, _ := json.Marshal(fromProtocol(*t.Error).body(e.requestID))
 		dst := append([]byte(nil), "event: error\ndata: "...)
 		dst = append(dst, b...)
 		return append(dst, "\n\n"...)

@@ -688,8 +688,8 @@ func (n names) rename(e apiError) apiError {
 	if e.code != protocol.CodeInvalidRequest {
 		return e
 	}
-	if rest, ok := strings.CutPrefix(e.msg, "reasoning."); ok {
-		e.msg = "thinking." + rest
+	if rest, ok := strings.CutPrefix(e.msg, "reasoning"); ok && rest != "" && strings.ContainsRune(".: ", rune(rest[0])) {
+		e.msg = "thinking" + rest
 		return e
 	}
 	best := ""
