@@ -12,9 +12,6 @@
 package anthropic
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -27,6 +24,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -50,11 +48,6 @@ const headerRequestID = "request-id"
 
 // MaxUserIDBytes bounds metadata.user_id as it is logged.
 const MaxUserIDBytes = 64
-
-// Verifier checks a bearer token.
-type Verifier interface {
-	Verify(ctx context.Context, token string) (auth.Principal, error)
-}
 
 // Gateway runs the requests this door receives. Submit has the WebSocket
 // request's rules: a known request id with the same body returns the
@@ -98,7 +91,7 @@ func (o *Options) defaults() {
 
 // Handler serves the door's paths (and their CORS preflights).
 type Handler struct {
-	verifier Verifier
+	signIn   *door.SignIn
 	gw       Gateway
 	apps     Apps
 	metrics  *telemetry.Metrics
@@ -108,10 +101,10 @@ type Handler struct {
 }
 
 // New returns the door. metrics may be nil.
-func New(v Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
+func New(v door.Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
 	o.defaults()
 	logger = logger.With(zap.String("door", gateway.DoorAnthropic))
-	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger,
+	return &Handler{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorAnthropic, Metrics: metrics}, gw: gw, apps: apps, metrics: metrics, logger: logger,
 		refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
 }
 
@@ -152,50 +145,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate signs the caller in from x-api-key or Authorization:
-// Bearer (the Cognito JWT either way), with the WebSocket's rules. Every
-// refusal is counted; its lines are sampled (anyone can send bad tokens).
+// authenticate signs the caller in (the one sign-in of every door), the
+// token from Authorization: Bearer or x-api-key (the JWT either way). A
+// refused token's line is sampled.
 func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
-	unauthorized := func(msg string) (auth.Principal, *apiError) {
-		h.metrics.UnauthenticatedRefusal(gateway.DoorAnthropic)
-		return auth.Principal{}, &apiError{status: http.StatusUnauthorized, typ: typeAuthentication, code: protocol.CodeUnauthorized, msg: msg}
+	p, ref := h.signIn.Caller(r, door.APIKey)
+	if ref == nil {
+		return p, nil
 	}
-	q := r.URL.Query()
-	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key", "x-api-key"} {
-		if q.Has(k) {
-			return unauthorized("tokens in the query string are refused: use the x-api-key or Authorization header")
-		}
+	if ref.Cause != nil {
+		h.refusals.Info("token_rejected", zap.Error(ref.Cause))
 	}
-	key := strings.TrimSpace(r.Header.Get("x-api-key"))
-	bearer := ""
-	if v := r.Header.Get("Authorization"); v != "" {
-		scheme, tok, ok := strings.Cut(v, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return unauthorized(`malformed Authorization header: send "Authorization: Bearer <JWT>" or "x-api-key: <JWT>"`)
-		}
-		bearer = strings.TrimSpace(tok)
-	}
-	switch {
-	case key == "" && bearer == "":
-		return unauthorized(`missing credentials: send "x-api-key: <JWT>" or "Authorization: Bearer <JWT>" (the JWT is the API key)`)
-	case key != "" && bearer != "" && key != bearer:
-		return unauthorized("x-api-key and Authorization carry different tokens: send one")
-	case key == "":
-		key = bearer
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	p, err := h.verifier.Verify(ctx, key)
-	if err != nil {
-		h.refusals.Info("token_rejected", zap.Error(err))
-		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
-			h.metrics.UnauthenticatedRefusal(gateway.DoorAnthropic)
-			return auth.Principal{}, &apiError{status: http.StatusForbidden, typ: typePermission, code: protocol.CodeForbidden,
-				msg: "user has no tenant or app here"}
-		}
-		return unauthorized("invalid or expired token")
-	}
-	return p, nil
+	e := fromProtocol(protocol.Error{Code: ref.Code, Message: ref.Message})
+	return p, &e
 }
 
 // appModels are the models the caller's app may use, its default first.
@@ -290,7 +252,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if requestID == "" {
-		requestID = newID()
+		requestID = door.NewID()
 	}
 	w.Header().Set(headerRequestID, requestID)
 	logger := h.logger.With(zap.String("request_id", requestID))
@@ -314,7 +276,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	// the gateway's refusal path (its record, log line and budget).
 	refuseInvalid := func(in protocol.Inbound, e apiError) {
 		in.Type, in.RequestID = protocol.TypeRequest, requestID
-		err := protocol.Errorf(protocol.ErrInvalid, "%s", e.msg)
+		err := &protocol.ClientError{Err: protocol.ErrInvalid, Msg: e.msg}
 		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorAnthropic}, err); rerr != err {
 			e = fromProtocol(gateway.ProtocolError(rerr))
 		}
@@ -342,7 +304,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: req.in, ReceivedAt: received,
 		TopP: req.topP, Stop: req.stop, Door: gateway.DoorAnthropic})
 	if err != nil {
-		h.refuse(w, requestID, req.named(fromProtocol(gateway.ProtocolError(err))))
+		h.refuse(w, requestID, req.names.rename(fromProtocol(gateway.ProtocolError(err))))
 		return
 	}
 	rsp := &responder{h: h, w: w, rc: http.NewResponseController(w), logger: logger, requestID: requestID, names: req.names}
@@ -372,7 +334,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, "", *berr)
 		return
 	}
-	req, perr := parseRequest(body, newID(), true)
+	req, perr := parseRequest(body, door.NewID(), true)
 	if perr != nil {
 		h.refuse(w, "", *perr)
 		return
@@ -399,10 +361,4 @@ func (h *Handler) refuse(w http.ResponseWriter, requestID string, e apiError) {
 		h.logger.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
 	}
 	e.write(w)
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

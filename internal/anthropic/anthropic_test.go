@@ -333,7 +333,7 @@ func TestAuthModelsAndCountTokens(t *testing.T) {
 		{"missing", map[string]string{"x-api-key": ""}, ""},
 		{"disagree", map[string]string{"Authorization": "Bearer other"}, ""},
 		{"malformed", map[string]string{"x-api-key": "", "Authorization": "Basic abc"}, ""},
-		{"query", nil, "?x-api-key=good"},
+		{"query", nil, "?key=good"},
 	} {
 		resp := do(t, http.MethodPost, srv.URL+PathMessages+tc.url, hello+"}", tc.hdr)
 		if e := decodeError(t, resp.Body); resp.StatusCode != 401 || e.Error.Type != "authentication_error" {
@@ -504,9 +504,9 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
-			return nil, 0, protocol.Errorf(protocol.ErrInvalid, `tools: model mock-a is not configured with the "tools" capability`)
+			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 		case "reasoning":
-			return nil, 0, protocol.Errorf(protocol.ErrInvalid, `reasoning: model mock-a is not configured with the "reasoning" capability`)
+			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
 		case "busy":
 			return nil, 0, gateway.ErrBusy
 		case "draining":

@@ -47,11 +47,11 @@ func (e *encoder) Accepted(a *stream.Accepted) []byte {
 	return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
 }
 
-// Chunk is the event group of chunk seq: the stop of the open block and
-// the start of a new one when the chunk begins a block, then its delta.
-func (e *encoder) Chunk(seq int, piece string) []byte {
+// AppendChunk appends the event group of chunk seq: the stop of the open
+// block and the start of a new one when the chunk begins a block, then its
+// delta.
+func (e *encoder) AppendChunk(dst []byte, seq int, piece string) []byte {
 	c := protocol.DecodePiece(piece)
-	var dst []byte
 	last := func() { // the group's last event carries the seq
 		dst = append(dst, "id: "...)
 		dst = strconv.AppendInt(dst, int64(seq), 10)
@@ -182,8 +182,8 @@ func (wholeMessage) NewEncoder(l *stream.Log) stream.Encoder {
 
 type wholeEncoder struct{ requestID string }
 
-func (wholeEncoder) Accepted(*stream.Accepted) []byte { return nil }
-func (wholeEncoder) Chunk(int, string) []byte         { return nil }
+func (wholeEncoder) Accepted(*stream.Accepted) []byte               { return nil }
+func (wholeEncoder) AppendChunk(dst []byte, _ int, _ string) []byte { return dst }
 
 func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 	d := t.Done

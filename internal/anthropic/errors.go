@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -37,6 +38,7 @@ type apiError struct {
 	status       int
 	typ          string
 	code         string // Jetway's protocol code
+	field        string // the protocol field an invalid_request names (protocol.Error.Field)
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -83,10 +85,8 @@ func invalid(format string, args ...any) apiError {
 // fromProtocol is the one translation of a protocol error (a refusal or a
 // terminal) to Anthropic's status and error type.
 func fromProtocol(pe protocol.Error) apiError {
-	e := apiError{status: pe.Status, code: pe.Code, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
-	if e.status == 0 {
-		e.status = protocol.Status(pe.Code)
-	}
+	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, field: pe.Field, msg: pe.Message,
+		retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	switch pe.Code {
 	case protocol.CodeInvalidRequest, protocol.CodeConflict, protocol.CodeCancelled:
 		e.typ = typeInvalidRequest
@@ -97,10 +97,7 @@ func fromProtocol(pe protocol.Error) apiError {
 		e.typ = typeAuthentication
 	case protocol.CodeForbidden:
 		e.typ = typePermission
-	case protocol.CodeModelNotAllowed:
-		// Anthropic's answer for a model the key cannot see.
-		e.status, e.typ = http.StatusNotFound, typeNotFound
-	case protocol.CodeNotFound:
+	case protocol.CodeModelNotAllowed, protocol.CodeNotFound:
 		e.typ = typeNotFound
 	case protocol.CodeQuotaExceeded:
 		e.typ = typeRateLimit

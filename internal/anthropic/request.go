@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -253,12 +254,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 	}
 	if err := protocol.ValidateRequest(&p.in); err != nil {
-		var ce *protocol.ClientError
-		msg := err.Error()
-		if errors.As(err, &ce) {
-			msg = ce.Msg
-		}
-		e := p.names.rename(invalid("%s", msg))
+		e := p.names.rename(fromProtocol(gateway.ProtocolError(err)))
 		return p, &e
 	}
 	return p, nil
@@ -682,31 +678,24 @@ func (n names) block(k, j int, s sourced) {
 	walk(p, s.from, s.block)
 }
 
-// rename gives an invalid request whose message starts with a protocol
-// path the Anthropic field instead; reasoning is thinking.
+// rename names the protocol field an invalid request names (its field,
+// protocol.ClientError.Field) as the Anthropic field it came from, in its
+// message (which starts with the field); reasoning is thinking. A field
+// the map does not know has the same name here (tools, tool_choice,
+// max_tokens, temperature).
 func (n names) rename(e apiError) apiError {
-	if e.code != protocol.CodeInvalidRequest {
+	if e.code != protocol.CodeInvalidRequest || e.field == "" || !strings.HasPrefix(e.msg, e.field) {
 		return e
 	}
-	if rest, ok := strings.CutPrefix(e.msg, "reasoning"); ok && rest != "" && strings.ContainsRune(".: ", rune(rest[0])) {
-		e.msg = "thinking" + rest
-		return e
+	to, ok := n[e.field]
+	if rest, found := strings.CutPrefix(e.field, "reasoning"); found {
+		to, ok = "thinking"+rest, true
 	}
-	best := ""
-	for k := range n {
-		if len(k) > len(best) && strings.HasPrefix(e.msg, k) && (len(e.msg) == len(k) || strings.ContainsRune(" :", rune(e.msg[len(k)]))) {
-			best = k
-		}
-	}
-	if best != "" {
-		e.msg = n[best] + e.msg[len(best):]
+	if ok {
+		e.msg, e.field = to+e.msg[len(e.field):], to
 	}
 	return e
 }
-
-// named is a refusal of the gateway (after this door's checks) in
-// Anthropic's names.
-func (p parsed) named(e apiError) apiError { return p.names.rename(e) }
 
 func compact(raw json.RawMessage) string {
 	var b bytes.Buffer

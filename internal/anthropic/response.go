@@ -39,11 +39,11 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 			}
 		}
 		if !s.started {
-			if (from == 0 || !accepted) && len(b.Chunks) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
+			if (from == 0 || !accepted) && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
 				s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(*b.Terminal.Error))) // nothing streamed: a plain HTTP error
 				return
 			}
-			if from > 0 && b.Accepted != nil || len(b.Chunks) > 0 || b.Terminal != nil {
+			if from > 0 && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {
 				s.startSSE()
 			}
 		}
@@ -53,7 +53,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 		if b.Terminal != nil && b.Terminal.Error != nil {
 			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
 		}
-		if !s.write(head, b.Chunks, b.TerminalBytes) {
+		if !s.write(head, &b) {
 			return
 		}
 		head = nil
@@ -98,20 +98,20 @@ func (s *responder) startSSE() {
 // write sends prepared events within the write timeout; a client that
 // does not take them is cut, as a slow WebSocket consumer is. It reports
 // success.
-func (s *responder) write(head []byte, chunks [][]byte, last []byte) bool {
-	if head == nil && len(chunks) == 0 && last == nil {
+func (s *responder) write(head []byte, b *stream.Batch) bool {
+	if head == nil && len(b.Pieces) == 0 && b.TerminalBytes == nil {
 		return true
 	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
 	_, err := s.w.Write(head)
-	for _, c := range chunks {
+	for i := range b.Chunks.Len() {
 		if err != nil {
 			break
 		}
-		_, err = s.w.Write(c)
+		_, err = s.w.Write(b.Chunks.At(i))
 	}
-	if err == nil && last != nil {
-		_, err = s.w.Write(last)
+	if err == nil && b.TerminalBytes != nil {
+		_, err = s.w.Write(b.TerminalBytes)
 	}
 	if err == nil {
 		err = s.rc.Flush()

@@ -24,11 +24,12 @@ var forbidden = map[string][]string{
 	"internal/router":    {module + "internal/session", module + "internal/gateway", module + "internal/quota", module + "internal/stream", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"internal/gateway":   {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session"},
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
-	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/anthropic", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
-	"internal/anthropic": {module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/openai", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	"internal/anthropic": {module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
+	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/anthropic", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"client":             {module + "internal/"},
 }
 
@@ -54,6 +55,36 @@ func TestImportDirection(t *testing.T) {
 			for _, b := range bad {
 				if strings.HasPrefix(imp, b) {
 					t.Errorf("%s imports %s: against the dependency direction (docs/architecture.md)", dir, imp)
+				}
+			}
+		}
+	}
+}
+
+// doors turn a wire format into the core's requests and the core's
+// events back (docs/architecture.md, "Doors over one core"): each is a
+// codec and its routes. Doors never import each other, and the core
+// imports no door, nor what doors share (internal/door).
+var (
+	doors = []string{"internal/session", "internal/openai", "internal/anthropic"}
+	core  = []string{"internal/gateway", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
+)
+
+func TestDoorsAreApart(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	for _, dir := range append(slices.Clone(doors), core...) {
+		pkg, err := build.ImportDir(filepath.Join(root, dir), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		for _, imp := range pkg.Imports {
+			for _, d := range append([]string{"internal/door"}, doors...) {
+				if d == dir || d == "internal/door" && slices.Contains(doors, dir) {
+					continue
+				}
+				if imp == module+d {
+					t.Errorf("%s imports %s: doors are apart, and the core knows none (docs/architecture.md)", dir, d)
 				}
 			}
 		}

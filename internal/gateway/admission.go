@@ -259,7 +259,7 @@ func (f *flight) policy() error {
 	f.maxTokens = app.MaxTokens
 	if f.req.MaxTokens > 0 {
 		if f.req.MaxTokens > app.MaxTokensLimit {
-			return protocol.Errorf(protocol.ErrInvalid, "max_tokens %d is over this app's limit of %d",
+			return protocol.FieldErrorf(protocol.ErrInvalid, "max_tokens", " %d is over this app's limit of %d",
 				f.req.MaxTokens, app.MaxTokensLimit)
 		}
 		f.maxTokens = f.req.MaxTokens

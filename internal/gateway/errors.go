@@ -66,6 +66,10 @@ func ProtocolError(err error) protocol.Error {
 	switch {
 	case errors.Is(err, protocol.ErrInvalid):
 		set(protocol.CodeInvalidRequest, clientMessage(err, "invalid request"), false)
+		var ce *protocol.ClientError
+		if errors.As(err, &ce) {
+			e.Field = ce.Field
+		}
 	case errors.As(err, &exceeded):
 		set(protocol.CodeQuotaExceeded, "Token quota exceeded", true)
 		e.RetryAfterMs = exceeded.RetryAfter.Milliseconds()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
@@ -17,6 +18,7 @@ import (
 type apiError struct {
 	status       int
 	code, param  string
+	field        string // the protocol field an invalid_request names (protocol.Error.Field)
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -93,13 +95,11 @@ func errorType(status int) string {
 // use is 404 (OpenAI's answer for a model the key cannot see). partial marks
 // an error after the stream started.
 func fromProtocol(pe protocol.Error, partial bool) apiError {
-	e := apiError{status: pe.Status, code: pe.Code, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
-	if e.status == 0 {
-		e.status = protocol.Status(pe.Code)
-	}
+	e := apiError{status: pe.Status, code: pe.Code, field: pe.Field, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
+	e.status = door.HTTPStatus(pe.Code)
 	switch pe.Code {
 	case protocol.CodeModelNotAllowed:
-		e.status, e.param = http.StatusNotFound, "model"
+		e.param = "model"
 	case protocol.CodeQuotaExceeded:
 		e.msg = fmt.Sprintf("%s: the %s's %s window is used up; retry after %ds", pe.Message, pe.Scope, pe.Window,
 			(pe.RetryAfterMs+999)/1000)
@@ -121,11 +121,11 @@ func fromProtocol(pe protocol.Error, partial bool) apiError {
 	return e
 }
 
-// named gives an invalid_request whose message starts with a field of the
-// protocol request the OpenAI parameter it came from.
+// named gives an invalid_request that names a field of the protocol
+// request the OpenAI parameter it came from.
 func (e apiError) named(origin fieldMap) apiError {
-	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial {
-		e.param, e.msg = origin.rename(e.msg)
+	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.field != "" {
+		e.param, e.msg = origin.rename(e.field, e.msg)
 	}
 	return e
 }

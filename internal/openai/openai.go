@@ -8,21 +8,18 @@
 package openai
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -34,11 +31,6 @@ const (
 	PathChat   = "/v1/chat/completions"
 	PathModels = "/v1/models"
 )
-
-// Verifier checks a bearer token.
-type Verifier interface {
-	Verify(ctx context.Context, token string) (auth.Principal, error)
-}
 
 // Gateway runs the requests this door receives. Submit has the WebSocket
 // request's rules: a known request id with the same body returns the
@@ -84,7 +76,7 @@ func (o *Options) defaults() {
 
 // Handler serves PathChat and PathModels (and their CORS preflights).
 type Handler struct {
-	verifier Verifier
+	signIn   *door.SignIn
 	gw       Gateway
 	apps     Apps
 	metrics  *telemetry.Metrics
@@ -94,10 +86,10 @@ type Handler struct {
 }
 
 // New returns the door. metrics may be nil.
-func New(v Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
+func New(v door.Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
 	o.defaults()
 	logger = logger.With(zap.String("door", gateway.DoorOpenAI))
-	return &Handler{verifier: v, gw: gw, apps: apps, metrics: metrics, logger: logger,
+	return &Handler{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorOpenAI, Metrics: metrics}, gw: gw, apps: apps, metrics: metrics, logger: logger,
 		refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
 }
 
@@ -134,40 +126,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate applies the WebSocket's credential rules to a bearer header.
-// Every refusal is counted; its lines are sampled (anyone can send bad tokens).
+// authenticate signs the caller in (the one sign-in of every door: the
+// JWT is the API key). A refused token's line is sampled.
 func (h *Handler) authenticate(r *http.Request) (auth.Principal, *apiError) {
-	p, aerr := h.credentials(r)
-	if aerr != nil {
-		h.metrics.UnauthenticatedRefusal(gateway.DoorOpenAI)
+	p, ref := h.signIn.Caller(r)
+	if ref == nil {
+		return p, nil
 	}
-	return p, aerr
-}
-
-func (h *Handler) credentials(r *http.Request) (auth.Principal, *apiError) {
-	q := r.URL.Query()
-	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key"} {
-		if q.Has(k) {
-			return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized,
-				msg: "tokens in the query string are refused: use the Authorization header"}
-		}
+	if ref.Cause != nil {
+		h.refusals.Info("token_rejected", zap.Error(ref.Cause))
 	}
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized,
-			msg: `missing credentials: send "Authorization: Bearer <JWT>" (the JWT is the API key)`}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	p, err := h.verifier.Verify(ctx, strings.TrimSpace(tok))
-	if err != nil {
-		h.refusals.Info("token_rejected", zap.Error(err))
-		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
-			return auth.Principal{}, &apiError{status: http.StatusForbidden, code: protocol.CodeForbidden, msg: "user has no tenant or app here"}
-		}
-		return auth.Principal{}, &apiError{status: http.StatusUnauthorized, code: protocol.CodeUnauthorized, msg: "invalid or expired token"}
-	}
-	return p, nil
+	return p, &apiError{status: ref.Status, code: ref.Code, msg: ref.Message}
 }
 
 // models lists the models the caller's app may use, its default first.
@@ -213,7 +182,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if requestID == "" {
-		requestID = newID()
+		requestID = door.NewID()
 	}
 	w.Header().Set("x-request-id", requestID)
 	logger := h.logger.With(zap.String("request_id", requestID))
@@ -297,10 +266,4 @@ func bodyReadError(err error) apiError {
 			msg: "the request body did not arrive within the server's read timeout: send it at once"}
 	}
 	return apiError{status: http.StatusBadRequest, code: protocol.CodeInvalidRequest, msg: "the request body could not be read"}
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -36,11 +36,11 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage
 	started := from > 0
 	for b := range log.Follow(ctx, events{usage: usage}, from) {
 		if !s.sent {
-			if !started && len(b.Chunks) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
+			if !started && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
 				s.h.refuse(s.w, s.requestID, fromProtocol(*b.Terminal.Error, false).named(s.origin)) // nothing streamed: a plain HTTP error
 				return
 			}
-			if started && b.Accepted != nil || len(b.Chunks) > 0 || b.Terminal != nil {
+			if started && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {
 				s.startSSE()
 			}
 		}
@@ -50,7 +50,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage
 		if b.Terminal != nil && b.Terminal.Error != nil {
 			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
 		}
-		if !s.write(b.Chunks, b.TerminalBytes) {
+		if !s.write(&b) {
 			return
 		}
 	}
@@ -90,21 +90,22 @@ func (s *responder) startSSE() {
 	s.sent = true
 }
 
-// write sends prepared events within the write timeout; a client that does
-// not take them is cut, as a slow WebSocket consumer is. It reports success.
-func (s *responder) write(events [][]byte, last []byte) bool {
-	if len(events) == 0 && last == nil {
+// write sends a batch's prepared events within the write timeout; a
+// client that does not take them is cut, as a slow WebSocket consumer is.
+// It reports success.
+func (s *responder) write(b *stream.Batch) bool {
+	if len(b.Pieces) == 0 && b.TerminalBytes == nil {
 		return true
 	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
 	var err error
-	for _, e := range events {
-		if _, err = s.w.Write(e); err != nil {
+	for i := range b.Chunks.Len() {
+		if _, err = s.w.Write(b.Chunks.At(i)); err != nil {
 			break
 		}
 	}
-	if err == nil && last != nil {
-		_, err = s.w.Write(last)
+	if err == nil && b.TerminalBytes != nil {
+		_, err = s.w.Write(b.TerminalBytes)
 	}
 	if err == nil {
 		err = s.rc.Flush()
@@ -164,12 +165,11 @@ func (e *eventEncoder) toolCall(block int) int {
 // function.arguments; a reasoning piece, which OpenAI's chat API has no
 // field for, is an event with an empty delta, so every seq still has its
 // event (a client counting events knows its Last-Event-ID).
-func (e *eventEncoder) Chunk(seq int, piece string) []byte {
+func (e *eventEncoder) AppendChunk(dst []byte, seq int, piece string) []byte {
 	if e.prefix == nil {
 		e.prefix = appendHead(nil, e.requestID, e.created, "")
 	}
 	c := protocol.DecodePiece(piece)
-	dst := make([]byte, 0, len(e.prefix)+len(piece)+64)
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, "\ndata: "...)
@@ -274,8 +274,8 @@ type completionEncoder struct {
 	created   int64
 }
 
-func (completionEncoder) Accepted(*stream.Accepted) []byte { return nil }
-func (completionEncoder) Chunk(int, string) []byte         { return nil }
+func (completionEncoder) Accepted(*stream.Accepted) []byte               { return nil }
+func (completionEncoder) AppendChunk(dst []byte, _ int, _ string) []byte { return dst }
 
 func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 	done := t.Done

@@ -399,20 +399,28 @@ func (f fieldMap) block(path string, s sourced) {
 	}
 }
 
-// rename returns a validation message that starts with a field path with
-// the OpenAI parameter instead, and that parameter ("" when the message
-// names no known field).
-func (f fieldMap) rename(msg string) (param, renamed string) {
-	best := ""
-	for k := range f {
-		if len(k) > len(best) && strings.HasPrefix(msg, k) && (len(msg) == len(k) || msg[len(k)] == ' ' || msg[len(k)] == ':') {
-			best = k
+// rename names a protocol field (see protocol.ClientError.Field) as the
+// OpenAI parameter it came from: the parameter of the field, or of the
+// nearest field it is inside of, and the message (which starts with the
+// field) with that parameter instead. A field the map does not know
+// gives no parameter and the message unchanged.
+func (f fieldMap) rename(field, msg string) (param, renamed string) {
+	for k := field; k != ""; k = enclosing(k) {
+		if to, ok := f[k]; ok && strings.HasPrefix(msg, k) {
+			return to, to + msg[len(k):]
 		}
 	}
-	if best == "" {
-		return "", msg
+	return "", msg
+}
+
+// enclosing is the field a field path is inside of ("" at the top):
+// "messages[2].content" -> "messages[2]" -> "messages".
+func enclosing(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
 	}
-	return f[best], f[best] + msg[len(best):]
+	return path[:i]
 }
 
 // requestErr is a protocol validation error in OpenAI's names.
@@ -421,7 +429,7 @@ func (f fieldMap) requestErr(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	param, msg := f.rename(ce.Msg)
+	param, msg := f.rename(ce.Field, ce.Msg)
 	return &requestError{code: "invalid_request", param: param, msg: msg}
 }
 

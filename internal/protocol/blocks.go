@@ -458,10 +458,10 @@ func validateBlocks(in *Inbound) error {
 		answered := map[string]bool{}
 		path := "messages[" + strconv.Itoa(i) + "].content"
 		if len(m.Blocks) == 0 {
-			return invalid("%s must not be empty", path)
+			return invalidAt(path, " must not be empty")
 		}
 		if len(m.Blocks) > MaxBlocksPerMessage {
-			return invalid("%s has more than %d blocks", path, MaxBlocksPerMessage)
+			return invalidAt(path, " has more than %d blocks", MaxBlocksPerMessage)
 		}
 		for j := range m.Blocks {
 			b := &m.Blocks[j]
@@ -487,17 +487,17 @@ func validateBlocks(in *Inbound) error {
 		return err
 	}
 	if toolBlocks && len(in.Tools) == 0 {
-		return invalid("tools are required when messages contain tool_use or tool_result blocks")
+		return invalidAt("tools", " are required when messages contain tool_use or tool_result blocks")
 	}
 	if unanswered != nil {
 		return unanswered
 	}
 	if r := in.Reasoning; r != nil {
 		if r.BudgetTokens < MinReasoningBudget {
-			return invalid("reasoning.budget_tokens must be at least %d", MinReasoningBudget)
+			return invalidAt("reasoning.budget_tokens", " must be at least %d", MinReasoningBudget)
 		}
 		if in.MaxTokens > 0 && r.BudgetTokens >= in.MaxTokens {
-			return invalid("reasoning.budget_tokens must be less than max_tokens")
+			return invalidAt("reasoning.budget_tokens", " must be less than max_tokens")
 		}
 	}
 	return nil
@@ -509,7 +509,7 @@ func validateBlocks(in *Inbound) error {
 // quota is reserved, whichever door it came through.
 func answers(id string, calls []Block, answered map[string]bool, path string) error {
 	if answered[id] {
-		return invalid("%s.tool_use_id %q answers a tool_use already answered in this message", path, id)
+		return invalidAt(path+".tool_use_id", " %q answers a tool_use already answered in this message", id)
 	}
 	for _, c := range calls {
 		if c.Type == BlockToolUse && c.ID == id {
@@ -517,18 +517,18 @@ func answers(id string, calls []Block, answered map[string]bool, path string) er
 			return nil
 		}
 	}
-	return invalid("%s.tool_use_id %q matches no tool_use block of the assistant message before it", path, id)
+	return invalidAt(path+".tool_use_id", " %q matches no tool_use block of the assistant message before it", id)
 }
 
 func validateBlock(b *Block, path, role string, images, docs *int, inResult bool) error {
 	switch b.Type {
 	case BlockText:
 		if b.Text == "" {
-			return invalid("%s.text must not be empty", path)
+			return invalidAt(path+".text", " must not be empty")
 		}
 	case BlockImage:
 		if !imageFormats[b.Format] {
-			return invalid("%s.format must be one of png, jpeg, gif, webp", path)
+			return invalidAt(path+".format", " must be one of png, jpeg, gif, webp")
 		}
 		if err := decodeAttachment(b, path, "an image", MaxImageBytes); err != nil {
 			return err
@@ -536,10 +536,10 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		*images++
 	case BlockDocument:
 		if !documentFormats[b.Format] {
-			return invalid("%s.format must be one of pdf, csv, doc, docx, xls, xlsx, html, txt, md", path)
+			return invalidAt(path+".format", " must be one of pdf, csv, doc, docx, xls, xlsx, html, txt, md")
 		}
 		if len(b.Name) > maxDocumentNameBytes || !documentNamePattern.MatchString(b.Name) {
-			return invalid("%s.name must be 1-%d characters of letters, digits, single spaces, hyphens, parentheses and square brackets", path, maxDocumentNameBytes)
+			return invalidAt(path+".name", " must be 1-%d characters of letters, digits, single spaces, hyphens, parentheses and square brackets", maxDocumentNameBytes)
 		}
 		if err := decodeAttachment(b, path, "a document", MaxDocumentBytes); err != nil {
 			return err
@@ -547,38 +547,38 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		*docs++
 	case BlockToolUse:
 		if inResult || role != "assistant" {
-			return invalid("%s: tool_use blocks belong in assistant messages", path)
+			return invalidAt(path, ": tool_use blocks belong in assistant messages")
 		}
 		if !ValidToolUseID(b.ID) {
-			return invalid("%s.id must be 1-64 characters of [A-Za-z0-9_-]", path)
+			return invalidAt(path+".id", " must be 1-64 characters of [A-Za-z0-9_-]")
 		}
 		if !toolNamePattern.MatchString(b.Name) {
-			return invalid("%s.name must be 1-64 characters of [A-Za-z0-9_-]", path)
+			return invalidAt(path+".name", " must be 1-64 characters of [A-Za-z0-9_-]")
 		}
 		if !isJSONObject(b.Input) {
-			return invalid("%s.input must be a JSON object", path)
+			return invalidAt(path+".input", " must be a JSON object")
 		}
 	case BlockToolResult:
 		if inResult || role != "user" {
-			return invalid("%s: tool_result blocks belong in user messages", path)
+			return invalidAt(path, ": tool_result blocks belong in user messages")
 		}
 		if !ValidToolUseID(b.ToolUseID) {
-			return invalid("%s.tool_use_id must be 1-64 characters of [A-Za-z0-9_-]", path)
+			return invalidAt(path+".tool_use_id", " must be 1-64 characters of [A-Za-z0-9_-]")
 		}
 		if b.Status != "" && b.Status != "success" && b.Status != "error" {
-			return invalid("%s.status must be \"success\" or \"error\"", path)
+			return invalidAt(path+".status", " must be \"success\" or \"error\"")
 		}
 		if len(b.Content) == 0 {
-			return invalid("%s.content must not be empty", path)
+			return invalidAt(path+".content", " must not be empty")
 		}
 		if len(b.Content) > MaxBlocksPerMessage {
-			return invalid("%s.content has more than %d blocks", path, MaxBlocksPerMessage)
+			return invalidAt(path+".content", " has more than %d blocks", MaxBlocksPerMessage)
 		}
 		for k := range b.Content {
 			c := &b.Content[k]
 			cp := path + ".content[" + strconv.Itoa(k) + "]"
 			if c.Type != BlockText && c.Type != BlockImage && c.Type != BlockDocument {
-				return invalid("%s.type must be text, image or document", cp)
+				return invalidAt(cp+".type", " must be text, image or document")
 			}
 			if err := validateBlock(c, cp, role, images, docs, true); err != nil {
 				return err
@@ -586,15 +586,15 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		}
 	case BlockReasoning:
 		if inResult || role != "assistant" {
-			return invalid("%s: reasoning blocks belong in assistant messages", path)
+			return invalidAt(path, ": reasoning blocks belong in assistant messages")
 		}
 		if b.Text == "" {
-			return invalid("%s.text must not be empty", path)
+			return invalidAt(path+".text", " must not be empty")
 		}
 	case "":
-		return invalid("%s.type is required", path)
+		return invalidAt(path+".type", " is required")
 	default:
-		return invalid("%s.type %q is unknown (text, image, document, tool_use, tool_result, reasoning)", path, Clip(b.Type))
+		return invalidAt(path+".type", " %q is unknown (text, image, document, tool_use, tool_result, reasoning)", Clip(b.Type))
 	}
 	return nil
 }
@@ -606,18 +606,18 @@ func validateTools(in *Inbound) error {
 	for i, t := range in.Tools {
 		p := "tools[" + strconv.Itoa(i) + "]"
 		if !toolNamePattern.MatchString(t.Name) {
-			return invalid("%s.name must be 1-64 characters of [A-Za-z0-9_-]", p)
+			return invalidAt(p+".name", " must be 1-64 characters of [A-Za-z0-9_-]")
 		}
 		for _, u := range in.Tools[:i] {
 			if u.Name == t.Name {
-				return invalid("%s.name %q is not unique", p, t.Name)
+				return invalidAt(p+".name", " %q is not unique", t.Name)
 			}
 		}
 		if len(t.Description) > MaxToolDescription {
-			return invalid("%s.description is longer than %d bytes", p, MaxToolDescription)
+			return invalidAt(p+".description", " is longer than %d bytes", MaxToolDescription)
 		}
 		if !isJSONObject(t.InputSchema) {
-			return invalid("%s.input_schema must be a JSON object (a JSON Schema)", p)
+			return invalidAt(p+".input_schema", " must be a JSON object (a JSON Schema)")
 		}
 	}
 	c := in.ToolChoice
@@ -625,7 +625,7 @@ func validateTools(in *Inbound) error {
 		return nil
 	}
 	if len(in.Tools) == 0 {
-		return invalid("tool_choice needs tools")
+		return invalidAt("tool_choice", " needs tools")
 	}
 	switch c.Mode {
 	case ToolChoiceAuto, ToolChoiceAny:
@@ -635,9 +635,9 @@ func validateTools(in *Inbound) error {
 				return nil
 			}
 		}
-		return invalid("tool_choice.name must name one of the tools")
+		return invalidAt("tool_choice.name", " must name one of the tools")
 	default:
-		return invalid("tool_choice must be \"auto\", \"any\" or {\"name\": \"<tool>\"}")
+		return invalidAt("tool_choice", " must be \"auto\", \"any\" or {\"name\": \"<tool>\"}")
 	}
 	return nil
 }
@@ -664,9 +664,9 @@ func decodeAttachment(b *Block, path, what string, limit int) error {
 	}
 	switch {
 	case b.dataSize < 0:
-		return invalid("%s.data is not valid base64", path)
+		return invalidAt(path+".data", " is not valid base64")
 	case b.dataSize > limit:
-		return invalid("%s.data is %d bytes, over the %d bytes %s may have", path, b.dataSize, limit, what)
+		return invalidAt(path+".data", " is %d bytes, over the %d bytes %s may have", b.dataSize, limit, what)
 	}
 	b.Digest = sha256.Sum256(b.Bytes)
 	return nil

@@ -106,6 +106,10 @@ type Error struct {
 	Text         *string `json:"text,omitempty"`
 	Scope        string  `json:"scope,omitempty"`
 	Window       string  `json:"window,omitempty"`
+	// Field is the request field an invalid_request names (see
+	// ClientError), for the doors that name it in their own terms; the
+	// WebSocket's message names it.
+	Field string `json:"-"`
 }
 
 // Draining tells the client this server is shutting down.

@@ -122,10 +122,13 @@ var ErrInvalid = errors.New("invalid request")
 // ClientError carries the text a client may see apart from the cause
 // (tailscale's HTTPError{Code, Msg, Err} shape; the code comes from the
 // gateway's one error table): Msg is safe to send, Err is matched with
-// errors.Is and logged.
+// errors.Is and logged. Field is the request field it names, as a path
+// ("messages[2].content[1].data"; "" when it names none): Msg then starts
+// with it, and a door names the field in its own terms.
 type ClientError struct {
-	Err error
-	Msg string
+	Err   error
+	Msg   string
+	Field string
 }
 
 func (e *ClientError) Error() string { return e.Err.Error() + ": " + e.Msg }
@@ -140,6 +143,16 @@ func Errorf(cause error, format string, args ...any) error {
 
 func invalid(format string, args ...any) error {
 	return Errorf(ErrInvalid, format, args...)
+}
+
+// FieldErrorf returns a *ClientError for cause naming field: its message
+// is the field followed by the formatted rest (" must ...", ": ...").
+func FieldErrorf(cause error, field, format string, args ...any) error {
+	return &ClientError{Err: cause, Field: field, Msg: field + fmt.Sprintf(format, args...)}
+}
+
+func invalidAt(field, format string, args ...any) error {
+	return FieldErrorf(ErrInvalid, field, format, args...)
 }
 
 // Decode parses and validates one inbound text frame. The returned error wraps
@@ -200,7 +213,7 @@ func decode(data []byte) (Inbound, error) {
 			return in, err
 		}
 		if in.AfterSeq < 0 {
-			return in, invalid("after_seq must be >= 0")
+			return in, invalidAt("after_seq", " must be >= 0")
 		}
 	case TypeCancel:
 		return in, validateRequestID(in.RequestID)
@@ -248,10 +261,10 @@ func PeekRequestID(prefix []byte) string {
 
 func validateRequestID(id string) error {
 	if id == "" {
-		return invalid("request_id is required")
+		return invalidAt("request_id", " is required")
 	}
 	if !ValidID(id) {
-		return invalid("request_id must be 8-64 characters of [A-Za-z0-9_-]")
+		return invalidAt("request_id", " must be 8-64 characters of [A-Za-z0-9_-]")
 	}
 	return nil
 }
@@ -265,17 +278,17 @@ func validateRequest(in *Inbound) error {
 		return err
 	}
 	if len(in.Messages) == 0 {
-		return invalid("messages must not be empty")
+		return invalidAt("messages", " must not be empty")
 	}
 	if len(in.Messages) > maxMessagesPerTurn {
 		return invalid("at most %d messages", maxMessagesPerTurn)
 	}
 	for i, m := range in.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
-			return invalid("messages[%d].role must be \"user\" or \"assistant\"", i)
+			return invalidAt(fmt.Sprintf("messages[%d].role", i), " must be \"user\" or \"assistant\"")
 		}
 		if m.Content == "" && m.Blocks == nil {
-			return invalid("messages[%d].content must not be empty", i)
+			return invalidAt(fmt.Sprintf("messages[%d].content", i), " must not be empty")
 		}
 	}
 	if in.Messages[len(in.Messages)-1].Role != "user" {
@@ -284,13 +297,13 @@ func validateRequest(in *Inbound) error {
 	if in.MaxTokens < 0 {
 		// 0 and absent are the same on the wire (clients omit zero values):
 		// both mean the app's default.
-		return invalid("max_tokens must be >= 0 (0 or absent: the app's default)")
+		return invalidAt("max_tokens", " must be >= 0 (0 or absent: the app's default)")
 	}
 	if t := in.Temperature; t != nil && (*t < 0 || *t > 1) {
-		return invalid("temperature must be between 0 and 1")
+		return invalidAt("temperature", " must be between 0 and 1")
 	}
 	if in.AfterSeq < 0 {
-		return invalid("after_seq must be >= 0")
+		return invalidAt("after_seq", " must be >= 0")
 	}
 	return validateBlocks(in)
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -96,8 +97,15 @@ func TestQueueBoundCountsFramesOfGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	enc := frames{}.NewEncoder(stream.NewLog("u", "req_12345678", "h", time.Time{}))
-	group := item{frames: [][]byte{enc.Chunk(3, "a"), enc.Chunk(4, "b"), enc.Chunk(5, "c")}}
+	l := stream.NewLog("u", "req_12345678", "h", time.Time{})
+	for _, p := range []string{"x", "y", "a", "b", "c"} {
+		l.Append(p)
+	}
+	var group item
+	for b := range l.Follow(context.Background(), frames{}, 2) {
+		group = item{chunks: b.Chunks}
+		break
+	}
 	if group.count() != 3 {
 		t.Fatalf("group of %d frames", group.count())
 	}
@@ -111,7 +119,7 @@ func TestQueueBoundCountsFramesOfGroups(t *testing.T) {
 	if err := q.push(group, time.Second, nil, false); err != nil {
 		t.Fatalf("a group into the emptied queue: %v", err)
 	}
-	if want := `{"type":"chunk","request_id":"req_12345678","seq":4,"text":"b"}`; string(group.frames[1]) != want {
-		t.Fatalf("second frame of the group %s, want %s", group.frames[1], want)
+	if want := `{"type":"chunk","request_id":"req_12345678","seq":4,"text":"b"}`; string(group.chunks.At(1)) != want {
+		t.Fatalf("second frame of the group %s, want %s", group.chunks.At(1), want)
 	}
 }

@@ -310,11 +310,6 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 	}
 }
 
-// chunkFrameOverhead bounds a chunk frame's bytes beyond its request id and
-// text (keys, punctuation, a 20-digit seq), so each frame is one allocation.
-// Escaped text can still grow it; append then reallocates once.
-const chunkFrameOverhead = 64
-
 // maxGroupFrames bounds the chunks a follower queues as one item: the
 // chunks it found waiting in the log, which the writer then sends in one
 // batch (one write(2)). A replay of a long answer goes in items of this
@@ -332,8 +327,8 @@ type frameEncoder struct{ requestID string }
 
 func (frameEncoder) Accepted(a *stream.Accepted) []byte { return a.Frame }
 
-func (e frameEncoder) Chunk(seq int, piece string) []byte {
-	return protocol.AppendChunk(make([]byte, 0, chunkFrameOverhead+len(e.requestID)+len(piece)), e.requestID, seq, piece)
+func (e frameEncoder) AppendChunk(dst []byte, seq int, piece string) []byte {
+	return protocol.AppendChunk(dst, e.requestID, seq, piece)
 }
 
 func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return t.Frame }
@@ -383,10 +378,10 @@ func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withA
 		if withAccepted && b.Accepted != nil && !s.deliverItem(ctx, item{frame: b.AcceptedBytes}) {
 			return
 		}
-		for first := 0; first < len(b.Chunks); first += maxGroupFrames {
-			it := item{frames: b.Chunks[first:min(len(b.Chunks), first+maxGroupFrames)]}
-			if len(it.frames) == 1 {
-				it = item{frame: it.frames[0]}
+		for first, n := 0, len(b.Pieces); first < n; first += maxGroupFrames {
+			it := item{frame: b.Chunks.At(first)}
+			if end := min(n, first+maxGroupFrames); end > first+1 {
+				it = item{chunks: b.Chunks.Slice(first, end)}
 			}
 			if !s.deliverItem(ctx, it) {
 				return
@@ -459,7 +454,7 @@ func (s *Session) writeLoop(q *sendQueue) {
 
 // writeBatch writes one take's items; false when the writer must stop.
 func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
-	batching := s.out != nil && (len(batch) > 1 || batch[0].frames != nil)
+	batching := s.out != nil && (len(batch) > 1 || batch[0].chunks.Len() > 0)
 	if batching {
 		s.out.begin()
 	}
@@ -476,11 +471,11 @@ func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
 			}
 			break
 		}
-		if it.frames == nil {
+		if it.chunks.Len() == 0 {
 			err = s.writeFrame(it.frame)
 		}
-		for _, f := range it.frames {
-			if err = s.writeFrame(f); err != nil {
+		for i := range it.chunks.Len() {
+			if err = s.writeFrame(it.chunks.At(i)); err != nil {
 				break
 			}
 		}
@@ -578,7 +573,7 @@ func (s *Session) expired() {
 func (s *Session) refresh(token string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	p, err := s.hub.verifier.Verify(ctx, token)
+	p, err := s.hub.signIn.Verifier.Verify(ctx, token)
 	s.mu.Lock()
 	cur := s.principal
 	s.mu.Unlock()

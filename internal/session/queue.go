@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // errQueueFull means the client did not drain its queue in time: a slow consumer.
@@ -18,14 +19,14 @@ var errQueueClosed = errors.New("session closed")
 // chunks, written in one batch), or a close instruction when close is set.
 type item struct {
 	frame  []byte
-	frames [][]byte // when set, frame is unused
+	chunks stream.Chunks // when it has any, frame is unused
 	close  *protocol.Disconnect
 }
 
 // count is the item's frames, for the queue's frame bound.
 func (it item) count() int {
-	if it.frames != nil {
-		return len(it.frames)
+	if n := it.chunks.Len(); n > 0 {
+		return n
 	}
 	return 1
 }
@@ -33,9 +34,7 @@ func (it item) count() int {
 // size is the item's bytes, for the queue's byte bound.
 func (it item) size() int {
 	n := len(it.frame)
-	for _, f := range it.frames {
-		n += len(f)
-	}
+	n += it.chunks.Bytes()
 	return n
 }
 

@@ -7,10 +7,7 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -25,17 +22,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
-
-// Verifier checks a bearer token.
-type Verifier interface {
-	Verify(ctx context.Context, token string) (auth.Principal, error)
-}
 
 // Gateway runs the requests a session receives.
 type Gateway interface {
@@ -146,7 +139,7 @@ func (o *Options) defaults() {
 // Hub is the WebSocket endpoint (an http.Handler for GET /v1/ws) and the
 // registry of this server's sessions.
 type Hub struct {
-	verifier Verifier
+	signIn   *door.SignIn
 	gw       Gateway
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
@@ -164,9 +157,9 @@ type Hub struct {
 }
 
 // NewHub returns the endpoint. metrics may be nil.
-func NewHub(v Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
+func NewHub(v door.Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
 	o.defaults()
-	h := &Hub{verifier: v, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
+	h := &Hub{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorWS, Metrics: metrics}, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
 		sessions: map[*Session]struct{}{}, perUser: map[string]*userShare{}, idle: make(chan struct{}),
 		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
 			budget:  &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight},
@@ -211,9 +204,6 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refusals.Info("upgrade_refused", fields...)
 		h.metrics.ConnectionRejected(herr.code)
-		if herr.code == protocol.CodeUnauthorized || herr.cause != nil {
-			h.metrics.UnauthenticatedRefusal(gateway.DoorWS)
-		}
 		writeHTTPError(w, *herr)
 		return
 	}
@@ -263,56 +253,31 @@ func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
 		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
 			"unsupported subprotocol: offer " + protocol.Subprotocol + " (the only protocol this server speaks)", nil}
 	}
-	q := r.URL.Query()
-	for _, k := range []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer"} {
-		if q.Has(k) {
-			return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized,
-				"tokens in the query string are refused: use the Authorization header or the bearer.<JWT> subprotocol", nil}
-		}
-	}
-	sessionID := q.Get("session_id")
+	sessionID := r.URL.Query().Get("session_id")
 	if sessionID != "" && !protocol.ValidID(sessionID) {
 		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
 			"session_id must be 8-64 characters of [A-Za-z0-9_-]", nil}
 	}
 	if sessionID == "" {
-		sessionID = newID()
+		sessionID = door.NewID()
 	}
-	token, err := bearer(r)
-	if err != nil {
-		return auth.Principal{}, "", &httpError{http.StatusUnauthorized, protocol.CodeUnauthorized, err.Error(), nil}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	p, err := h.verifier.Verify(ctx, token)
-	if err != nil {
-		pe := gateway.ProtocolError(err)
-		if pe.Code != protocol.CodeForbidden {
-			pe.Code, pe.Status, pe.Message = protocol.CodeUnauthorized, http.StatusUnauthorized, "invalid or expired token"
-		} else {
-			pe.Message = "user has no tenant or app here"
-		}
-		return auth.Principal{}, "", &httpError{pe.Status, pe.Code, pe.Message, err}
+	p, ref := h.signIn.Caller(r, subprotocolToken)
+	if ref != nil {
+		return auth.Principal{}, "", &httpError{ref.Status, ref.Code, ref.Message, ref.Cause}
 	}
 	return p, sessionID, nil
 }
 
-// bearer finds the token: the Authorization header, else a bearer.<JWT> subprotocol.
-func bearer(r *http.Request) (string, error) {
-	if hv := r.Header.Get("Authorization"); hv != "" {
-		scheme, tok, ok := strings.Cut(hv, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return "", errors.New("Authorization header must be \"Bearer <JWT>\"")
-		}
-		return strings.TrimSpace(tok), nil
-	}
+// subprotocolToken is the WebSocket's second place for the token, for
+// browsers, which cannot set headers on an upgrade: a bearer.<JWT> subprotocol.
+var subprotocolToken = door.Source{Describe: "the bearer.<JWT> subprotocol", Find: func(r *http.Request) string {
 	for _, p := range websocket.Subprotocols(r) {
 		if strings.HasPrefix(p, protocol.BearerPrefix) {
-			return strings.TrimPrefix(p, protocol.BearerPrefix), nil
+			return strings.TrimPrefix(p, protocol.BearerPrefix)
 		}
 	}
-	return "", errors.New("missing credentials: send Authorization: Bearer <JWT> or offer the bearer.<JWT> subprotocol")
-}
+	return ""
+}}
 
 // OriginAllowed is the browser Origin policy (JETWAY_ALLOWED_ORIGINS), for
 // the other doors on the public listener.
@@ -528,10 +493,4 @@ func (h *Hub) Close(ctx context.Context) error {
 		}
 		return fmt.Errorf("close sessions: %w", ctx.Err())
 	}
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

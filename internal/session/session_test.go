@@ -266,9 +266,10 @@ func TestSlowConsumerClosed(t *testing.T) {
 }
 
 // A client that answers no ping is closed 1008 after two heartbeats; one
-// that does stays open.
+// that does stays open. The heartbeat is short, but not so short that a
+// busy machine delays a pong past 2.5 of them (50 ms did).
 func TestHeartbeat(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{Heartbeat: 50 * time.Millisecond})
+	_, url := serve(t, fakeGateway{}, nil, Options{Heartbeat: 300 * time.Millisecond})
 
 	answers := dial(t, url)
 	pings := make(chan struct{}, 100)

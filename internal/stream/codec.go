@@ -22,16 +22,24 @@ type Codec interface {
 }
 
 // Encoder encodes one log's events for one door. The log calls it under
-// a lock of the encoder's own, at most once per event, chunks in seq order from 1, so an
-// encoder may keep state from one event to the next (a block's index, a
-// tool call's number). Its output must depend on the log's events only,
-// never on a follower. A nil result is an event the door does not send.
+// a lock of the encoder's own, at most once per event, chunks in seq
+// order from 1, so an encoder may keep state from one event to the next
+// (a block's index, a tool call's number). Its output must depend on the
+// log's events only, never on a follower. A nil (or, for a chunk, empty)
+// result is an event the door does not send.
 type Encoder interface {
 	Accepted(a *Accepted) []byte
-	Chunk(seq int, piece string) []byte
+	// AppendChunk appends the chunk's encoding to dst: the chunks a
+	// follower finds waiting are encoded into one buffer.
+	AppendChunk(dst []byte, seq int, piece string) []byte
 	// Terminal encodes the outcome; chunks is the log's chunk count.
 	Terminal(t *Terminal, chunks int) []byte
 }
+
+// chunkRoom is the room a run of chunks' buffer gives each chunk beyond
+// its piece and request id: a WebSocket chunk frame's keys and seq fit
+// (escaped text and other doors' longer encodings grow the buffer).
+const chunkRoom = 56
 
 // prepared is a log's events in one codec's bytes.
 type prepared struct {
@@ -41,15 +49,70 @@ type prepared struct {
 
 	accepted    []byte
 	hasAccepted bool
-	chunks      [][]byte // chunks[i] is seq i+1's
+	chunks      encoded
 	terminal    []byte
 	hasTerminal bool
+	bytes       int64 // of the encodings (their buffers' capacity)
+	silent      bool  // the codec sends no chunks
 }
 
-func (p *prepared) size() int64 {
-	n := int64(len(p.accepted) + len(p.terminal) + 24*cap(p.chunks))
-	for _, c := range p.chunks {
-		n += int64(len(c))
+// encoded is a log's chunks in a codec's bytes: runs of chunks encoded
+// into one buffer each, and each chunk's end in its run (4 bytes a chunk,
+// where a slice header would be 24). Runs and ends are only appended, and
+// a run's buffer is stored at its full length and never replaced, so a
+// copy of the headers is a stable view while later chunks are written.
+type encoded struct {
+	runs []run
+	ends []uint32 // ends[i] is the end of chunk i (seq i+1) in its run
+}
+
+type run struct {
+	buf   []byte
+	first int // the index of its first chunk
+}
+
+func (e *encoded) len() int { return len(e.ends) }
+
+// view is the chunks from index i to j.
+func (e *encoded) view(i, j int) Chunks {
+	return Chunks{runs: e.runs[:len(e.runs):len(e.runs)], ends: e.ends[:j:j], from: i}
+}
+
+// Chunks are encoded chunks (a Batch's), in seq order.
+type Chunks struct {
+	runs []run
+	ends []uint32
+	from int
+}
+
+// Len is the number of chunks.
+func (c Chunks) Len() int { return len(c.ends) - c.from }
+
+// At is the i-th chunk's encoding (empty when the door sends none). It
+// must not be modified.
+func (c Chunks) At(i int) []byte {
+	i += c.from
+	r := len(c.runs) - 1
+	for c.runs[r].first > i {
+		r--
+	}
+	start := uint32(0)
+	if i > c.runs[r].first {
+		start = c.ends[i-1]
+	}
+	return c.runs[r].buf[start:c.ends[i]:c.ends[i]]
+}
+
+// Slice is the chunks i to j-1.
+func (c Chunks) Slice(i, j int) Chunks {
+	return Chunks{runs: c.runs, ends: c.ends[: c.from+j : c.from+j], from: c.from + i}
+}
+
+// Bytes is the size of the chunks' encodings.
+func (c Chunks) Bytes() int {
+	n := 0
+	for i := range c.Len() {
+		n += len(c.At(i))
 	}
 	return n
 }
@@ -75,11 +138,11 @@ type Batch struct {
 	// (AcceptedBytes is its encoding, nil when the door sends none).
 	Accepted      *Accepted
 	AcceptedBytes []byte
-	// First is the seq of Chunks[0] and Pieces[0]: Chunks are the encoded
-	// chunks, Pieces the same chunks as the core emitted them.
+	// First is the seq of Pieces[0] and Chunks.At(0): Pieces are the
+	// chunks as the core emitted them, Chunks their encodings.
 	First  int
-	Chunks [][]byte
 	Pieces []string
+	Chunks Chunks
 	// Terminal ends the last batch (TerminalBytes is its encoding).
 	Terminal      *Terminal
 	TerminalBytes []byte
@@ -141,32 +204,77 @@ func (p *prepared) fill(l *Log, b *Batch) int64 {
 	if b.Accepted != nil {
 		if !p.hasAccepted {
 			p.accepted, p.hasAccepted = p.enc.Accepted(b.Accepted), true
+			p.bytes += int64(len(p.accepted))
 		}
 		b.AcceptedBytes = p.accepted
 	}
 	if last := b.Last(); len(b.Pieces) > 0 {
-		if len(p.chunks) < last {
+		if p.chunks.len() < last {
 			// The chunks before the batch are encoded too, in order: the
 			// encoder's state runs from seq 1.
 			var earlier []string
-			if len(p.chunks) < b.First-1 {
-				earlier = l.Pieces()[len(p.chunks) : b.First-1]
+			if p.chunks.len() < b.First-1 {
+				earlier = l.Pieces()[p.chunks.len() : b.First-1]
 			}
-			for _, piece := range earlier {
-				p.chunks = append(p.chunks, p.enc.Chunk(len(p.chunks)+1, piece))
-			}
-			for _, piece := range b.Pieces[len(p.chunks)-(b.First-1):] {
-				p.chunks = append(p.chunks, p.enc.Chunk(len(p.chunks)+1, piece))
-			}
+			p.appendChunks(earlier, len(l.RequestID))
+			p.appendChunks(b.Pieces[p.chunks.len()-(b.First-1):], len(l.RequestID))
 		}
-		b.Chunks = p.chunks[b.First-1 : last : last]
+		b.Chunks = p.chunks.view(b.First-1, last)
 	}
 	if b.Terminal != nil {
 		if !p.hasTerminal {
 			// A finished log's chunks are final: every follower sees this count.
 			p.terminal, p.hasTerminal = p.enc.Terminal(b.Terminal, len(l.Pieces())), true
+			p.bytes += int64(len(p.terminal))
 		}
 		b.TerminalBytes = p.terminal
 	}
 	return p.size() - before
+}
+
+func (p *prepared) size() int64 {
+	return p.bytes + int64(4*cap(p.chunks.ends)+32*cap(p.chunks.runs))
+}
+
+// appendChunks encodes pieces, the chunks after p's last, into one
+// buffer. A codec whose first chunk encodes to nothing sends no chunks
+// (a whole answer's): it is asked for no more.
+func (p *prepared) appendChunks(pieces []string, idLen int) {
+	if len(pieces) == 0 {
+		return
+	}
+	c := &p.chunks
+	if c.len() == 0 {
+		first := p.enc.AppendChunk(nil, 1, pieces[0])
+		p.silent = len(first) == 0
+		c.runs = append(c.runs, run{buf: first[:cap(first)]})
+		c.ends = append(c.ends, uint32(len(first)))
+		p.bytes += int64(cap(first))
+		pieces = pieces[1:]
+	}
+	if p.silent {
+		for range pieces {
+			c.ends = append(c.ends, 0)
+		}
+		return
+	}
+	size := 0
+	for _, piece := range pieces {
+		size += len(piece) + idLen + chunkRoom
+	}
+	c.runs = append(c.runs, run{buf: make([]byte, size), first: c.len()})
+	p.bytes += int64(size)
+	tail, base := c.runs[len(c.runs)-1].buf[:0], 0
+	for _, piece := range pieces {
+		start, room := len(tail), cap(tail)
+		tail = p.enc.AppendChunk(tail, c.len()+1, piece)
+		if cap(tail) != room {
+			// Outgrown: the earlier chunks keep the old buffer; this one
+			// starts a run in the new one.
+			c.runs = append(c.runs, run{buf: tail[start:cap(tail)], first: c.len()})
+			p.bytes += int64(cap(tail))
+			base = start
+		}
+		c.ends = append(c.ends, uint32(len(tail)-base))
+	}
 }
