@@ -522,7 +522,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 		t.Fatalf("usage records %+v, want only B's", recs)
 	}
 	if recs[0].Outcome != protocol.CodeInterrupted || recs[0].Model != "cheap" || recs[0].CostUSD == 0 ||
-		recs[0].User != "user-1" || recs[0].Tenant != "t" || recs[0].App != "chat" {
+		recs[0].User != "user-1" || recs[0].Tenant != "t" || recs[0].App != "chat" || recs[0].Door != gateway.DoorWS {
 		t.Errorf("usage record %+v", recs[0])
 	}
 }
