@@ -78,9 +78,9 @@ type block struct {
 }
 
 type source struct {
-	Type      string          `json:"type"`
-	MediaType string          `json:"media_type"`
-	Data      json.RawMessage `json:"data"`
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 type tool struct {
@@ -145,8 +145,10 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	}
 	sort.Strings(keys) // the same body names the same parameter first
 	for _, k := range keys {
-		v := compact(raw[k])
-		if served[k] || v == "null" || contains(neutral[k], v) {
+		if served[k] {
+			continue // checked below: a served value may be megabytes (messages)
+		}
+		if v := compact(raw[k]); v == "null" || contains(neutral[k], v) {
 			continue
 		}
 		reason, known := why[k]
@@ -269,10 +271,10 @@ func system(raw json.RawMessage, paths ...string) ([]string, *apiError) {
 	if len(paths) > 0 {
 		path = paths[0]
 	}
-	switch v := compact(raw); {
-	case v == "" || v == "null":
+	switch v := first(raw); {
+	case v == 0 || v == 'n':
 		return nil, nil
-	case v[0] == '"':
+	case v == '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
 		return []string{s}, nil
@@ -395,11 +397,10 @@ type sourced struct {
 
 // content reads a message's content: a string (text) or blocks.
 func (t *translation) content(m message, path string) ([]sourced, string, *apiError) {
-	v := compact(m.Content)
-	switch {
-	case v == "" || v == "null":
+	switch first(m.Content) {
+	case 0, 'n':
 		return nil, "", ref(invalid("%s.content: field required", path))
-	case v[0] == '"':
+	case '"':
 		var s string
 		_ = json.Unmarshal(m.Content, &s)
 		return nil, s, nil
@@ -438,7 +439,7 @@ func (t *translation) block(b block, path, role string, inResult bool) (protocol
 	case "tool_use":
 		t.toolBlocks = true
 		input := b.Input
-		if v := compact(input); v == "" || v == "null" {
+		if v := first(input); v == 0 || v == 'n' {
 			input = json.RawMessage(`{}`)
 		}
 		return protocol.Block{Type: protocol.BlockToolUse, ID: b.ID, Name: b.Name, Input: input}, nil
@@ -451,11 +452,11 @@ func (t *translation) block(b block, path, role string, inResult bool) (protocol
 		if b.IsError != nil && *b.IsError {
 			out.Status = "error"
 		}
-		v := compact(b.Content)
+		v := first(b.Content)
 		switch {
-		case v == "" || v == "null" || v == `""` || v == "[]":
+		case v == 0 || v == 'n' || bytes.Equal(bytes.TrimSpace(b.Content), []byte(`""`)) || compact(b.Content) == "[]":
 			return out, ref(invalid("%s.content: a tool result must have content (Bedrock's rule): send the tool's output, or a line saying it had none", path))
-		case v[0] == '"':
+		case v == '"':
 			var s string
 			_ = json.Unmarshal(b.Content, &s)
 			out.Content = []protocol.Block{{Type: protocol.BlockText, Text: s}}
@@ -520,11 +521,10 @@ func (t *translation) document(b block, path string) (protocol.Block, *apiError)
 	t.documents++
 	out := protocol.Block{Type: protocol.BlockDocument, Name: documentName(b.Title, t.documents)}
 	if b.Source != nil && b.Source.Type == "text" {
-		var text string
-		if json.Unmarshal(b.Source.Data, &text) != nil || text == "" {
+		if b.Source.Data == "" {
 			return out, ref(invalid("%s.source.data: must be the document's text", path))
 		}
-		out.Format, out.Data = "txt", base64.StdEncoding.EncodeToString([]byte(text))
+		out.Format, out.Data = "txt", base64.StdEncoding.EncodeToString([]byte(b.Source.Data))
 		return out, nil
 	}
 	data, err := base64Source(b.Source, path)
@@ -558,11 +558,10 @@ func base64Source(s *source, path string) (string, *apiError) {
 	default:
 		return "", ref(invalid(`%s.source.type: must be "base64"`, path))
 	}
-	var data string
-	if json.Unmarshal(s.Data, &data) != nil || data == "" {
+	if s.Data == "" {
 		return "", ref(invalid("%s.source.data: must be a base64 string", path))
 	}
-	return data, nil
+	return s.Data, nil
 }
 
 // documentName is a document's name for Bedrock: the title with every
@@ -695,6 +694,16 @@ func (n names) rename(e apiError) apiError {
 		e.msg, e.field = to+e.msg[len(e.field):], to
 	}
 	return e
+}
+
+// first is the first byte of a JSON value (0 when there is none): the
+// kind of a value that may be megabytes, without reading it all.
+func first(raw json.RawMessage) byte {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return 0
+	}
+	return raw[0]
 }
 
 func compact(raw json.RawMessage) string {
