@@ -228,6 +228,9 @@ func TestAnthropicGoCountTokensModelsAndErrors(t *testing.T) {
 	if strings.Join(ids, ",") != "mock-a,mock-b,mock-stall,mock-fail-after-5,mock-throttle,mock-unavailable" || page.HasMore {
 		t.Errorf("models %v", ids)
 	}
+	if m, err := c.Models.Get(ctx, "mock-b", anthropic.ModelGetParams{}); err != nil || m.ID != "mock-b" {
+		t.Errorf("model mock-b: %+v, %v", m, err)
+	}
 
 	apiError := func(err error, status int, typ string) {
 		t.Helper()
