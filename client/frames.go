@@ -32,7 +32,10 @@ type (
 	// Block is a content block: of a message (Message.Blocks: text, image,
 	// document, tool_use, tool_result, reasoning) or of an answer
 	// (Done.Blocks; Done.ToolCalls and Done.ReasoningText read them).
+	// An image's or a document's Data is its bytes: DataOf(bytes).
 	Block = protocol.Block
+	// Data is an image's or a document's content (base64 on the wire).
+	Data = protocol.Data
 	// Tool is a function the model may call.
 	Tool = protocol.Tool
 	// ToolChoice is auto, any, or one named tool.
@@ -40,6 +43,9 @@ type (
 	// Reasoning asks a reasoning model to think within a token budget.
 	Reasoning = protocol.Reasoning
 )
+
+// DataOf returns the Data of an image's or a document's bytes.
+func DataOf(b []byte) Data { return protocol.DataOf(b) }
 
 // Subprotocol is the protocol version this client speaks.
 const Subprotocol = protocol.Subprotocol

@@ -94,7 +94,7 @@ func TestPageBlocks(t *testing.T) {
 	}
 
 	// The conversation as the page will hold it, asked with the Go client.
-	image := client.Block{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString(picture)}
+	image := client.Block{Type: protocol.BlockImage, Format: "png", Data: protocol.DataOf(picture)}
 	msgs := []client.Message{{Role: "user", Blocks: []client.Block{image, {Type: protocol.BlockText, Text: "What is in this picture?"}}}}
 	var reasoning *client.Reasoning
 	ref := func(model string, tools []client.Tool) *client.Done {
@@ -143,7 +143,7 @@ func TestPageBlocks(t *testing.T) {
 	// An image through the file input: previewed, then sent with the question.
 	p.do(chromedp.SetUploadFiles(chromedp.CSS("#attach"), []string{pngPath}))
 	p.do(chromedp.WaitVisible(chromedp.CSS("#attachment")))
-	dataURL := "data:image/png;base64," + image.Data
+	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(picture)
 	if src := eval[string](p, `document.getElementById('attachment-thumb').src`); src != dataURL {
 		t.Errorf("preview %q, want %q", src, dataURL)
 	}

@@ -33,14 +33,14 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 	nofb := dialApp("blocks-nofb", "contoso-nofallback")
 
 	image := func(n int) client.Block {
-		return client.Block{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString(make([]byte, n))}
+		return client.Block{Type: protocol.BlockImage, Format: "png", Data: client.DataOf(make([]byte, n))}
 	}
 	withBlocks := func(bs ...client.Block) client.Request {
 		return client.Request{Messages: []client.Message{{Role: "user", Blocks: bs}}}
 	}
 	const question = "what is in the picture?"
 	req := withBlocks(client.Block{Type: protocol.BlockText, Text: question}, image(2500),
-		client.Block{Type: protocol.BlockDocument, Format: "txt", Name: "notes", Data: base64.StdEncoding.EncodeToString([]byte("some notes"))})
+		client.Block{Type: protocol.BlockDocument, Format: "txt", Name: "notes", Data: client.DataOf([]byte("some notes"))})
 	call, err := kb.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +71,8 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 		want string
 	}{
 		{"model without images", nofb, withBlocks(image(10)), `messages[].content: image blocks: model mock-a is not configured with the "images" capability`},
-		{"unknown block type", kb, withBlocks(client.Block{Type: "video", Data: "AAAA"}), `messages[0].content[0].type "video" is unknown`},
-		{"bad base64", kb, withBlocks(client.Block{Type: protocol.BlockImage, Format: "png", Data: "not base64"}), "messages[0].content[0].data is not valid base64"},
+		{"unknown block type", kb, withBlocks(client.Block{Type: "video", Data: protocol.ParseData("AAAA")}), `messages[0].content[0].type "video" is unknown`},
+		{"bad base64", kb, withBlocks(client.Block{Type: protocol.BlockImage, Format: "png", Data: protocol.ParseData("not base64")}), "messages[0].content[0].data is not valid base64"},
 		{"oversized image", kb, withBlocks(image(protocol.MaxImageBytes + 1)), "over the 3932160 bytes an image may have"},
 		{"tools without the capability", kb, tools, `tools: model mock-cheap is not configured with the "tools" capability`},
 	}

@@ -81,7 +81,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 
-	verifier, dev, err := buildVerifier(bg, s, cfg, logger)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+
+	verifier, dev, err := buildVerifier(bg, s, cfg, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -93,9 +97,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := telemetry.NewMetrics(reg)
 	modelIDs := make([]string, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
 		modelIDs = append(modelIDs, m.ID)
@@ -128,12 +129,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return fmt.Errorf("mock bedrock listen: %w", err)
 		}
-		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken}),
+		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken,
+			PerInputToken: s.MockPerInputToken}),
 			ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(gctx, mock, ln, time.Second) })
 		endpoint := "http://" + ln.Addr().String()
 		logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", s.MockTTFT),
-			zap.Duration("per_token", s.MockPerToken))
+			zap.Duration("per_token", s.MockPerToken), zap.Duration("per_input_token", s.MockPerInputToken))
 		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
 			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
@@ -203,7 +205,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if fleetStore != nil {
 		liveness = members
 	}
-	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger}),
+	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs, Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
+		EstimateTokens: quota.EstimateTextTokens}),
 		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Logger: logger}, gateway.Options{
 		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
 		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
@@ -447,9 +450,13 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 }
 
 // buildVerifier returns the Cognito verifier, or in dev mode the dev issuer's.
-func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
+func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, metrics *telemetry.Metrics, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
 	ac := auth.Config{Issuer: s.AuthIssuer, JWKSURL: s.AuthJWKSURL, TenantClaim: cfg.Auth.TenantClaim,
-		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway}
+		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway,
+		CacheEntries: s.AuthCacheEntries, CacheLookup: metrics.AuthCacheLookup}
+	if s.AuthCacheEntries == 0 {
+		ac.CacheEntries = -1 // the setting's 0 is off; the Config's zero is the default
+	}
 	var dev *auth.DevIssuer
 	if s.devMode() {
 		var err error

@@ -33,6 +33,7 @@ type settings struct {
 
 	AuthIssuer, AuthJWKSURL string
 	AuthLeeway              time.Duration
+	AuthCacheEntries        int
 	DevKeyFile              string
 	DevAllowRemote          bool
 	AllowedOrigins          string
@@ -77,6 +78,7 @@ type settings struct {
 	MockBedrock          string // "", "true", "false"
 	MockTTFT             time.Duration
 	MockPerToken         time.Duration
+	MockPerInputToken    time.Duration
 	BedrockMaxAttempts   int
 	BedrockCAFile        string
 	Pprof                bool
@@ -260,6 +262,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.AuthIssuer, "JETWAY_AUTH_ISSUER", "", "Cognito issuer URL (unset: dev mode)")
 	str(&s.AuthJWKSURL, "JETWAY_AUTH_JWKS_URL", "", "JWKS URL (default: issuer + /.well-known/jwks.json)")
 	dur(&s.AuthLeeway, "JETWAY_AUTH_LEEWAY", auth.DefaultLeeway, "clock skew allowed on exp/nbf/iat")
+	num(&s.AuthCacheEntries, "JETWAY_AUTH_CACHE_ENTRIES", auth.DefaultCacheEntries, "verified tokens remembered, by their SHA-256, never past exp or a JWKS reload (0: no cache)")
 	str(&s.DevKeyFile, "JETWAY_DEV_KEY_FILE", defaultDevKeyFile(getenv), "dev mode: the dev issuer's key file")
 	boolean(&s.DevAllowRemote, "JETWAY_DEV_ALLOW_REMOTE", false, "dev mode: allow a non-loopback listen address")
 	str(&s.CognitoDomain, "JETWAY_COGNITO_DOMAIN", "", "demo page in production: the Cognito hosted UI base URL")
@@ -302,6 +305,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	str(&s.MockBedrock, "JETWAY_MOCK_BEDROCK", "", "run the mock Bedrock endpoint in-process (default: in dev mode without AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	dur(&s.MockTTFT, "JETWAY_MOCK_TTFT", mockmodel.DefaultTTFT, "in-process mock: time to first token")
 	dur(&s.MockPerToken, "JETWAY_MOCK_PER_TOKEN", mockmodel.DefaultPerToken, "in-process mock: time per token")
+	dur(&s.MockPerInputToken, "JETWAY_MOCK_PER_INPUT_TOKEN", mockmodel.RealisticPerInputToken, "in-process mock: time to first token added per input token not read from the prompt cache")
 	num(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call")
 	str(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots")
 	boolean(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener")

@@ -9,8 +9,10 @@
 //	go run ./cmd/loadtest delivery --users 10 --requests 10
 //	go run ./cmd/loadtest quota --users 20 --duration 1m --limit 20000
 //	go run ./cmd/loadtest overhead --streams 1000 --bedrock-url http://127.0.0.1:8090
+//	go run ./cmd/loadtest rate --rate 2000 --path /v1/chat/completions --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest capacity --sessions 10000 --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest soak --duration 10m
+//	go run ./cmd/loadtest promptcache --turns 20 --system-tokens 3000
 //
 // Every run ends with a markdown report in the article's table shape (or
 // JSON with --json) and exits non-zero when anything was lost, never
@@ -89,10 +91,14 @@ func (s *settings) runScenario(ctx context.Context, stderr io.Writer) (*Report, 
 		return e.quota(ctx)
 	case "overhead":
 		return e.overhead(ctx)
+	case "rate":
+		return e.rate(ctx)
 	case "capacity":
 		return e.capacity(ctx)
 	case "soak":
 		return e.soak(ctx)
+	case "promptcache":
+		return e.promptCache(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", s.Scenario)
 }

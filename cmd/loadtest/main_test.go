@@ -254,7 +254,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("--help: %v", err)
 	}
 	help := out.String()
-	for _, want := range []string{"delivery", "quota", "overhead", "capacity", "soak", "Exit status"} {
+	for _, want := range []string{"delivery", "quota", "overhead", "rate", "capacity", "soak", "Exit status"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -366,5 +366,67 @@ func TestOverheadCompareURL(t *testing.T) {
 	noEnv := func(string) string { return "" }
 	if _, err := parseSettings([]string{"overhead", "--door", "openai", "--compare-url", second}, noEnv, io.Discard); err == nil {
 		t.Fatal("--compare-url with --door openai was accepted")
+	}
+}
+
+// TestRateSideBySide: the rate scenario sends its schedule (50 a second on
+// each path for 1.2 s: 60 through the door, 60 straight to the mock) in
+// one run, measures both paths after the ramp and reads the gateway's CPU.
+func TestRateSideBySide(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "rate", "--rate", "50", "--duration", "1s", "--ramp", "200ms",
+		"--bedrock-url", w.mockURL, "--pid", fmt.Sprint(w.gw.PID()))
+	if err != nil {
+		t.Fatalf("rate: %v %v", err, rep.Problems)
+	}
+	r := rep.Rate
+	if r == nil || r.Path != "/v1/chat/completions" || r.Skipped != 0 {
+		t.Fatalf("rate result %+v", r)
+	}
+	for name, p := range map[string]RatePath{"direct": r.Direct, "door": r.Door} {
+		if p.Requests < 1 || p.Requests > 60 || p.Errors != 0 || p.Latency.N != int(p.Requests) {
+			t.Fatalf("%s path: %+v", name, p)
+		}
+	}
+	if r.GatewayCPUCores < 0 || r.DoorRPSPerCore <= 0 {
+		t.Fatalf("no gateway CPU: %+v", r)
+	}
+	if got := w.mock.Requests("mock-a"); got != 120 {
+		t.Fatalf("mock saw %d requests, want 120 (60 per path)", got)
+	}
+}
+
+// TestPromptCacheConversations: the promptcache scenario holds the same
+// conversation with prompt_cache auto and off through both doors; with
+// auto the gateway's cache points show as reads from turn 2 on, off shows
+// none, and the answers are the same. (Whether the goals are met is the
+// benchmark's to say: a 3-turn run is too short for them.)
+func TestPromptCacheConversations(t *testing.T) {
+	w := newWorld(t, 20000)
+	rep, err := w.loadtest(w.url, "promptcache", "--turns", "3", "--system-tokens", "1500")
+	pc := rep.PromptCache
+	if pc == nil || len(pc.Runs) != 4 {
+		t.Fatalf("report %+v (%v)", rep, err)
+	}
+	for _, p := range rep.Problems {
+		if !strings.Contains(p, "goal") && !strings.Contains(p, "not lower") {
+			t.Errorf("problem %q", p)
+		}
+	}
+	for _, r := range pc.Runs {
+		if r.Err != "" || len(r.Turns) != 3 {
+			t.Fatalf("%s/%s: %d turns, error %q", r.Door, r.Mode, len(r.Turns), r.Err)
+		}
+		for _, turn := range r.Turns {
+			cached := turn.CacheRead > 0
+			if want := r.Mode == cacheAuto && turn.Turn >= 2; cached != want || turn.TTFTMs <= 0 || turn.CostUSD <= 0 {
+				t.Errorf("%s/%s turn %+v: want cache reads %v", r.Door, r.Mode, turn, want)
+			}
+		}
+	}
+	for _, c := range pc.Comparisons {
+		if !c.SameAnswers || c.InputCostSaving <= 0 {
+			t.Errorf("comparison %+v", c)
+		}
 	}
 }

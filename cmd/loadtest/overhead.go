@@ -116,11 +116,10 @@ func (t *timing) ttft() time.Duration {
 	return t.first.Sub(t.start)
 }
 
-// overhead sends the same requests straight to the model endpoint through
-// the Bedrock SDK (as the gateway calls it) and through Jetway,
-// interleaved: every worker alternates, odd workers starting direct, so
-// both paths see the same load at the same moments.
-func (e *env) overhead(ctx context.Context) (*Report, error) {
+// directModel is the direct path: the Bedrock SDK pointed at the mock as
+// the gateway builds it (cmd/gateway): one attempt, the SDK's default HTTP
+// client, the endpoint the gateway is pointed at.
+func (e *env) directModel(ctx context.Context) (*router.Bedrock, error) {
 	s := e.s
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(s.Region),
 		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("loadtest", "loadtest", ""))}
@@ -136,13 +135,22 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
-	// The gateway's own construction (cmd/gateway): one attempt, the SDK's
-	// default HTTP client; the endpoint is the one the gateway is pointed at.
-	br := bedrockruntime.NewFromConfig(awsCfg, func(o *bedrockruntime.Options) {
+	return router.NewBedrock(bedrockruntime.NewFromConfig(awsCfg, func(o *bedrockruntime.Options) {
 		o.BaseEndpoint = aws.String(s.BedrockURL)
 		o.RetryMaxAttempts = 1
-	})
-	direct := router.NewBedrock(br)
+	})), nil
+}
+
+// overhead sends the same requests straight to the model endpoint through
+// the Bedrock SDK (as the gateway calls it) and through Jetway,
+// interleaved: every worker alternates, odd workers starting direct, so
+// both paths see the same load at the same moments.
+func (e *env) overhead(ctx context.Context) (*Report, error) {
+	s := e.s
+	direct, err := e.directModel(ctx)
+	if err != nil {
+		return nil, err
+	}
 	maxTokens := s.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = appDefaultMaxTokens

@@ -21,11 +21,14 @@ type Report struct {
 	Latencies  Latencies       `json:"latencies"`
 	Quota      *QuotaResult    `json:"quota,omitempty"`
 	Overhead   *OverheadResult `json:"overhead,omitempty"`
+	Rate       *RateResult     `json:"rate,omitempty"`
 	Capacity   *CapacityResult `json:"capacity,omitempty"`
 	Soak       *SoakResult     `json:"soak,omitempty"`
-	Notes      []string        `json:"notes,omitempty"`
-	Problems   []string        `json:"problems"`
-	OK         bool            `json:"ok"`
+	// PromptCache is the promptcache scenario's result.
+	PromptCache *PromptCacheResult `json:"prompt_cache,omitempty"`
+	Notes       []string           `json:"notes,omitempty"`
+	Problems    []string           `json:"problems"`
+	OK          bool               `json:"ok"`
 }
 
 func (r *Report) writeJSON(w io.Writer) error {
@@ -113,6 +116,20 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			}
 			b.WriteString(".\n\n")
 		}
+	case r.Rate != nil:
+		o := r.Rate
+		fmt.Fprintf(&b, "Non-streaming requests at %g per second on each path, %.1f s measured.\n\n", o.TargetRate, o.Seconds)
+		b.WriteString("| Latency (sent to last byte) | path | n | Median | p95 | p99 |\n|---|---|---|---|---|---|\n")
+		distRow(&b, "Whole answer", "direct (Bedrock SDK)", o.Direct.Latency)
+		distRow(&b, "Whole answer", "door "+o.Path, o.Door.Latency)
+		b.WriteString("\n| Added by the door | Median | p95 | p99 |\n|---|---|---|---|\n")
+		addedRow(&b, "Latency", o.Added)
+		fmt.Fprintf(&b, "\nDirect: %d requests, %d errors, %.1f/s. Door: %d requests, %d errors, %.1f/s. Not sent (--inflight reached): %d.\n\n",
+			o.Direct.Requests, o.Direct.Errors, o.Direct.RPS, o.Door.Requests, o.Door.Errors, o.Door.RPS, o.Skipped)
+		if o.GatewayCPUCores >= 0 {
+			fmt.Fprintf(&b, "Gateway CPU: %.2f cores in the measured window; %.0f door requests per second per gateway core (%.1f us of gateway CPU per request).\n\n",
+				o.GatewayCPUCores, o.DoorRPSPerCore, o.GatewayCPUPerReq)
+		}
 	case r.Capacity != nil:
 		c := r.Capacity
 		b.WriteString("| Capacity | |\n|---|---|\n")
@@ -140,6 +157,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
 		}
 		b.WriteString("\n")
+	case r.PromptCache != nil:
+		r.PromptCache.writeMarkdown(&b)
 	case r.Soak != nil:
 		s := r.Soak
 		fmt.Fprintf(&b, "%d connections cut (Drop), %d reconnects, %d resumes.\n\n", s.Drops, a.Reconnects, a.Resumes)
@@ -153,27 +172,10 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			s.DriftTTFTP50, s.DriftLatencyP99, mib(s.DriftRSS), s.DriftGoroutines)
 	}
 
-	// Test 1's tables: every scenario has them.
-	b.WriteString("| Result | |\n|---|---|\n")
-	row(&b, "Successful requests", fmt.Sprintf("%d of %d", a.Done, a.Sent))
-	row(&b, "Accepted", fmt.Sprint(a.Accepted))
-	row(&b, "Errors by code", errorsText(a.Errors))
-	row(&b, "Answers that arrived incomplete", fmt.Sprint(a.Incomplete))
-	row(&b, "Requests that never finished", fmt.Sprintf("%d (waited %s)", a.NeverFinished, r.paramTimeout()))
-	if len(a.SessionErrors) > 0 {
-		row(&b, "Sessions refused", errorsText(a.SessionErrors))
+	// Test 1's tables: every scenario on the WebSocket has them.
+	if r.Rate == nil {
+		r.writeDelivery(&b)
 	}
-	b.WriteString("\n| Events lost | Duplicate chunks | Out-of-order chunks | Wrong answers |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d of %d (%s) | %d | %d | %d |\n\n", a.ChunksLost, a.ChunksPublished, percent(a.ChunksLost, a.ChunksPublished),
-		a.Duplicates, a.OutOfOrder, a.WrongText)
-
-	lat := r.Latencies
-	b.WriteString("| Metric | n | Median | p95 | p99 |\n|---|---|---|---|---|\n")
-	latRow(&b, "Time to first token (client)", lat.ClientTTFT)
-	latRow(&b, "Time to first token (server ttft_ms)", lat.ServerTTFT)
-	latRow(&b, "Total latency", lat.Latency)
-	b.WriteString("\n")
-
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "Note: %s\n\n", n)
 	}
@@ -184,6 +186,30 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDelivery writes Test 1's tables: delivery accounting and latencies.
+func (r *Report) writeDelivery(b *strings.Builder) {
+	a := r.Accounting
+	b.WriteString("| Result | |\n|---|---|\n")
+	row(b, "Successful requests", fmt.Sprintf("%d of %d", a.Done, a.Sent))
+	row(b, "Accepted", fmt.Sprint(a.Accepted))
+	row(b, "Errors by code", errorsText(a.Errors))
+	row(b, "Answers that arrived incomplete", fmt.Sprint(a.Incomplete))
+	row(b, "Requests that never finished", fmt.Sprintf("%d (waited %s)", a.NeverFinished, r.paramTimeout()))
+	if len(a.SessionErrors) > 0 {
+		row(b, "Sessions refused", errorsText(a.SessionErrors))
+	}
+	b.WriteString("\n| Events lost | Duplicate chunks | Out-of-order chunks | Wrong answers |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| %d of %d (%s) | %d | %d | %d |\n\n", a.ChunksLost, a.ChunksPublished, percent(a.ChunksLost, a.ChunksPublished),
+		a.Duplicates, a.OutOfOrder, a.WrongText)
+
+	lat := r.Latencies
+	b.WriteString("| Metric | n | Median | p95 | p99 |\n|---|---|---|---|---|\n")
+	latRow(b, "Time to first token (client)", lat.ClientTTFT)
+	latRow(b, "Time to first token (server ttft_ms)", lat.ServerTTFT)
+	latRow(b, "Total latency", lat.Latency)
+	b.WriteString("\n")
 }
 
 func (r *Report) paramTimeout() string { return fmt.Sprintf("%gs", r.TimeoutS) }

@@ -13,6 +13,7 @@ type env struct {
 	s        *settings
 	tokens   *tokenSource
 	progress *progressFactory
+	run      string // promptcache: this run's name, in its system prompts
 }
 
 // dial opens a session for user i.

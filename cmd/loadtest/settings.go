@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,6 +49,11 @@ type settings struct {
 	Region       string
 	CompareURL   string
 
+	// rate
+	Rate     float64
+	Path     string
+	Inflight int
+
 	// capacity
 	Sessions          int
 	StreamingSessions int
@@ -62,6 +68,15 @@ type settings struct {
 	// soak
 	DropEvery time.Duration
 	Interval  time.Duration
+
+	// promptcache
+	Turns                           int
+	SystemTokens                    int
+	DoorList                        string
+	Doors                           []string
+	CompareApp                      string
+	PriceInput, PriceOutput         float64
+	PriceCacheRead, PriceCacheWrite float64
 }
 
 // scenarioHelp is the first part of --help.
@@ -83,6 +98,14 @@ Scenarios (the article's tests, plus what it could not measure):
             Bedrock SDK exactly as the gateway calls it) and one through
             Jetway. Reports the added TTFT and the added inter-chunk gap
             (p50/p95/p99) as differences and ratios.
+  rate      Non-streaming HTTP requests through a door (--path, default
+            /v1/chat/completions; /v1/messages for the Anthropic door) at
+            --rate per second, and as many straight to the mock Bedrock
+            endpoint (--bedrock-url, through the Bedrock SDK as the gateway
+            calls it), interleaved on one open-loop schedule for --duration
+            (default 20s) after a --ramp warm-up. Reports both latencies,
+            what the door adds (p50/p95/p99) and, with --pid, the door's
+            requests per second per gateway core. Run the mock at 0 ms.
   capacity  Ramp --sessions idle sessions and report the gateway's RSS per
             session (/proc/<--pid>/status, else process_resident_memory_bytes
             from --admin-url/metrics); then --streaming-sessions sessions
@@ -91,6 +114,16 @@ Scenarios (the article's tests, plus what it could not measure):
   soak      --users sessions with reconnection on, a steady request mix for
             --duration, one random connection cut (client Drop) every
             --drop-every; a row per --interval shows drift.
+  promptcache
+            A --turns conversation (default 20) with a --system-tokens
+            system prompt (default 3000) through each door of --doors
+            (default ws,openai), on --app (default chat: prompt_cache auto)
+            and --compare-app (default chat-off: prompt_cache off) side by
+            side: per turn the input billed at full price, cache reads and
+            writes, cost in USD (at the --price-* flags) and TTFT. Fails
+            unless input cost is >= 70% lower with the cache, median TTFT
+            from turn 3 lower, and the answers the same. Run the gateway
+            with cmd/loadtest/testdata/bench.yaml (it has both apps).
 
 Tokens: --token (one token for every user), --token-file (one token per line,
 user i gets line i), or --token-cmd (a shell command printing a token; the
@@ -124,7 +157,7 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (*s
 	}
 	if s.Scenario == "" {
 		fs.Usage()
-		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, capacity or soak")
+		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, rate, capacity, soak or promptcache")
 	}
 	return s, s.defaults()
 }
@@ -180,6 +213,10 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.CompareURL, "compare-url", "", "overhead: a second gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB) measured in the same run as a third path (--door ws only)")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
+	fs.Float64Var(&s.Rate, "rate", 2000, "rate: requests per second on each path (door and direct)")
+	fs.StringVar(&s.Path, "path", "/v1/chat/completions", "rate: the door's path on the gateway's listener (--url's host)")
+	fs.IntVar(&s.Inflight, "inflight", 256, "rate: most requests outstanding per path; a request due past it is not sent (counted)")
+
 	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
 	fs.IntVar(&s.SessionsPerUser, "sessions-per-user", 8, "capacity and overhead: sessions per user (the gateway allows 16 connections and 8 requests in flight per user)")
 	fs.IntVar(&s.StreamingSessions, "streaming-sessions", 64, "capacity: sessions streaming in the throughput phase (0: skip it)")
@@ -192,15 +229,42 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 
 	fs.DurationVar(&s.DropEvery, "drop-every", 5*time.Second, "soak: cut one random session's connection this often (0: never)")
 	fs.DurationVar(&s.Interval, "interval", 0, "soak: one report row per interval (default: --duration/10)")
+
+	fs.IntVar(&s.Turns, "turns", 20, "promptcache: turns of each conversation")
+	fs.IntVar(&s.SystemTokens, "system-tokens", 3000, "promptcache: tokens of the system prompt (four bytes each)")
+	fs.StringVar(&s.DoorList, "doors", "ws,openai", "promptcache: doors to converse through, comma-separated: ws, openai (anthropic once that door exists)")
+	fs.StringVar(&s.CompareApp, "compare-app", "chat-off", "promptcache: the app with prompt_cache off (--app is the one with auto)")
+	fs.Float64Var(&s.PriceInput, "price-input", 0.003, "promptcache: USD per 1,000 input tokens (the model's input_per_1k)")
+	fs.Float64Var(&s.PriceOutput, "price-output", 0.015, "promptcache: USD per 1,000 output tokens")
+	fs.Float64Var(&s.PriceCacheRead, "price-cache-read", 0.0003, "promptcache: USD per 1,000 tokens read from the prompt cache")
+	fs.Float64Var(&s.PriceCacheWrite, "price-cache-write", 0.00375, "promptcache: USD per 1,000 tokens written to the prompt cache")
 	return fs
 }
 
 // defaults fills the per-scenario defaults and checks the flags.
 func (s *settings) defaults() error {
 	switch s.Scenario {
-	case "delivery", "quota", "overhead", "capacity", "soak":
+	case "delivery", "quota", "overhead", "rate", "capacity", "soak", "promptcache":
 	default:
-		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, capacity or soak)", s.Scenario)
+		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, capacity, soak or promptcache)", s.Scenario)
+	}
+	if s.Scenario == "promptcache" {
+		if s.App == "" {
+			s.App = "chat"
+		}
+		for _, d := range strings.Split(s.DoorList, ",") {
+			switch d = strings.TrimSpace(d); {
+			case d == "anthropic":
+				return fmt.Errorf("--doors anthropic: this build has no Anthropic door yet")
+			case !slices.Contains(promptCacheDoors, d):
+				return fmt.Errorf("--doors: unknown door %q (want ws, openai)", d)
+			case !slices.Contains(s.Doors, d):
+				s.Doors = append(s.Doors, d)
+			}
+		}
+		if s.Turns < 3 || s.SystemTokens < 0 {
+			return fmt.Errorf("--turns must be at least 3 and --system-tokens not negative")
+		}
 	}
 	if s.Tenant == "" {
 		s.Tenant = "contoso"
@@ -223,10 +287,17 @@ func (s *settings) defaults() error {
 		}
 	}
 	if s.Duration == 0 {
-		s.Duration = time.Minute
-		if s.Scenario == "soak" {
+		switch s.Scenario {
+		case "soak":
 			s.Duration = 5 * time.Minute
+		case "rate":
+			s.Duration = 20 * time.Second
+		default:
+			s.Duration = time.Minute
 		}
+	}
+	if s.Scenario == "rate" && (s.Rate <= 0 || s.Inflight <= 0 || !strings.HasPrefix(s.Path, "/")) {
+		return fmt.Errorf("rate: --rate and --inflight must be positive and --path start with /")
 	}
 	if s.Pause == 0 {
 		s.Pause = 250 * time.Millisecond

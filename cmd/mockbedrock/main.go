@@ -2,7 +2,7 @@
 // a steady, known pace and fault knobs (see internal/mockmodel), for running
 // the gateway and load tests without AWS:
 //
-//	mockbedrock --listen 127.0.0.1:8090 --ttft 250ms --per-token 8ms --tokens 300
+//	mockbedrock --listen 127.0.0.1:8090 --ttft 250ms --per-token 8ms --per-input-token 100us --tokens 300
 //	AWS_ENDPOINT_URL_BEDROCK_RUNTIME=http://127.0.0.1:8090 go run ./cmd/gateway
 //
 // With --tls it serves HTTPS with a fresh self-signed certificate, written
@@ -13,7 +13,7 @@
 //	JETWAY_BEDROCK_CA_FILE=/tmp/mockbedrock.pem AWS_ENDPOINT_URL_BEDROCK_RUNTIME=https://127.0.0.1:8090 go run ./cmd/gateway
 //
 // Every flag can also be set in the environment (MOCKBEDROCK_LISTEN,
-// MOCKBEDROCK_TTFT, MOCKBEDROCK_PER_TOKEN, MOCKBEDROCK_TOKENS, MOCKBEDROCK_TLS,
+// MOCKBEDROCK_TTFT, MOCKBEDROCK_PER_TOKEN, MOCKBEDROCK_PER_INPUT_TOKEN, MOCKBEDROCK_TOKENS, MOCKBEDROCK_TLS,
 // MOCKBEDROCK_TLS_CERT_OUT); flags win.
 package main
 
@@ -67,6 +67,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	perInputToken, err := envDuration(getenv, "MOCKBEDROCK_PER_INPUT_TOKEN", mockmodel.RealisticPerInputToken)
+	if err != nil {
+		return err
+	}
 	tokens := mockmodel.DefaultTokens
 	if v := getenv("MOCKBEDROCK_TOKENS"); v != "" {
 		if tokens, err = strconv.Atoi(v); err != nil {
@@ -75,6 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	fs.DurationVar(&ttft, "ttft", ttft, "time to first token (0: none)")
 	fs.DurationVar(&perToken, "per-token", perToken, "time between tokens (0: none)")
+	fs.DurationVar(&perInputToken, "per-input-token", perInputToken, "time to first token added per input token not read from the prompt cache (0: none)")
 	fs.IntVar(&tokens, "tokens", tokens, "answer length in tokens, capped by the request's maxTokens")
 	useTLS := fs.Bool("tls", getenv("MOCKBEDROCK_TLS") == "true", "serve HTTPS with a fresh self-signed certificate")
 	certOut := fs.String("tls-cert-out", envOr(getenv, "MOCKBEDROCK_TLS_CERT_OUT", "mockbedrock-cert.pem"),
@@ -88,12 +93,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if ttft < 0 || perToken < 0 || tokens < 1 {
-		return fmt.Errorf("--ttft and --per-token must not be negative and --tokens must be positive")
+	if ttft < 0 || perToken < 0 || perInputToken < 0 || tokens < 1 {
+		return fmt.Errorf("--ttft, --per-token and --per-input-token must not be negative and --tokens must be positive")
 	}
 
 	// On the command line 0 means none; in mockmodel.Options it means default.
-	o := mockmodel.Options{TTFT: ttft, PerToken: perToken, Tokens: tokens}
+	o := mockmodel.Options{TTFT: ttft, PerToken: perToken, Tokens: tokens, PerInputToken: perInputToken}
 	if o.TTFT == 0 {
 		o.TTFT = mockmodel.NoDelay
 	}

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -505,7 +504,7 @@ func image(b block, path string) (protocol.Block, *apiError) {
 	if !ok {
 		return protocol.Block{}, ref(invalid("%s.source.media_type: must be image/png, image/jpeg, image/gif or image/webp", path))
 	}
-	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: data}, nil
+	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: protocol.ParseData(data)}, nil
 }
 
 // document reads a document block: a PDF (base64) or plain text (a text
@@ -524,7 +523,7 @@ func (t *translation) document(b block, path string) (protocol.Block, *apiError)
 		if b.Source.Data == "" {
 			return out, ref(invalid("%s.source.data: must be the document's text", path))
 		}
-		out.Format, out.Data = "txt", base64.StdEncoding.EncodeToString([]byte(b.Source.Data))
+		out.Format, out.Data = "txt", protocol.DataOf([]byte(b.Source.Data))
 		return out, nil
 	}
 	data, err := base64Source(b.Source, path)
@@ -539,7 +538,7 @@ func (t *translation) document(b block, path string) (protocol.Block, *apiError)
 	default:
 		return out, ref(invalid("%s.source.media_type: must be application/pdf or text/plain", path))
 	}
-	out.Data = data
+	out.Data = protocol.ParseData(data)
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/lestrrat-go/jwx/v2/jws"
@@ -41,6 +43,8 @@ const (
 	MaxJWKSBytes = 1 << 20
 	// JWKSFetchTimeout bounds one JWKS fetch.
 	JWKSFetchTimeout = 10 * time.Second
+	// DefaultCacheEntries is how many verified tokens are remembered.
+	DefaultCacheEntries = 10000
 )
 
 // minRefreshInterval is the floor for Config.RefreshInterval: the cache's
@@ -79,6 +83,12 @@ type Config struct {
 	KeySet jwk.Set
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// CacheEntries bounds the verified-token cache (see Verify); default
+	// DefaultCacheEntries, negative means no cache.
+	CacheEntries int
+	// CacheLookup, when set, is called by every Verify that looks in the
+	// cache, with whether it found the token there (a hit/miss metric).
+	CacheLookup func(hit bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -112,6 +122,12 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.CacheEntries == 0 {
+		c.CacheEntries = DefaultCacheEntries
+	}
+	if c.CacheLookup == nil {
+		c.CacheLookup = func(bool) {}
+	}
 	return c
 }
 
@@ -133,9 +149,22 @@ type Verifier struct {
 	// stopCache ends the JWKS cache's goroutines; the ctx given to
 	// NewVerifier ending does too. Kept so the cancel func is not lost.
 	stopCache context.CancelFunc
+
+	// verified remembers tokens that verified, by their SHA-256 (never
+	// the token itself); nil when Config.CacheEntries is negative.
+	verified *lru.Cache[[sha256.Size]byte, verifiedToken]
 }
 
+// keyring is one key set as loaded: every fetch (scheduled or for an
+// unknown kid) makes a new one, which ends every cached verification.
 type keyring struct{ set jwk.Set }
+
+// verifiedToken is a cached verification: the principal, valid until its
+// exp (with the leeway) while ring is the current key set.
+type verifiedToken struct {
+	p    Principal
+	ring *keyring
+}
 
 // NewVerifier returns a Verifier for cfg. Unless cfg.KeySet is set, it
 // fetches the JWKS from cfg.JWKSURL before returning (an error naming the URL
@@ -159,6 +188,12 @@ func NewVerifier(ctx context.Context, cfg Config, dir Directory, logger *zap.Log
 		logger:     logger,
 		kidRefresh: make(chan struct{}, 1),
 		stopCache:  func() {},
+	}
+	if cfg.CacheEntries > 0 {
+		var err error
+		if v.verified, err = lru.New[[sha256.Size]byte, verifiedToken](cfg.CacheEntries); err != nil {
+			return nil, fmt.Errorf("auth: NewVerifier: token cache: %w", err)
+		}
 	}
 	if cfg.KeySet != nil {
 		v.keys.Store(&keyring{set: cfg.KeySet})
@@ -213,6 +248,15 @@ func (s refreshErrSink) Error(err error) {
 // Verify checks token by Cognito's rules and returns its Principal. Errors
 // wrap exactly one sentinel (ErrMissingToken ... ErrTenantMismatch); an
 // unknown kid may block on one JWKS fetch, bounded by ctx and JWKSFetchTimeout.
+//
+// A token that verified is remembered (an LRU of Config.CacheEntries,
+// keyed by the token's SHA-256) and answered from memory, without the
+// signature check, until its exp (with the leeway, as verification
+// counts it) or until the key set is loaded again, whichever comes first:
+// a key removed from the JWKS ends its tokens at the next refresh. Only
+// successes are kept: a refusal may not last (an unknown kid before the
+// refresh, nbf in the future), and tokens that verify cannot be made up,
+// so no stream of junk can evict the good ones.
 func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, fmt.Errorf("verify: %w", ErrMissingToken)
@@ -220,6 +264,28 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	if len(token) > MaxTokenBytes {
 		return Principal{}, fmt.Errorf("verify: %w: %d bytes, over the %d-byte limit", ErrMalformed, len(token), MaxTokenBytes)
 	}
+	if v.verified == nil {
+		return v.verify(ctx, token)
+	}
+	key := sha256.Sum256([]byte(token))
+	ring := v.keys.Load() // before verifying: a refresh meanwhile ends the entry
+	if t, ok := v.verified.Get(key); ok {
+		if t.ring == ring && v.cfg.Now().Before(t.p.ExpiresAt.Add(v.cfg.Leeway)) {
+			v.cfg.CacheLookup(true)
+			return t.p, nil
+		}
+		v.verified.Remove(key)
+	}
+	v.cfg.CacheLookup(false)
+	p, err := v.verify(ctx, token)
+	if err == nil {
+		v.verified.Add(key, verifiedToken{p: p, ring: ring})
+	}
+	return p, err
+}
+
+// verify is Verify without the cache.
+func (v *Verifier) verify(ctx context.Context, token string) (Principal, error) {
 	msg, err := jws.Parse([]byte(token), jws.WithCompact())
 	if err != nil {
 		return Principal{}, fmt.Errorf("verify: %w: %v", ErrMalformed, err)

@@ -36,6 +36,21 @@ const (
 	DefaultMaxTokensLimit = 8192
 	// DefaultCacheTTL is how long a cached answer lives when cache.ttl is unset.
 	DefaultCacheTTL = time.Hour
+	// DefaultCacheMinTokens is a model's prompt_cache.min_tokens when unset:
+	// the smallest prefix Bedrock caches for most Claude models.
+	DefaultCacheMinTokens = 1024
+	// DefaultCacheMaxPoints is a model's prompt_cache.max_points when unset:
+	// Bedrock's limit of cache points per request.
+	DefaultCacheMaxPoints = 4
+)
+
+// Prompt cache placements of an app (App.PromptCache).
+const (
+	// PromptCacheAuto places cache points where a conversation's prefix is
+	// stable (the default; see docs/configuration.md).
+	PromptCacheAuto = "auto"
+	// PromptCacheOff places none; a client's own points are still kept.
+	PromptCacheOff = "off"
 )
 
 // Limit windows (calendar windows in UTC).
@@ -92,6 +107,9 @@ type Model struct {
 	// FirstTokenTimeout bounds the wait for the first token before a
 	// fallback is tried; 0 means the router's default.
 	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	// PromptCache says the model caches prompts (Bedrock cache points) and
+	// how; nil: it does not, and no request to it carries a cache point.
+	PromptCache *ModelCache `yaml:"prompt_cache"`
 	// Capabilities are what the model takes beyond text (CapabilityTools,
 	// CapabilityImages, CapabilityDocuments, CapabilityReasoning); none by
 	// default. A request using one the model lacks is refused before any
@@ -114,10 +132,42 @@ var Capabilities = []string{CapabilityTools, CapabilityImages, CapabilityDocumen
 // Supports reports whether the model is configured with capability c.
 func (m Model) Supports(c string) bool { return slices.Contains(m.Capabilities, c) }
 
-// Price is a model's price in USD per 1,000 tokens.
+// ModelCache is how a model caches prompts.
+type ModelCache struct {
+	// MinTokens is the smallest prefix a cache point caches; a point
+	// before fewer input tokens is ignored by the model. Default 1024.
+	MinTokens int `yaml:"min_tokens"`
+	// MaxPoints is the most cache points a request may carry (the model
+	// refuses more). Default 4.
+	MaxPoints int `yaml:"max_points"`
+}
+
+// Price is a model's price in USD per 1,000 tokens. CacheReadPer1K and
+// CacheWritePer1K price input tokens read from and written to the prompt
+// cache; unset, they are InputPer1K (Validate fills them in).
 type Price struct {
-	InputPer1K  float64 `yaml:"input_per_1k"`
-	OutputPer1K float64 `yaml:"output_per_1k"`
+	InputPer1K      float64  `yaml:"input_per_1k"`
+	OutputPer1K     float64  `yaml:"output_per_1k"`
+	CacheReadPer1K  *float64 `yaml:"cache_read_per_1k"`
+	CacheWritePer1K *float64 `yaml:"cache_write_per_1k"`
+}
+
+// CacheRead is the price of 1,000 input tokens read from the prompt
+// cache: CacheReadPer1K, else the input price.
+func (p Price) CacheRead() float64 {
+	if p.CacheReadPer1K != nil {
+		return *p.CacheReadPer1K
+	}
+	return p.InputPer1K
+}
+
+// CacheWrite is the price of 1,000 input tokens written to the prompt
+// cache: CacheWritePer1K, else the input price.
+func (p Price) CacheWrite() float64 {
+	if p.CacheWritePer1K != nil {
+		return *p.CacheWritePer1K
+	}
+	return p.InputPer1K
 }
 
 // Tenant is a customer: tenant-wide limits and its apps.
@@ -148,6 +198,9 @@ type App struct {
 	Cache *Cache `yaml:"cache"`
 	// Guardrail names a Bedrock Guardrail applied to every call; nil means none.
 	Guardrail *Guardrail `yaml:"guardrail"`
+	// PromptCache is "auto" (default: the gateway places cache points for
+	// models that cache prompts) or "off" (only a client's own points).
+	PromptCache string `yaml:"prompt_cache"`
 }
 
 // AppModels is an app's model policy.

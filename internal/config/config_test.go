@@ -19,23 +19,28 @@ import (
 const issueExample = `models:
   - id: mock-a
     bedrock_id: mock-a
-    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    price: {input_per_1k: 0.003, output_per_1k: 0.015, cache_read_per_1k: 0.0003, cache_write_per_1k: 0.00375}
+    prompt_cache: {min_tokens: 1024, max_points: 4}
     capabilities: [tools, images, documents]
   - id: mock-b
     bedrock_id: mock-b
-    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    price: {input_per_1k: 0.003, output_per_1k: 0.015, cache_read_per_1k: 0.0003, cache_write_per_1k: 0.00375}
+    prompt_cache: {min_tokens: 1024, max_points: 4}
     capabilities: [tools, images, documents]
   - id: mock-tools
     bedrock_id: mock-tools
-    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    price: {input_per_1k: 0.003, output_per_1k: 0.015, cache_read_per_1k: 0.0003, cache_write_per_1k: 0.00375}
+    prompt_cache: {min_tokens: 1024, max_points: 4}
     capabilities: [tools, images, documents]
   - id: mock-reasoning
     bedrock_id: mock-reasoning
-    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    price: {input_per_1k: 0.003, output_per_1k: 0.015, cache_read_per_1k: 0.0003, cache_write_per_1k: 0.00375}
+    prompt_cache: {min_tokens: 1024, max_points: 4}
     capabilities: [tools, images, documents, reasoning]
   - id: mock-markdown
     bedrock_id: mock-markdown
-    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    price: {input_per_1k: 0.003, output_per_1k: 0.015, cache_read_per_1k: 0.0003, cache_write_per_1k: 0.00375}
+    prompt_cache: {min_tokens: 1024, max_points: 4}
     capabilities: [tools, images, documents]
   - id: mock-cheap
     bedrock_id: mock-cheap
@@ -108,6 +113,24 @@ func TestIssueExampleLoads(t *testing.T) {
 	}
 	if _, _, ok := c.App("nope", "support-assistant"); ok {
 		t.Error("App(nope, support-assistant) found an app")
+	}
+}
+
+func TestPromptCacheDefaults(t *testing.T) {
+	c, err := Parse("jetway.yaml", []byte(strings.Replace(base, "  - id: mock-b\n", "  - id: mock-b\n    prompt_cache: {}\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Model("mock-a")
+	if a.PromptCache != nil || a.Price.CacheRead() != 0.003 || a.Price.CacheWrite() != 0.003 {
+		t.Errorf("mock-a: prompt cache %+v, cache prices %v/%v; want none and the input price", a.PromptCache, a.Price.CacheRead(), a.Price.CacheWrite())
+	}
+	b, _ := c.Model("mock-b")
+	if b.PromptCache == nil || *b.PromptCache != (ModelCache{MinTokens: DefaultCacheMinTokens, MaxPoints: DefaultCacheMaxPoints}) {
+		t.Errorf("mock-b prompt cache = %+v, want the defaults", b.PromptCache)
+	}
+	if _, app, _ := c.App("contoso", "support"); app.PromptCache != PromptCacheAuto {
+		t.Errorf("app prompt_cache = %q, want %q", app.PromptCache, PromptCacheAuto)
 	}
 }
 
@@ -288,12 +311,18 @@ func TestValidationErrors(t *testing.T) {
 			`jetway.yaml: tenants[0].apps[0].user_limits[0].tokens: must not be negative`},
 		{"negative price", "price: {input_per_1k: 0.003,", "price: {input_per_1k: -0.003,",
 			`jetway.yaml: models[0].price.input_per_1k: must not be negative`},
+		{"negative cache price", "output_per_1k: 0.015}", "output_per_1k: 0.015, cache_read_per_1k: -1}",
+			`jetway.yaml: models[0].price.cache_read_per_1k: must not be negative`},
+		{"negative cache points", "  - id: mock-b\n", "  - id: mock-b\n    prompt_cache: {max_points: -1}\n",
+			`jetway.yaml: models[1].prompt_cache.max_points: must not be negative`},
+		{"unknown prompt_cache", "client_ids: [c-docs]", "client_ids: [c-docs]\n        prompt_cache: always",
+			`jetway.yaml: tenants[1].apps[0].prompt_cache: unknown prompt_cache "always" (auto or off)`},
 		{"no models", "models:\n  - id: mock-a\n    bedrock_id: mock-a\n    price: {input_per_1k: 0.003, output_per_1k: 0.015}\n  - id: mock-b\n    bedrock_id: mock-b\n", "models: []\n",
 			"jetway.yaml: models: no models defined"},
 		{"no tenants", "tenants:\n", "tenants: []\nx:\n",
 			`jetway.yaml: x: unknown field "x" (line 8; known fields: auth, models, tenants)`},
 		{"unknown field", "        client_ids: [c-support]\n", "        client_ids: [c-support]\n        limts: []\n",
-			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, user_limits)`},
+			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, prompt_cache, user_limits)`},
 		{"wrong type", "tokens: 100}", "tokens: lots}",
 			"jetway.yaml: tenants[0].apps[0].limits[0].tokens: cannot unmarshal !!str `lots` into int64"},
 		{"bad duration", "    bedrock_id: mock-b\n", "    bedrock_id: mock-b\n    first_token_timeout: soon\n",

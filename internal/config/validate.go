@@ -52,6 +52,8 @@ func (c *Config) Validate(name string) error {
 		}
 		v.nonNegative(p+".price.input_per_1k", m.Price.InputPer1K)
 		v.nonNegative(p+".price.output_per_1k", m.Price.OutputPer1K)
+		v.cachePrices(p+".price", &m.Price)
+		v.modelCache(p+".prompt_cache", m.PromptCache)
 		if m.FirstTokenTimeout < 0 {
 			v.add(p+".first_token_timeout", "must not be negative")
 		}
@@ -104,6 +106,13 @@ func (c *Config) Validate(name string) error {
 			v.maxTokens(ap, a)
 			v.cache(ap+".cache", a.Cache)
 			v.guardrail(ap+".guardrail", a.Guardrail)
+			switch a.PromptCache {
+			case "":
+				a.PromptCache = PromptCacheAuto
+			case PromptCacheAuto, PromptCacheOff:
+			default:
+				v.add(ap+".prompt_cache", "unknown prompt_cache %q (auto or off)", a.PromptCache)
+			}
 		}
 	}
 	return v.err()
@@ -278,5 +287,39 @@ func (v *validator) guardrail(p string, g *Guardrail) {
 	case GuardrailStreamSync, GuardrailStreamAsync:
 	default:
 		v.add(p+".stream_mode", "unknown stream mode %q (sync or async)", g.StreamMode)
+	}
+}
+
+// cachePrices checks the cache prices and fills an unset one with the
+// input price (the documented fallback).
+func (v *validator) cachePrices(p string, pr *Price) {
+	for _, c := range []struct {
+		name string
+		f    **float64
+	}{{"cache_read_per_1k", &pr.CacheReadPer1K}, {"cache_write_per_1k", &pr.CacheWritePer1K}} {
+		if *c.f == nil {
+			in := pr.InputPer1K
+			*c.f = &in
+			continue
+		}
+		v.nonNegative(p+"."+c.name, **c.f)
+	}
+}
+
+func (v *validator) modelCache(p string, c *ModelCache) {
+	if c == nil {
+		return
+	}
+	switch {
+	case c.MinTokens < 0:
+		v.add(p+".min_tokens", "must not be negative")
+	case c.MinTokens == 0:
+		c.MinTokens = DefaultCacheMinTokens
+	}
+	switch {
+	case c.MaxPoints < 0:
+		v.add(p+".max_points", "must not be negative")
+	case c.MaxPoints == 0:
+		c.MaxPoints = DefaultCacheMaxPoints
 	}
 }

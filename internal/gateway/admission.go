@@ -54,7 +54,7 @@ type flight struct {
 
 func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
 	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log,
-		logger: g.requestLogger(c, req.RequestID).With(zap.String("door", req.door()))}
+		logger: g.requestLogger(c, req.RequestID, zap.String("door", req.door()))}
 }
 
 func (f *flight) userKey() string    { return f.caller.Principal.Owner() }
@@ -254,7 +254,7 @@ func (f *flight) policy() error {
 		if ftt <= 0 {
 			ftt = f.g.opts.FirstTokenTimeout
 		}
-		f.chain = append(f.chain, router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt})
+		f.chain = append(f.chain, router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt, Cache: cacheLimits(m)})
 	}
 	f.maxTokens = app.MaxTokens
 	if f.req.MaxTokens > 0 {
@@ -264,14 +264,22 @@ func (f *flight) policy() error {
 		}
 		f.maxTokens = f.req.MaxTokens
 	}
-	return f.checkBlocks()
+	if err := f.checkBlocks(); err != nil {
+		return err
+	}
+	return f.checkCachePoints()
 }
 
-// maxCostMicroUSD bounds the cost at the most expensive model of the chain.
+// maxCostMicroUSD bounds the cost at the most expensive model of the
+// chain, every input token at the dearer of the input and cache-write
+// prices when the model caches prompts.
 func (f *flight) maxCostMicroUSD() int64 {
 	var worst int64
 	for _, t := range f.chain {
 		worst = max(worst, f.g.price(t.ID, protocol.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+		if t.Cache != nil {
+			worst = max(worst, f.g.price(t.ID, protocol.Usage{CacheWriteInputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+		}
 	}
 	return worst
 }

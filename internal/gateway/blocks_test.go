@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +19,7 @@ import (
 func imageRequest(id string) gateway.Request {
 	r := request(id, "")
 	r.Messages = []protocol.Message{{Role: "user", Blocks: []protocol.Block{{Type: protocol.BlockText, Text: "look"},
-		{Type: protocol.BlockImage, Format: "png", Data: base64.StdEncoding.EncodeToString([]byte("\x89PNG data"))}}}}
+		{Type: protocol.BlockImage, Format: "png", Data: protocol.DataOf([]byte("\x89PNG data"))}}}}
 	if err := protocol.ValidateRequest(&r.Inbound); err != nil { // decodes the attachment, as Decode does
 		panic(err)
 	}
@@ -188,7 +187,7 @@ func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
 		return reply("cheap", "a cat")(ctx, chain, c, onDelta)
 	}), gateway.Options{})
 	other := imageRequest("req-cache-img-3")
-	other.Messages[0].Blocks[1].Data = base64.StdEncoding.EncodeToString([]byte("another image"))
+	other.Messages[0].Blocks[1].Data = protocol.DataOf([]byte("another image"))
 	if err := protocol.ValidateRequest(&other.Inbound); err != nil {
 		t.Fatal(err)
 	}

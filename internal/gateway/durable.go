@@ -404,5 +404,5 @@ func (g *Gateway) doneUsage(rec *stream.Record) (quota.Amount, bool) {
 	if rec.State != stream.StateDone || json.Unmarshal(rec.Terminal, &d) != nil {
 		return quota.Amount{}, false
 	}
-	return quota.Amount{Tokens: d.Usage.InputTokens + d.Usage.OutputTokens, Requests: 1, MicroUSD: g.price(d.Model, d.Usage)}, true
+	return g.charge(d.Model, d.Usage), true
 }

@@ -108,8 +108,8 @@ func (g *Gateway) finish(o outcome) bool {
 			return true
 		}
 	}
-	cost := g.price(o.model, o.usage)
-	rec := o.usageRecord(cost, g.opts.ServerID)
+	charge := g.charge(o.model, o.usage)
+	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(o.model, o.usage), g.opts.ServerID)
 	if g.usage != nil {
 		g.usage.Record(rec)
 	}
@@ -118,8 +118,7 @@ func (g *Gateway) finish(o outcome) bool {
 		if o.how == endRejected {
 			g.releaseQuota(o.logger, o.reservation)
 		} else {
-			g.settleQuota(o.logger, o.reservation, quota.Amount{Tokens: o.usage.InputTokens + o.usage.OutputTokens,
-				Requests: 1, MicroUSD: cost})
+			g.settleQuota(o.logger, o.reservation, charge)
 		}
 	}
 	return true
@@ -148,18 +147,20 @@ func errorTerminal(requestID string, err error, accepted bool, text string, chun
 }
 
 // price is the one cost function: what usage costs on model, in micro-USD
-// rounded up. The quota is charged exactly this and the usage record's
+// rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
 // cost_usd states it. After a fallback, model is the one that answered.
 func (g *Gateway) price(model string, u protocol.Usage) int64 {
 	m, ok := g.cfg.Model(model)
 	if !ok {
 		return 0
 	}
-	usd := float64(u.InputTokens)/1000*m.Price.InputPer1K + float64(u.OutputTokens)/1000*m.Price.OutputPer1K
+	p := m.Price
+	usd := float64(u.InputTokens)/1000*p.InputPer1K + float64(u.OutputTokens)/1000*p.OutputPer1K +
+		float64(u.CacheReadInputTokens)/1000*p.CacheRead() + float64(u.CacheWriteInputTokens)/1000*p.CacheWrite()
 	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar
 }
 
-func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.UsageRecord {
+func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) telemetry.UsageRecord {
 	code, status := telemetry.OutcomeDone, 200
 	if o.err != nil {
 		pe := ProtocolError(o.err)
@@ -170,7 +171,8 @@ func (o *outcome) usageRecord(costMicroUSD int64, server string) telemetry.Usage
 		Tenant: o.who.tenant, App: o.who.app, User: o.who.user, ClientID: o.who.clientID, Model: o.model,
 		FallbackFrom: o.fallbackFrom, Outcome: code, Status: status,
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
-		CostUSD: float64(costMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
+		CacheReadInputTokens: o.usage.CacheReadInputTokens, CacheWriteInputTokens: o.usage.CacheWriteInputTokens,
+		CostUSD: float64(costMicroUSD) / 1e6, CacheSavedUSD: float64(savedMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
 		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls,
 	}
@@ -183,7 +185,8 @@ func (g *Gateway) logEnding(o outcome) {
 	if o.err == nil {
 		o.logger.Info("completed", append(fields, zap.String("fallback_from", o.fallbackFrom),
 			zap.Int64("ttft_ms", o.ttft), zap.Int64("input_tokens", o.usage.InputTokens),
-			zap.Int64("output_tokens", o.usage.OutputTokens), zap.Int("status", 200))...)
+			zap.Int64("output_tokens", o.usage.OutputTokens), zap.Int64("cache_read_input_tokens", o.usage.CacheReadInputTokens),
+			zap.Int64("cache_write_input_tokens", o.usage.CacheWriteInputTokens), zap.Int("status", 200))...)
 		return
 	}
 	pe := ProtocolError(o.err)

@@ -130,13 +130,18 @@ type Caller struct {
 
 // Request is an inbound `request` frame with its arrival time. Its fields
 // were validated (protocol.Decode or protocol.ValidateRequest), which also
-// decoded its attachments (protocol.Block.Bytes).
+// checked and hashed its attachments (protocol.Data).
 type Request struct {
 	protocol.Inbound
 	ReceivedAt time.Time
 	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
 	Stop       []string // stop sequences (the OpenAI door's stop)
 	Door       string   // DoorWS (default), DoorOpenAI or DoorAnthropic: recorded in the usage record
+	// PrefixCachePoint is the client's own prompt cache point after the
+	// system prompt and tools (a door whose wire marks them, as Anthropic's
+	// cache_control does): it counts toward the model's maximum like a
+	// cache_point block.
+	PrefixCachePoint bool
 	// Release, when set, is called once when the request's content is
 	// used no more: its model call ended, or it never started (refused,
 	// re-sent, following another server). The session gives the
@@ -317,11 +322,13 @@ func (g *Gateway) Inflight() int {
 	return g.inflight
 }
 
+// routerMessages converts messages for the model call, blocks included
+// (validation decoded the attachments).
 func routerMessages(ms []protocol.Message) []router.Message {
 	out := make([]router.Message, len(ms))
 	for i, m := range ms {
 		out[i] = router.Message{Role: m.Role, Content: m.Content}
-		if m.Blocks != nil { // text blocks: a request that uses nothing beyond text may still send its content as a list
+		if m.Blocks != nil {
 			out[i].Blocks = routerBlocks(m.Blocks)
 		}
 	}
@@ -356,7 +363,7 @@ func contents(ms []protocol.Message) []string {
 // bodyHash fingerprints what a request asks for (not after_seq), so a
 // re-send with the same id and body is recognised and a different body is a conflict.
 // An attachment counts by the SHA-256 of its bytes, which validation
-// computed (protocol.Block.Digest): megabytes of base64 are neither
+// computed (protocol.Data.Digest): megabytes of base64 are neither
 // encoded nor hashed again. Text-only requests keep their fingerprints.
 func bodyHash(in Request) string {
 	b, _ := json.Marshal(struct {
@@ -370,7 +377,9 @@ func bodyHash(in Request) string {
 		Tools       []protocol.Tool      `json:"to,omitempty"`
 		ToolChoice  *protocol.ToolChoice `json:"tc,omitempty"`
 		Reasoning   *protocol.Reasoning  `json:"r,omitempty"`
-	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning})
+		CachePoint  bool                 `json:"pc,omitempty"`
+	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning,
+		in.PrefixCachePoint})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -401,7 +410,7 @@ func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
 	var out []protocol.Block
 	for i, b := range bs {
 		c, nested := digestBlocks(b.Content)
-		if b.Bytes == nil && !nested {
+		if b.Data.Bytes() == nil && !nested {
 			continue
 		}
 		if out == nil {
@@ -410,8 +419,8 @@ func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
 		if nested {
 			out[i].Content = c
 		}
-		if b.Bytes != nil {
-			out[i].Data = "sha256:" + hex.EncodeToString(b.Digest[:])
+		if b.Data.Bytes() != nil {
+			out[i].Data = b.Data.Digested()
 		}
 	}
 	return out, out != nil

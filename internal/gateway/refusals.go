@@ -192,9 +192,10 @@ func (g *Gateway) refused(c Caller, requestID string, err error) error {
 	return err
 }
 
-// requestLogger is the logger of one request's lines.
-func (g *Gateway) requestLogger(c Caller, requestID string) *zap.Logger {
-	return g.logger.With(zap.String("request_id", requestID), zap.String("session_id", c.SessionID),
+// requestLogger is the logger of one request's lines, with more fields
+// (one clone of the logger per request, not one per With).
+func (g *Gateway) requestLogger(c Caller, requestID string, more ...zap.Field) *zap.Logger {
+	return g.logger.With(append([]zap.Field{zap.String("request_id", requestID), zap.String("session_id", c.SessionID),
 		zap.String("tenant", c.Principal.Tenant), zap.String("app", c.Principal.App),
-		zap.String("user", c.Principal.Subject))
+		zap.String("user", c.Principal.Subject)}, more...)...)
 }

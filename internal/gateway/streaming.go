@@ -94,7 +94,8 @@ func (f *flight) end(out router.Outcome, err error) {
 	end := g.opts.Now()
 	pieces := f.log.Pieces()
 	answer := protocol.Assemble(pieces)
-	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens)}
+	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
+		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
 	switch {
 	case out.UsageReported:
 	case len(pieces) == 0 && refusedByModel(err):
@@ -185,7 +186,8 @@ func (f *flight) outcome(err error) outcome {
 // call is the model call of the request (its cache key too).
 func (f *flight) call() router.Call {
 	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
-		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop}
+		Temperature: f.req.Temperature, TopP: f.req.TopP, Stop: f.req.Stop,
+		AutoCache: f.app.PromptCache == config.PromptCacheAuto, PrefixCachePoint: f.req.PrefixCachePoint}
 	if c.Messages == nil {
 		c.Messages = routerMessages(f.req.Messages)
 	}

@@ -48,8 +48,9 @@ var (
 // contentBlock is one ContentBlock union of a Converse request (blobs are
 // base64 in JSON, which encoding/json decodes into []byte).
 type contentBlock struct {
-	Text  *string `json:"text"`
-	Image *struct {
+	Text       *string   `json:"text"`
+	CachePoint *struct{} `json:"cachePoint"`
+	Image      *struct {
 		Format string `json:"format"`
 		Source struct {
 			Bytes []byte `json:"bytes"`
@@ -83,7 +84,8 @@ type contentBlock struct {
 // toolConfig is a Converse request's toolConfig.
 type toolConfig struct {
 	Tools []struct {
-		ToolSpec *struct {
+		CachePoint *struct{} `json:"cachePoint"`
+		ToolSpec   *struct {
 			Name        string `json:"name"`
 			Description string `json:"description"`
 			InputSchema struct {
@@ -105,6 +107,7 @@ type blockCounts struct {
 	images, documents, toolBlocks int
 	attachmentBytes               int
 	lastHasToolResult             bool
+	cachePoints                   bool // any cachePoint block (system, messages, tools)
 }
 
 // checkBlocks validates one message's blocks as Bedrock does.
@@ -113,6 +116,8 @@ func checkBlocks(path string, blocks []contentBlock, c *blockCounts, inResult bo
 		p := path + "[" + strconv.Itoa(j) + "]"
 		switch {
 		case b.Text != nil:
+		case b.CachePoint != nil && !inResult:
+			c.cachePoints = true
 		case b.Image != nil:
 			if !imageFormats[b.Image.Format] {
 				return fmt.Errorf("%s.image.format: unsupported format %q", p, b.Image.Format)
@@ -158,7 +163,7 @@ func checkBlocks(path string, blocks []contentBlock, c *blockCounts, inResult bo
 // checkTools validates toolConfig and returns the tool the answer calls
 // ("" for none): the named tool of toolChoice.tool; the first tool for
 // toolChoice.any or for model mock-tools.
-func checkTools(tc *toolConfig, modelID string, c blockCounts) (string, error) {
+func checkTools(tc *toolConfig, modelID string, c *blockCounts) (string, error) {
 	if tc == nil {
 		if c.toolBlocks > 0 {
 			return "", fmt.Errorf("toolConfig: the messages contain toolUse or toolResult blocks, so toolConfig is required")
@@ -169,13 +174,23 @@ func checkTools(tc *toolConfig, modelID string, c blockCounts) (string, error) {
 		return "", fmt.Errorf("toolConfig.tools: at least one tool is required")
 	}
 	names := make(map[string]bool, len(tc.Tools))
+	first := ""
 	for i, t := range tc.Tools {
+		if t.CachePoint != nil && t.ToolSpec == nil {
+			c.cachePoints = true
+			continue
+		}
 		if t.ToolSpec == nil || t.ToolSpec.Name == "" || len(t.ToolSpec.InputSchema.JSON) == 0 {
 			return "", fmt.Errorf("toolConfig.tools[%d].toolSpec: name and inputSchema.json are required", i)
 		}
 		names[t.ToolSpec.Name] = true
+		if first == "" {
+			first = t.ToolSpec.Name
+		}
 	}
-	first := tc.Tools[0].ToolSpec.Name
+	if first == "" {
+		return "", fmt.Errorf("toolConfig.tools: at least one tool is required")
+	}
 	call := ""
 	if modelID == modelTools {
 		call = first

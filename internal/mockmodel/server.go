@@ -26,6 +26,18 @@
 // checks them (formats, Bedrock's sizes and counts), with a
 // ValidationException otherwise.
 //
+// Prompt caching works as on Bedrock (promptcache.go): cachePoint blocks
+// in system, messages and tools mark prefixes; for a model that caches
+// (Options.Caching) a point whose prefix has at least MinTokens input
+// tokens writes the prefix (keyed by the model id and the exact bytes of
+// every block before it, points left out) for CacheTTL, and the longest
+// prefix cached at the point or up to 20 block boundaries before it is
+// read; usage reports cacheReadInputTokens and cacheWriteInputTokens, and
+// inputTokens the rest. More points than MaxPoints, or any point to a
+// model that does not cache, is a ValidationException. The time to first
+// token is TTFT + PerInputToken x the input tokens not read from the cache
+// (those it writes are read like any other), so caching shows in TTFT.
+//
 // It is shared by the gateway's dev mode, tests and load tests.
 package mockmodel
 
@@ -33,6 +45,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,7 +88,23 @@ type Options struct {
 	// Tokens is the answer length in tokens (default 300). A request's
 	// inferenceConfig.maxTokens caps it, with stopReason "max_tokens".
 	Tokens int
+	// PerInputToken is added to TTFT for every input token the request
+	// does not read from the prompt cache (tokens written to it included),
+	// as a model's prefill grows with what it must read:
+	// TTFT + PerInputToken x input tokens not read from the cache.
+	// Default none (the pace is TTFT whatever the input, as before);
+	// RealisticPerInputToken is what dev mode and cmd/mockbedrock use.
+	PerInputToken time.Duration
+	// Caching maps a Bedrock model id to how it caches prompts; a model
+	// not in it refuses cache points with a ValidationException, as
+	// Bedrock does. Nil means DefaultCaching().
+	Caching map[string]CacheRule
 }
+
+// RealisticPerInputToken is a prefill pace close to Claude's on Bedrock
+// (about 0.1 ms per uncached input token: a 10,000-token prompt starts
+// a second later than a cached one).
+const RealisticPerInputToken = 100 * time.Microsecond
 
 // Server is the mock Bedrock runtime endpoint, an http.Handler:
 //
@@ -84,7 +113,10 @@ type Options struct {
 //	POST /stats/reset                       zero the request counts
 type Server struct {
 	ttft, perToken time.Duration
+	perInputToken  time.Duration
 	tokens         int
+	caching        map[string]CacheRule
+	cache          *promptCache
 	frames         *frames
 	mux            *http.ServeMux
 
@@ -104,6 +136,8 @@ func New(o Options) *Server {
 		ttft:     resolveDelay(o.TTFT, DefaultTTFT),
 		perToken: resolveDelay(o.PerToken, DefaultPerToken),
 		tokens:   o.Tokens,
+		caching:  o.Caching,
+		cache:    newPromptCache(),
 		frames:   newFrames(),
 		mux:      http.NewServeMux(),
 		requests: make(map[string]int64),
@@ -111,6 +145,10 @@ func New(o Options) *Server {
 	if s.tokens <= 0 {
 		s.tokens = DefaultTokens
 	}
+	if s.caching == nil {
+		s.caching = DefaultCaching()
+	}
+	s.perInputToken = max(o.PerInputToken, 0)
 	s.mux.HandleFunc("POST /model/{modelId}/converse-stream", s.converseStream)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.HandleFunc("POST /stats/reset", s.resetStats)
@@ -223,6 +261,9 @@ type request struct {
 	// additionalModelRequestFields.thinking.budget_tokens (0: not given).
 	tool           string
 	thinkingBudget int
+	// cachePoints: the body holds cachePoint blocks (body keeps it for the cache).
+	cachePoints bool
+	body        []byte
 }
 
 // converseRequest is the subset of the ConverseStream JSON body the mock reads.
@@ -247,7 +288,8 @@ type converseRequest struct {
 }
 
 type textBlock struct {
-	Text *string `json:"text"`
+	Text       *string   `json:"text"`
+	CachePoint *struct{} `json:"cachePoint"`
 }
 
 // joinText joins the text blocks of a system prompt or message with "\n",
@@ -289,8 +331,11 @@ func joinText[B textBlock | contentBlock](blocks []B) string {
 // ValidationException, as Bedrock's would.
 func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (request, error) {
 	var body converseRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	if err := dec.Decode(&body); err != nil {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		return request{}, fmt.Errorf("malformed request body: %v", err)
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
 		return request{}, fmt.Errorf("malformed request body: %v", err)
 	}
 	if len(body.Messages) == 0 {
@@ -298,6 +343,9 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 	}
 	req := request{system: joinText(body.System), messages: make([]string, len(body.Messages))}
 	var counts blockCounts
+	for _, b := range body.System {
+		counts.cachePoints = counts.cachePoints || b.CachePoint != nil
+	}
 	for i, m := range body.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return request{}, fmt.Errorf("messages[%d].role: must be user or assistant, got %q", i, m.Role)
@@ -316,8 +364,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 	for _, b := range body.Messages[len(body.Messages)-1].Content {
 		counts.lastHasToolResult = counts.lastHasToolResult || b.ToolResult != nil
 	}
-	var err error
-	if req.tool, err = checkTools(body.ToolConfig, modelID, counts); err != nil {
+	if req.tool, err = checkTools(body.ToolConfig, modelID, &counts); err != nil {
 		return request{}, err
 	}
 	if ic := body.InferenceConfig; ic != nil {
@@ -338,6 +385,9 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 		return request{}, err
 	}
 	req.inputTokens = InputTokens(req.system, req.messages) + attachmentTokens(counts)
+	if counts.cachePoints {
+		req.cachePoints, req.body = true, data
+	}
 	return req, nil
 }
 
@@ -370,6 +420,16 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 		return
 	}
+	var cached cacheUsage
+	if req.cachePoints {
+		rule, caches := s.caching[modelID]
+		if cached, err = s.cache.use(modelID, rule, caches, req.body, start); err != nil {
+			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
+			return
+		}
+		req.body = nil
+	}
+	usage := tokenUsage{input: req.inputTokens - cached.cachedPrefix, cacheRead: cached.read, cacheWrite: cached.write, cache: cached.points}
 
 	limit, stop := s.tokens, stopEndTurn
 	if modelID == modelMarkdown {
@@ -406,7 +466,9 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	// about to wait, and at the end: when paced, every event is flushed on
 	// its own, exactly when due; unpaced, a burst of due events shares one
 	// write instead of paying a syscall each.
-	p := pacer{start: start, ttft: s.ttft, perToken: s.perToken, flush: rc.Flush}
+	// The model reads every input token it does not find in its cache
+	// (tokens it writes to the cache included) before the first token.
+	p := pacer{start: start, ttft: s.ttft + time.Duration(req.inputTokens-cached.read)*s.perInputToken, perToken: s.perToken, flush: rc.Flush}
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
 		return
@@ -420,7 +482,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var buf [160]byte
-		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], req.inputTokens, sent, time.Since(start))) == nil {
+		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], usage, sent, time.Since(start))) == nil {
 			ended = true
 			_ = rc.Flush()
 		}
@@ -464,7 +526,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf [160]byte
-	payload := metadataPayload(buf[:0], req.inputTokens, send, time.Since(start))
+	payload := metadataPayload(buf[:0], usage, send, time.Since(start))
 	if writeEvent(enc, w, "metadata", payload) == nil {
 		ended = true
 		_ = rc.Flush()

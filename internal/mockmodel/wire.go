@@ -111,14 +111,28 @@ func writeException(enc *eventstream.Encoder, w io.Writer, exceptionType string,
 	return enc.Encode(w, msg)
 }
 
+// tokenUsage is a request's input tokens as the metadata event reports
+// them: input are those neither read from nor written to the cache (the
+// cache fields are reported when the request carried cache points).
+type tokenUsage struct {
+	input, cacheRead, cacheWrite int
+	cache                        bool
+}
+
 // metadataPayload is the metadata event's JSON, built without reflection.
-func metadataPayload(buf []byte, inputTokens, outputTokens int, latency time.Duration) []byte {
+func metadataPayload(buf []byte, u tokenUsage, outputTokens int, latency time.Duration) []byte {
 	buf = append(buf, `{"usage":{"inputTokens":`...)
-	buf = strconv.AppendInt(buf, int64(inputTokens), 10)
+	buf = strconv.AppendInt(buf, int64(u.input), 10)
 	buf = append(buf, `,"outputTokens":`...)
 	buf = strconv.AppendInt(buf, int64(outputTokens), 10)
+	if u.cache {
+		buf = append(buf, `,"cacheReadInputTokens":`...)
+		buf = strconv.AppendInt(buf, int64(u.cacheRead), 10)
+		buf = append(buf, `,"cacheWriteInputTokens":`...)
+		buf = strconv.AppendInt(buf, int64(u.cacheWrite), 10)
+	}
 	buf = append(buf, `,"totalTokens":`...)
-	buf = strconv.AppendInt(buf, int64(inputTokens+outputTokens), 10)
+	buf = strconv.AppendInt(buf, int64(u.input+u.cacheRead+u.cacheWrite+outputTokens), 10)
 	buf = append(buf, `},"metrics":{"latencyMs":`...)
 	buf = strconv.AppendInt(buf, latency.Milliseconds(), 10)
 	buf = append(buf, `}}`...)

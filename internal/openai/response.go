@@ -324,13 +324,27 @@ func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 }
 
 type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens        int64          `json:"prompt_tokens"`
+	CompletionTokens    int64          `json:"completion_tokens"`
+	TotalTokens         int64          `json:"total_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+// promptDetails is OpenAI's breakdown of prompt_tokens: cached_tokens
+// were read from the prompt cache.
+type promptDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// usageOf is OpenAI's usage: prompt_tokens counts every input token
+// (cached or not, as OpenAI's does); prompt_tokens_details.cached_tokens,
+// present when the model used its prompt cache, those read from it.
 func usageOf(u protocol.Usage) usage {
-	return usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+	out := usage{PromptTokens: u.AllInput(), CompletionTokens: u.OutputTokens, TotalTokens: u.Total()}
+	if u.CacheReadInputTokens > 0 || u.CacheWriteInputTokens > 0 {
+		out.PromptTokensDetails = &promptDetails{CachedTokens: u.CacheReadInputTokens}
+	}
+	return out
 }
 
 // finishReason maps Bedrock's stop reason to OpenAI's.

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -79,7 +80,7 @@ func TestToolRequestTranslation(t *testing.T) {
 	}
 	req = <-got
 	if m := req.Messages[0]; len(m.Blocks) != 2 || m.Blocks[0].Text != "what is this?" || m.Blocks[1].Type != protocol.BlockImage ||
-		m.Blocks[1].Format != "png" || m.Blocks[1].Data != png1 {
+		m.Blocks[1].Format != "png" || base64.StdEncoding.EncodeToString(m.Blocks[1].Data.Bytes()) != png1 {
 		t.Fatalf("image message %+v", req.Messages)
 	}
 }

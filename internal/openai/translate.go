@@ -370,7 +370,7 @@ func imageBlock(p contentPart, from string) (protocol.Block, error) {
 	if !ok {
 		return protocol.Block{}, badParam(urlParam, "%s has media type %q: images must be image/png, image/jpeg, image/gif or image/webp", urlParam, truncate(media, 40))
 	}
-	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: data}, nil
+	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: protocol.ParseData(data)}, nil
 }
 
 // fieldMap maps a protocol request's field paths, as its validation names

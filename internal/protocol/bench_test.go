@@ -88,13 +88,30 @@ func BenchmarkChunkJSONMarshalEscaped(b *testing.B) {
 }
 
 // BenchmarkDecodeImageRequest is the admission-path cost of a request with
-// a 1 MiB image: JSON decoding and the base64 check (no decoding).
+// a 1 MiB image: JSON decoding, the base64 decoded once from the frame and
+// its bytes hashed once (validation).
 func BenchmarkDecodeImageRequest(b *testing.B) {
 	frame := []byte(`{"type":"request","request_id":"req_0123456789abcdef","messages":[{"role":"user","content":[` +
 		`{"type":"text","text":"what is this?"},{"type":"image","format":"png","data":"` +
 		base64.StdEncoding.EncodeToString(make([]byte, 1<<20)) + `"}]}]}`)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		if _, err := Decode(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeToolLoopRequest is a block-heavy frame without
+// attachments: the second turn of a tool loop (reasoning, tool_use,
+// tool_result blocks and a tool).
+func BenchmarkDecodeToolLoopRequest(b *testing.B) {
+	frame := []byte(`{"type":"request","request_id":"req_0123456789abcdef",` + toolsJSON + `"messages":[` +
+		`{"role":"user","content":"what time is it?"},` +
+		`{"role":"assistant","content":[{"type":"reasoning","text":"use the clock","signature":"sig"},{"type":"tool_use","id":"tu_1","name":"clock","input":{"zone":"UTC"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"12:00"}]}]}]}`)
+	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Decode(frame); err != nil {
 			b.Fatal(err)

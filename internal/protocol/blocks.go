@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"regexp"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -24,6 +24,9 @@ const (
 	BlockToolUse    = "tool_use"
 	BlockToolResult = "tool_result"
 	BlockReasoning  = "reasoning"
+	// BlockCachePoint marks the end of a prompt-cache prefix (Bedrock's
+	// cachePoint content block): the conversation up to it may be cached.
+	BlockCachePoint = "cache_point"
 )
 
 // Chunk kinds: a chunk without a kind is text.
@@ -63,8 +66,8 @@ var (
 
 // Block is one content block. Which fields are set depends on Type:
 //   - text: Text
-//   - image: Format (png|jpeg|gif|webp), Data (base64; see Bytes)
-//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data (base64; see Bytes)
+//   - image: Format (png|jpeg|gif|webp), Data
+//   - document: Format (pdf|csv|doc|docx|xls|xlsx|html|txt|md), Name, Data
 //   - tool_use (assistant turns, done): ID, Name, Input (a JSON object)
 //   - tool_result (user turns): ToolUseID, Content (text, image or document
 //     blocks), Status ("success", "error" or absent)
@@ -75,137 +78,115 @@ type Block struct {
 	Text      string          `json:"text,omitempty"`
 	Format    string          `json:"format,omitempty"`
 	Name      string          `json:"name,omitempty"`
-	Data      string          `json:"data,omitempty"`
+	Data      Data            `json:"data,omitzero"`
 	ID        string          `json:"id,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   []Block         `json:"content,omitempty"`
 	Status    string          `json:"status,omitempty"`
 	Signature string          `json:"signature,omitempty"`
-
-	// Bytes is an image's or a document's decoded data and Digest its
-	// SHA-256, set by validation (Decode, ValidateRequest): the server
-	// decodes and hashes an attachment once, and the model call, the
-	// request's fingerprint and the cache key use these. Decoding a frame
-	// (Decode) decodes the base64 straight out of the frame into Bytes and
-	// leaves Data empty: the base64 text is never copied. A block encodes
-	// Bytes as its data when Data is empty.
-	Bytes  []byte            `json:"-"`
-	Digest [sha256.Size]byte `json:"-"`
-
-	// data is what reading the base64 found: dataRead once it was read
-	// (from the frame, or from Data by validation), dataSize the decoded
-	// size the text stands for, -1 when it is not valid base64.
-	dataRead bool
-	dataSize int
 }
 
-// blockWire is Block without its methods, for encoding/json.
-type blockWire Block
+// Data is an image's or a document's content: base64 text on the wire (standard
+// alphabet, padded, no line breaks), its decoded bytes in memory. Decoding a
+// frame decodes the base64 once, straight from the frame's buffer (the
+// text is never copied), and skips the decoding when the text stands
+// for more than any attachment may have, so an oversized attachment costs
+// no allocation. Validation (Decode, ValidateRequest) checks the size
+// against the block's limit and hashes the bytes once (Digest): the model
+// call, the request's fingerprint and the cache key use these. The zero
+// Data is absent.
+type Data struct {
+	bytes  []byte // the decoded bytes; nil when absent, not base64 or oversized
+	size   int    // the decoded size the text stands for; 0 absent, -1 not valid base64
+	digest [sha256.Size]byte
+	// text is wire text that stands for no bytes, sent as given: data
+	// built in code that was not decoded (ParseData; the server names the
+	// problem), or a digest (Digested).
+	text string
+}
 
-// MarshalJSON writes the block, its data from Bytes when Data is empty (a
-// block decoded from a frame).
-func (b Block) MarshalJSON() ([]byte, error) {
-	if b.Data == "" && b.Bytes != nil {
-		b.Data = base64.StdEncoding.EncodeToString(b.Bytes)
+// DataOf returns the Data of b (encoded as its base64 on the wire).
+func DataOf(b []byte) Data {
+	if len(b) == 0 {
+		return Data{size: -1}
 	}
-	return json.Marshal(blockWire(b))
+	return Data{bytes: b, size: len(b)}
 }
 
-// UnmarshalJSONFrom decodes a block from the token stream, matching keys
-// as encoding/json does (any case; the last of a repeated key wins;
-// others are ignored). An attachment's base64 is decoded straight from
-// the frame's bytes into Bytes (readData); its errors are validation's to
+// ParseData decodes base64 text (a door's data URL, a Go client's string)
+// once into a Data; text it does not decode (not valid base64, or over
+// every attachment limit) is kept as given, for validation to name.
+func ParseData(text string) Data {
+	var d Data
+	d.read([]byte(text)) // not copied: read only reads its argument
+	if d.bytes == nil {
+		d.text = text
+	}
+	return d
+}
+
+// Bytes returns the decoded bytes (nil when absent, not valid base64 or
+// over every attachment limit).
+func (d Data) Bytes() []byte { return d.bytes }
+
+// Digest returns the SHA-256 of the bytes, computed by validation.
+func (d Data) Digest() [sha256.Size]byte { return d.digest }
+
+// IsZero reports whether d is absent (the field is then left out).
+func (d Data) IsZero() bool { return d.size == 0 && d.text == "" }
+
+// Digested returns a Data that encodes as "sha256:" and the hex digest of
+// d's bytes (never valid base64, so no attachment's data can stand for
+// another's digest): a request's fingerprint counts an attachment by its
+// digest, neither encoding nor hashing megabytes again.
+func (d Data) Digested() Data {
+	return Data{size: -1, text: "sha256:" + hex.EncodeToString(d.digest[:])}
+}
+
+// MarshalJSON writes the data as a JSON string: the base64 of its bytes.
+func (d Data) MarshalJSON() ([]byte, error) {
+	if d.bytes == nil {
+		return json.Marshal(d.text)
+	}
+	n := base64.StdEncoding.EncodedLen(len(d.bytes))
+	out := make([]byte, n+2)
+	out[0], out[n+1] = '"', '"'
+	base64.StdEncoding.Encode(out[1:], d.bytes)
+	return out, nil
+}
+
+// UnmarshalJSON reads a JSON string of base64 (null is absent data). The
+// decoder hands it the value inside the frame's buffer; a string
+// with escapes (which base64 never needs, but encoders may write "\/")
+// is unquoted first. Text that is not valid base64 is validation's to
 // report, with the field's path.
-func (b *Block) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	*b = Block{}
-	if dec.PeekKind() != '{' {
-		return errors.New("a block must be a JSON object")
+func (d *Data) UnmarshalJSON(v []byte) error {
+	*d = Data{}
+	if string(v) == "null" {
+		return nil
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return err
-	}
-	for dec.PeekKind() != '}' {
-		k, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		var field any
-		switch name := k.String(); {
-		case strings.EqualFold(name, "data"):
-			if err := b.decodeData(dec); err != nil {
-				return err
-			}
-			continue
-		case strings.EqualFold(name, "type"):
-			field = &b.Type
-		case strings.EqualFold(name, "text"):
-			field = &b.Text
-		case strings.EqualFold(name, "format"):
-			field = &b.Format
-		case strings.EqualFold(name, "name"):
-			field = &b.Name
-		case strings.EqualFold(name, "id"):
-			field = &b.ID
-		case strings.EqualFold(name, "input"):
-			field = &b.Input
-		case strings.EqualFold(name, "tool_use_id"):
-			field = &b.ToolUseID
-		case strings.EqualFold(name, "content"):
-			field = &b.Content
-		case strings.EqualFold(name, "status"):
-			field = &b.Status
-		case strings.EqualFold(name, "signature"):
-			field = &b.Signature
-		default:
-			if err := dec.SkipValue(); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := jsonv2.UnmarshalDecode(dec, field); err != nil {
-			return err
-		}
-	}
-	_, err := dec.ReadToken()
-	return err
-}
-
-// decodeData reads "data": null (absent), or a string whose base64 is
-// decoded in place (the decoder's buffer; unquoted first only when the
-// text has escapes, which base64 never needs).
-func (b *Block) decodeData(dec *jsontext.Decoder) error {
-	b.Data, b.Bytes, b.dataRead = "", nil, false
-	switch dec.PeekKind() {
-	case 'n':
-		_, err := dec.ReadToken()
-		return err
-	case '"':
-	default:
+	if len(v) < 2 || v[0] != '"' {
 		return errors.New("data must be a string")
 	}
-	v, err := dec.ReadValue()
-	if err != nil {
-		return err
-	}
-	text := []byte(v[1 : len(v)-1])
+	text := v[1 : len(v)-1]
 	if bytes.IndexByte(text, '\\') >= 0 {
+		var err error
 		if text, err = jsontext.AppendUnquote(nil, v); err != nil {
 			return err
 		}
 	}
-	b.readData(text)
+	d.read(text)
 	return nil
 }
 
-// readData reads base64 text (standard, padded, strict: no line breaks,
-// zero padding bits): its decoded size, and its bytes into Bytes unless it
-// stands for more than any attachment may have (the size is checked before
-// decoding, so an oversized attachment costs no allocation).
-func (b *Block) readData(text []byte) {
-	b.dataRead, b.dataSize, b.Bytes = true, -1, nil
-	// (Go's decoder skips line breaks; IndexByte is vectorized.)
-	if len(text) == 0 || len(text)%4 != 0 || bytes.IndexByte(text, '\n') >= 0 || bytes.IndexByte(text, '\r') >= 0 {
+// read reads base64 text (standard, padded, strict: no line breaks,
+// zero padding bits): its decoded size, and its bytes unless it stands
+// for more than any attachment may have (the size is checked before
+// decoding).
+func (d *Data) read(text []byte) {
+	d.size, d.bytes = -1, nil
+	if len(text) == 0 || len(text)%4 != 0 {
 		return
 	}
 	n := len(text) / 4 * 3
@@ -216,14 +197,16 @@ func (b *Block) readData(text []byte) {
 		}
 	}
 	if n > max(MaxImageBytes, MaxDocumentBytes) {
-		b.dataSize = n
+		d.size = n
 		return
 	}
-	data := make([]byte, n)
-	if m, err := base64.StdEncoding.Strict().Decode(data, text); err != nil || m != n {
+	b := make([]byte, n)
+	// Go's decoder skips line breaks, which the wire refuses: text with
+	// any decodes to fewer bytes than its length stands for (or fails).
+	if m, err := base64.StdEncoding.Strict().Decode(b, text); err != nil || m != n {
 		return
 	}
-	b.dataSize, b.Bytes = n, data
+	d.size, d.bytes = n, b
 }
 
 // Message is one turn of the conversation. Its content is either Content (a
@@ -260,11 +243,12 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	return jsonv2.Unmarshal(data, m, decodeOptions)
 }
 
-// UnmarshalJSONFrom decodes a message in one pass over its bytes, as part
-// of a whole frame (Decode): no value is scanned twice, so a large
-// attachment costs one validation and one decoding of its base64. Keys match
-// as encoding/json matches them (any case; the last of a repeated key wins;
-// others are ignored).
+// UnmarshalJSONFrom decodes a message as part of a whole frame (Decode),
+// in the one pass over the frame's bytes: no value is read twice, so a
+// large attachment costs one scan and one decoding of its base64. Keys
+// match as the frame's other keys do (any case; the last of a repeated
+// key wins; others are ignored): read here rather than through a wire
+// struct, which would cost an allocation per message.
 func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	*m = Message{}
 	if dec.PeekKind() != '{' {
@@ -274,27 +258,34 @@ func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	for dec.PeekKind() != '}' {
-		k, err := dec.ReadToken()
+		k, err := dec.ReadValue()
 		if err != nil {
 			return err
 		}
-		switch name := k.String(); {
-		case strings.EqualFold(name, "role"):
-			if err := jsonv2.UnmarshalDecode(dec, &m.Role); err != nil {
-				return err
-			}
-		case strings.EqualFold(name, "content"):
-			if err := m.decodeContent(dec); err != nil {
-				return err
-			}
+		switch {
+		case nameIs(k, "role"):
+			err = jsonv2.UnmarshalDecode(dec, &m.Role)
+		case nameIs(k, "content"):
+			err = m.decodeContent(dec)
 		default:
-			if err := dec.SkipValue(); err != nil {
-				return err
-			}
+			err = dec.SkipValue()
+		}
+		if err != nil {
+			return err
 		}
 	}
 	_, err := dec.ReadToken()
 	return err
+}
+
+// nameIs reports whether the object name k (a JSON string as read)
+// is name in any case; names with escapes are compared unquoted.
+func nameIs(k jsontext.Value, name string) bool {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return len(k) == len(name)+2 && strings.EqualFold(string(k[1:len(k)-1]), name)
+	}
+	u, err := jsontext.AppendUnquote(nil, k)
+	return err == nil && strings.EqualFold(string(u), name)
 }
 
 // decodeContent reads content: a string, a list of blocks, or null.
@@ -353,12 +344,12 @@ func (c ToolChoice) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads "auto", "any" or {"name": "..."}; validation checks the values.
 func (c *ToolChoice) UnmarshalJSON(data []byte) error {
 	if len(data) > 0 && data[0] == '"' {
-		return json.Unmarshal(data, &c.Mode)
+		return jsonv2.Unmarshal(data, &c.Mode, decodeOptions)
 	}
 	var named struct {
 		Name string `json:"name"`
 	}
-	if err := json.Unmarshal(data, &named); err != nil {
+	if err := jsonv2.Unmarshal(data, &named, decodeOptions); err != nil {
 		return err
 	}
 	*c = ToolChoice{Mode: ToolChoiceTool, Name: named.Name}
@@ -375,8 +366,10 @@ type Reasoning struct {
 type Features struct {
 	Tools     bool // tools, tool_choice or tool_use/tool_result blocks
 	Reasoning bool
-	Images    int
-	Documents int
+	// CachePoints counts the client's cache_point blocks.
+	CachePoints int
+	Images      int
+	Documents   int
 	// AttachmentBytes is the decoded size of every image and document;
 	// DocumentBytes of the documents alone.
 	AttachmentBytes int64
@@ -392,13 +385,15 @@ func (in *Inbound) Features() Features {
 			switch b.Type {
 			case BlockImage:
 				f.Images++
-				f.AttachmentBytes += int64(len(b.Bytes))
+				f.AttachmentBytes += int64(len(b.Data.bytes))
 			case BlockDocument:
 				f.Documents++
-				f.AttachmentBytes += int64(len(b.Bytes))
-				f.DocumentBytes += int64(len(b.Bytes))
+				f.AttachmentBytes += int64(len(b.Data.bytes))
+				f.DocumentBytes += int64(len(b.Data.bytes))
 			case BlockToolUse:
 				f.Tools = true
+			case BlockCachePoint:
+				f.CachePoints++
 			case BlockToolResult:
 				f.Tools = true
 				walk(b.Content)
@@ -584,6 +579,13 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 				return err
 			}
 		}
+	case BlockCachePoint:
+		if inResult {
+			return invalidAt(path, ": cache_point blocks belong in a message's content, not in a tool result")
+		}
+		if strings.HasSuffix(path, "[0]") {
+			return invalidAt(path, ": a cache_point follows the content it marks; it cannot be a message's first block")
+		}
 	case BlockReasoning:
 		if inResult || role != "assistant" {
 			return invalidAt(path, ": reasoning blocks belong in assistant messages")
@@ -594,7 +596,7 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 	case "":
 		return invalidAt(path+".type", " is required")
 	default:
-		return invalidAt(path+".type", " %q is unknown (text, image, document, tool_use, tool_result, reasoning)", Clip(b.Type))
+		return invalidAt(path+".type", " %q is unknown (text, image, document, tool_use, tool_result, reasoning, cache_point)", Clip(b.Type))
 	}
 	return nil
 }
@@ -649,25 +651,19 @@ func ValidToolUseID(s string) bool { return toolUseIDPattern.MatchString(s) }
 
 func isJSONObject(raw json.RawMessage) bool {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+	return len(raw) > 0 && raw[0] == '{' && jsontext.Value(raw).IsValid(decodeOptions)
 }
 
-// decodeAttachment checks an attachment's data, read from the frame or
-// (for a block built in code) from b.Data now, against limit, and hashes
-// its bytes into b.Digest.
+// decodeAttachment checks an attachment's data, read when the frame was
+// decoded (or the block built), against limit, and hashes its bytes.
 func decodeAttachment(b *Block, path, what string, limit int) error {
-	if b.Data != "" || !b.dataRead {
-		// A block built in code (a frame's leaves Data empty). Decode
-		// only reads its source: the string's bytes are used in place
-		// rather than copied (an attachment is megabytes).
-		b.readData(unsafe.Slice(unsafe.StringData(b.Data), len(b.Data)))
-	}
-	switch {
-	case b.dataSize < 0:
+	switch d := &b.Data; {
+	case d.size <= 0:
 		return invalidAt(path+".data", " is not valid base64")
-	case b.dataSize > limit:
-		return invalidAt(path+".data", " is %d bytes, over the %d bytes %s may have", b.dataSize, limit, what)
+	case d.size > limit:
+		return invalidAt(path+".data", " is %d bytes, over the %d bytes %s may have", d.size, limit, what)
+	default:
+		d.digest = sha256.Sum256(d.bytes)
+		return nil
 	}
-	b.Digest = sha256.Sum256(b.Bytes)
-	return nil
 }

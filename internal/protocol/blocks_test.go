@@ -36,6 +36,10 @@ func TestDecodeBlocks(t *testing.T) {
 		{"tool choice any", request(toolsJSON+`"tool_choice":"any",`, `"hi"`), ""},
 		{"tool choice named", request(toolsJSON+`"tool_choice":{"name":"clock"},`, `"hi"`), ""},
 		{"reasoning", request(`"reasoning":{"budget_tokens":2048},`, `"hi"`), ""},
+		{"cache point", request("", `[{"type":"text","text":"a long prefix"},{"type":"cache_point"},{"type":"text","text":"hi"}]`), ""},
+		{"cache point first", request("", `[{"type":"cache_point"},{"type":"text","text":"hi"}]`), "messages[0].content[0]: a cache_point follows the content it marks"},
+		{"cache point in a tool result", request(toolsJSON, `[{"type":"tool_result","tool_use_id":"tu_1","content":[{"type":"text","text":"x"},{"type":"cache_point"}]}]`),
+			"content[0].content[1].type must be text, image or document"},
 		{"image at the limit", request("", `[{"type":"image","format":"jpeg","data":"`+b64(MaxImageBytes)+`"}]`), ""},
 
 		{"unknown block type", request("", `[{"type":"video","data":"AAAA"}]`), `messages[0].content[0].type "video" is unknown`},
@@ -93,6 +97,24 @@ func TestDecodeBlocks(t *testing.T) {
 	}
 }
 
+func TestCachePointsCounted(t *testing.T) {
+	in, err := Decode([]byte(request("", `[{"type":"text","text":"a"},{"type":"cache_point"},{"type":"text","text":"b"},{"type":"cache_point"}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := in.Features(); f.CachePoints != 2 || f.UsesBlocks() {
+		t.Errorf("features %+v: want 2 cache points and nothing a model capability covers", f)
+	}
+	// Usage without the cache is the v1 object; with it, the fields are added.
+	if b := string(Encode(Usage{InputTokens: 1, OutputTokens: 2})); b != `{"input_tokens":1,"output_tokens":2}` {
+		t.Errorf("usage without the cache encodes as %s", b)
+	}
+	u := Usage{InputTokens: 1, OutputTokens: 2, CacheReadInputTokens: 30, CacheWriteInputTokens: 4}
+	if b := string(Encode(u)); b != `{"input_tokens":1,"output_tokens":2,"cache_read_input_tokens":30,"cache_write_input_tokens":4}` || u.AllInput() != 35 || u.Total() != 37 {
+		t.Errorf("usage with the cache encodes as %s (all input %d, total %d)", b, u.AllInput(), u.Total())
+	}
+}
+
 func TestBlockRequestRoundTrips(t *testing.T) {
 	frame := request(toolsJSON+`"tool_choice":{"name":"clock"},"reasoning":{"budget_tokens":1024},`,
 		`[{"type":"text","text":"hi"},{"type":"image","format":"png","data":"`+b64(7)+`"}]`)
@@ -139,7 +161,7 @@ func TestTextOnlyEncodingsUnchanged(t *testing.T) {
 
 // An attachment's data decodes as strict base64 does, whether it comes in
 // a frame (decoded straight from the frame's bytes, unquoted first when
-// the JSON text has escapes) or in a block built in code (from Data).
+// the JSON text has escapes) or in a block built in code (ParseData).
 func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 	for _, s := range []string{"", "A", "AA==", "AB==", "AAA=", "AAE=", "AAAA", "AA=A", "A===", "====", "AAAA====",
 		"ab+/", "ab-_", "AAAA\n", "AA\r\nAA", " AAA", b64(1), b64(2), b64(3), b64(100)} {
@@ -147,10 +169,10 @@ func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 		// Go's decoder skips line breaks; the wire takes base64 without them.
 		wantOK := derr == nil && s != "" && !strings.ContainsAny(s, "\r\n")
 
-		b := Block{Type: BlockImage, Data: s}
+		b := Block{Type: BlockImage, Data: ParseData(s)}
 		err := decodeAttachment(&b, "data", "an image", MaxImageBytes)
-		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Bytes, dec) || b.Digest != sha256.Sum256(dec)) {
-			t.Errorf("decodeAttachment(%q) = %x, %v; strict decoding: %x, %v", s, b.Bytes, err, dec, derr)
+		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Data.Bytes(), dec) || b.Data.Digest() != sha256.Sum256(dec)) {
+			t.Errorf("decodeAttachment(%q) = %x, %v; strict decoding: %x, %v", s, b.Data.Bytes(), err, dec, derr)
 		}
 
 		quoted, _ := json.Marshal(s) // escapes \n, \r
@@ -158,8 +180,8 @@ func TestDecodeAttachmentAgreesWithStrictDecoding(t *testing.T) {
 		if err == nil {
 			b = in.Messages[0].Blocks[0]
 		}
-		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Bytes, dec) || b.Digest != sha256.Sum256(dec) || b.Data != "") {
-			t.Errorf("Decode of data %s = %x, %v; strict decoding: %x, %v", quoted, b.Bytes, err, dec, derr)
+		if (err == nil) != wantOK || err == nil && (!bytes.Equal(b.Data.Bytes(), dec) || b.Data.Digest() != sha256.Sum256(dec)) {
+			t.Errorf("Decode of data %s = %x, %v; strict decoding: %x, %v", quoted, b.Data.Bytes(), err, dec, derr)
 		}
 	}
 }
@@ -172,7 +194,7 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := in.Messages[0].Blocks[0]; b.Type != BlockImage || b.Format != "png" || !bytes.Equal(b.Bytes, []byte{0, 15, 192}) {
+	if b := in.Messages[0].Blocks[0]; b.Type != BlockImage || b.Format != "png" || !bytes.Equal(b.Data.Bytes(), []byte{0, 15, 192}) {
 		t.Fatalf("block %+v", b)
 	}
 	if got := string(Encode(in.Messages[0])); got != `{"role":"user","content":[{"type":"image","format":"png","data":"AA/A"},{"type":"text","text":"hi"}]}` {
@@ -180,7 +202,7 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 	}
 	// encoding/json decodes a message through the same decoder.
 	var m Message
-	if err := json.Unmarshal(Encode(in.Messages[0]), &m); err != nil || len(m.Blocks) != 2 || !bytes.Equal(m.Blocks[0].Bytes, []byte{0, 15, 192}) {
+	if err := json.Unmarshal(Encode(in.Messages[0]), &m); err != nil || len(m.Blocks) != 2 || !bytes.Equal(m.Blocks[0].Data.Bytes(), []byte{0, 15, 192}) {
 		t.Fatalf("json.Unmarshal: %+v, %v", m, err)
 	}
 	for frame, want := range map[string]string{
@@ -191,6 +213,42 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 		var ce *ClientError
 		if _, err := Decode([]byte(frame)); !errors.As(err, &ce) || !strings.Contains(ce.Msg, want) {
 			t.Errorf("%.80s...: %v, want %q", frame, err, want)
+		}
+	}
+}
+
+// Data built in code encodes as the wire takes it: bytes as their base64,
+// text that is not base64 as given (the server names the problem), a
+// digest as "sha256:<hex>"; absent data leaves the field out.
+func TestDataEncodings(t *testing.T) {
+	raw := []byte("\x89PNG data")
+	sum := sha256.Sum256(raw)
+	cases := []struct {
+		d    Data
+		want string
+	}{
+		{DataOf(raw), `{"type":"image","data":"` + base64.StdEncoding.EncodeToString(raw) + `"}`},
+		{ParseData(base64.StdEncoding.EncodeToString(raw)), `{"type":"image","data":"` + base64.StdEncoding.EncodeToString(raw) + `"}`},
+		{ParseData("not base64"), `{"type":"image","data":"not base64"}`},
+		{ParseData(b64(MaxDocumentBytes + 3)), `{"type":"image","data":"` + b64(MaxDocumentBytes+3) + `"}`},
+		{Data{}, `{"type":"image"}`},
+	}
+	for _, c := range cases {
+		if got := string(Encode(Block{Type: BlockImage, Data: c.d})); got != c.want {
+			t.Errorf("encoded %s, want %s", got, c.want)
+		}
+	}
+	b := Block{Type: BlockImage, Data: DataOf(raw)}
+	if err := decodeAttachment(&b, "data", "an image", MaxImageBytes); err != nil || b.Data.Digest() != sum {
+		t.Fatalf("validation: %v, digest %x", err, b.Data.Digest())
+	}
+	if got := string(Encode(Block{Type: BlockImage, Data: b.Data.Digested()})); got != fmt.Sprintf(`{"type":"image","data":"sha256:%x"}`, sum) {
+		t.Fatalf("digested: %s", got)
+	}
+	for _, d := range []Data{DataOf(nil), ParseData(""), b.Data.Digested()} {
+		b := Block{Type: BlockImage, Format: "png", Data: d}
+		if err := decodeAttachment(&b, "data", "an image", MaxImageBytes); err == nil {
+			t.Errorf("%+v validated", d)
 		}
 	}
 }

@@ -36,11 +36,26 @@ type Accepted struct {
 	Cached         bool   `json:"cached"`
 }
 
-// Usage is a request's token usage.
+// Usage is a request's token usage. InputTokens are the input tokens
+// read at the full input price; the prompt cache's are apart:
+// CacheReadInputTokens were read from the cache, CacheWriteInputTokens
+// written to it (Bedrock's and Anthropic's split). Both are omitted when
+// zero, so a request that used no cache has the v1 usage object.
 type Usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
+	InputTokens           int64 `json:"input_tokens"`
+	OutputTokens          int64 `json:"output_tokens"`
+	CacheReadInputTokens  int64 `json:"cache_read_input_tokens,omitempty"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens,omitempty"`
 }
+
+// AllInput is every input token of the request, cached or not.
+func (u Usage) AllInput() int64 {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheWriteInputTokens
+}
+
+// Total is every token of the request: all input and the output. Token
+// limits count this (docs/configuration.md, "Prompt caching").
+func (u Usage) Total() int64 { return u.AllInput() + u.OutputTokens }
 
 // Done is the successful terminal frame.
 type Done struct {

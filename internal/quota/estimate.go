@@ -25,15 +25,18 @@ const (
 func EstimateInputTokens(system string, messages []string) int64 {
 	var n int64
 	if system != "" {
-		n += estimateText(system)
+		n += EstimateTextTokens(system)
 	}
 	for _, m := range messages {
-		n += estimateText(m)
+		n += EstimateTextTokens(m)
 	}
 	return n
 }
 
-func estimateText(s string) int64 {
+// EstimateTextTokens is the input-token estimate of one text (a system
+// prompt or a message): the unit EstimateInputTokens sums, and what the
+// router places prompt cache points by.
+func EstimateTextTokens(s string) int64 {
 	return (int64(len(s))+EstimateBytesPerToken-1)/EstimateBytesPerToken + EstimateMessageOverhead
 }
 

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -55,6 +56,13 @@ type Call struct {
 	// ReasoningBudget, when > 0, asks for reasoning with that many tokens
 	// (additionalModelRequestFields.thinking, Anthropic's form).
 	ReasoningBudget int
+	// PrefixCachePoint marks a cache point after the system prompt and
+	// tools (at the end of the system prompt, else of the tools).
+	// Message cache points are blocks of kind BlockCachePoint.
+	PrefixCachePoint bool
+	// AutoCache asks the Router to place cache points where the prefix is
+	// stable (the app's prompt_cache auto; see placeCachePoints).
+	AutoCache bool
 	// OnBlock, when set, puts the call in block mode: every delta (text
 	// too, with its block index), tool-use start and reasoning signature
 	// is delivered to it in order, and onDelta is not called. Unset, only
@@ -62,9 +70,11 @@ type Call struct {
 	OnBlock func(BlockDelta)
 }
 
-// Usage is what the model reports it consumed.
+// Usage is what the model reports it consumed. InputTokens are the input
+// tokens not read from or written to the prompt cache (Bedrock's split).
 type Usage struct {
-	InputTokens, OutputTokens int
+	InputTokens, OutputTokens                   int
+	CacheReadInputTokens, CacheWriteInputTokens int
 }
 
 // Result is how a successful call ended.
@@ -130,8 +140,30 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
 	}
 	defer tap.body.Close()
-	return readEvents(ctx, c.ModelID, bufio.NewReaderSize(tap.body, eventReadBuffer), onDelta, c.OnBlock)
+	bufs := eventBufferPool.Get().(*eventBuffers)
+	bufs.r.Reset(tap.body)
+	res, err := readEvents(ctx, c.ModelID, bufs, onDelta, c.OnBlock)
+	bufs.r.Reset(nil)
+	if err == nil {
+		// Nothing read out of the buffers outlives a stream that ended
+		// well (texts and results are copies); an error may hold bytes
+		// of an event, so its buffers are left to the collector.
+		eventBufferPool.Put(bufs)
+	}
+	return res, err
 }
+
+// eventBuffers are the buffers of one stream's reading: the read buffer
+// under the decoder and the payload buffer it reuses. Every model call
+// needs them for its length only, so they are pooled.
+type eventBuffers struct {
+	r       *bufio.Reader
+	payload []byte
+}
+
+var eventBufferPool = sync.Pool{New: func() any {
+	return &eventBuffers{r: bufio.NewReaderSize(nil, eventReadBuffer), payload: make([]byte, 0, eventPayloadBuffer)}
+}}
 
 // eventReadBuffer is the read buffer under the event-stream decoder, which
 // reads each message in several small pieces (prelude, headers, payload,
@@ -168,9 +200,9 @@ var errNoBody = errors.New("bedrock event stream body not captured")
 //
 // With onBlock set (block mode), contentBlockStart and every kind of
 // delta go to it instead (see Call.OnBlock).
-func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
+func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
 	dec := eventstream.NewDecoder()
-	payload := make([]byte, 0, eventPayloadBuffer)
+	body, payload := bufs.r, bufs.payload
 	var res Result
 	streamed, stopped := false, false
 	var delta deltaEvent
@@ -186,7 +218,7 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 			return res, classify(ctx, model, streamed, fmt.Errorf("decode event: %w", err))
 		}
 		if c := cap(msg.Payload); c > cap(payload) && c <= maxKeptPayload {
-			payload = msg.Payload
+			payload, bufs.payload = msg.Payload, msg.Payload
 		}
 		if header(msg.Headers, eventstream.MessageTypeHeader) != eventstream.EventMessageType {
 			return res, classify(ctx, model, streamed, sdkError(msg))
@@ -236,8 +268,10 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 		case "metadata":
 			var meta struct {
 				Usage *struct {
-					InputTokens  int `json:"inputTokens"`
-					OutputTokens int `json:"outputTokens"`
+					InputTokens           int `json:"inputTokens"`
+					OutputTokens          int `json:"outputTokens"`
+					CacheReadInputTokens  int `json:"cacheReadInputTokens"`
+					CacheWriteInputTokens int `json:"cacheWriteInputTokens"`
 				} `json:"usage"`
 			}
 			if err := json.Unmarshal(msg.Payload, &meta); err != nil {
@@ -245,7 +279,8 @@ func readEvents(ctx context.Context, model string, body io.Reader, onDelta func(
 			}
 			if u := meta.Usage; u != nil {
 				res.UsageReported = true
-				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+					CacheReadInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens}
 			}
 		}
 	}
@@ -333,6 +368,14 @@ func converseInput(c Call) (*bedrockruntime.ConverseStreamInput, error) {
 			return nil, err
 		}
 		in.ToolConfig = tc
+	}
+	if c.PrefixCachePoint {
+		switch {
+		case in.System != nil:
+			in.System = append(in.System, &types.SystemContentBlockMemberCachePoint{Value: cachePoint})
+		case in.ToolConfig != nil:
+			in.ToolConfig.Tools = append(in.ToolConfig.Tools, &types.ToolMemberCachePoint{Value: cachePoint})
+		}
 	}
 	if c.ReasoningBudget > 0 {
 		in.AdditionalModelRequestFields = reasoningFields(c.ReasoningBudget)

@@ -21,6 +21,7 @@ const (
 	BlockToolUse    = "tool_use"
 	BlockToolResult = "tool_result"
 	BlockReasoning  = "reasoning"
+	BlockCachePoint = "cache_point"
 )
 
 // Block is one content block of a message. Which fields are set depends
@@ -183,6 +184,8 @@ func contentBlocks(bs []Block) ([]types.ContentBlock, error) {
 			}
 			cb = &types.ContentBlockMemberToolResult{Value: types.ToolResultBlock{ToolUseId: aws.String(b.ID),
 				Content: content, Status: types.ToolResultStatus(b.Status)}}
+		case BlockCachePoint:
+			cb = &types.ContentBlockMemberCachePoint{Value: cachePoint}
 		case BlockReasoning:
 			rt := types.ReasoningTextBlock{Text: aws.String(b.Text)}
 			if b.Signature != "" {
@@ -196,6 +199,9 @@ func contentBlocks(bs []Block) ([]types.ContentBlock, error) {
 	}
 	return out, nil
 }
+
+// cachePoint is Bedrock's cache point block (the default 5-minute cache).
+var cachePoint = types.CachePointBlock{Type: types.CachePointTypeDefault}
 
 // toolConfig converts tools and a tool choice to Bedrock's toolConfig.
 func toolConfig(tools []Tool, choice *ToolChoice) (*types.ToolConfiguration, error) {

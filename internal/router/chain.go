@@ -24,6 +24,9 @@ type Target struct {
 	// first-token timeout is not retried on the same model (the next one
 	// gets the time). 0 (the default): no retry; capped at Options.MaxRetries.
 	Retries int
+	// Cache is how the model caches prompts; nil: it does not, and no
+	// cache point reaches it.
+	Cache *CacheLimits
 }
 
 // Outcome says how a routed call ended.
@@ -76,6 +79,9 @@ type Options struct {
 	Metrics *telemetry.Metrics
 	// Logger logs breaker state changes; nil: none.
 	Logger *zap.Logger
+	// EstimateTokens estimates a text's input tokens, for placing cache
+	// points (the gateway's estimator); nil: one token per started four bytes.
+	EstimateTokens func(text string) int64
 }
 
 func (o *Options) defaults() {
@@ -99,6 +105,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.EstimateTokens == nil {
+		o.EstimateTokens = estimateTokens
 	}
 }
 
@@ -204,6 +213,7 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
 	}
 	c.ModelID = t.BedrockID
+	c = placeCachePoints(c, t.Cache, r.opts.EstimateTokens)
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var timer *time.Timer

@@ -52,10 +52,13 @@ func (o *EMFOptions) defaults() {
 //     ActiveSessions, InFlight (gauges at write time), Takeovers (records
 //     of gone servers this one ended), SessionsMoved (sessions asked to
 //     move to another server), Requests, Errors (status >= 500),
-//     QuotaRejections (status 429), TTFT, Latency;
+//     QuotaRejections (status 429), InputTokens, CacheReadTokens,
+//     CacheWriteTokens (input tokens uncached, read from and written to
+//     the prompt cache), CacheSavedMicroUSD (what the prompt cache saved,
+//     UsageRecord.CacheSavedUSD in micro-dollars), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
-//     [["Tenant", "App"]] (summed over the fleet by CloudWatch): Requests,
-//     Errors, QuotaRejections, TTFT, Latency.
+//     [["Tenant", "App"]] (summed over the fleet by CloudWatch): the same
+//     but ActiveSessions, InFlight, Takeovers and SessionsMoved.
 //
 // Counts have unit Count and cover the interval. TTFT and Latency
 // (Milliseconds) are distributions written as an object with
@@ -82,9 +85,12 @@ type appKey struct{ tenant, app string }
 
 type emfAgg struct {
 	requests, errors, quota int64
-	takeovers               int64 // server line only: records of gone servers this one ended
-	moved                   int64 // server line only: sessions asked to move to another server
-	ttft, latency           dist
+	// input tokens: uncached, read from and written to the prompt cache;
+	// what the prompt cache saved, in micro-USD
+	inputTokens, cacheRead, cacheWrite, cacheSavedMicroUSD int64
+	takeovers                                              int64 // server line only: records of gone servers this one ended
+	moved                                                  int64 // server line only: sessions asked to move to another server
+	ttft, latency                                          dist
 }
 
 // NewEMF returns an aggregator writing to w. Each line is written with one
@@ -176,6 +182,10 @@ func (a *emfAgg) put(d *emfDoc) {
 	d.count("Requests", a.requests)
 	d.count("Errors", a.errors)
 	d.count("QuotaRejections", a.quota)
+	d.count("InputTokens", a.inputTokens)
+	d.count("CacheReadTokens", a.cacheRead)
+	d.count("CacheWriteTokens", a.cacheWrite)
+	d.count("CacheSavedMicroUSD", a.cacheSavedMicroUSD)
 	d.dist("TTFT", &a.ttft)
 	d.dist("Latency", &a.latency)
 }
@@ -232,6 +242,10 @@ func (e *EMF) observeRequest(r UsageRecord) {
 		if r.Status == 429 {
 			g.quota++
 		}
+		g.inputTokens += r.InputTokens
+		g.cacheRead += r.CacheReadInputTokens
+		g.cacheWrite += r.CacheWriteInputTokens
+		g.cacheSavedMicroUSD += int64(math.Round(r.CacheSavedUSD * 1e6))
 		if r.Chunks > 0 {
 			g.ttft.add(float64(r.TTFTMs))
 		}

@@ -23,6 +23,10 @@ const OtherModel = "other"
 const (
 	DirectionInput  = "input"
 	DirectionOutput = "output"
+	// Input tokens read from and written to the model's prompt cache
+	// (DirectionInput counts the rest).
+	DirectionCacheRead  = "cache_read"
+	DirectionCacheWrite = "cache_write"
 )
 
 // Sink names used as the "sink" label.
@@ -63,6 +67,7 @@ type Metrics struct {
 	inflight          prometheus.Gauge
 	requests          *prometheus.CounterVec   // tenant, app, model, outcome
 	tokens            *prometheus.CounterVec   // tenant, app, model, direction
+	cacheSaved        *prometheus.CounterVec   // tenant, app, model
 	ttft              *prometheus.HistogramVec // tenant, app, model
 	latency           *prometheus.HistogramVec // tenant, app, model
 	chunks            prometheus.Counter
@@ -86,6 +91,7 @@ type Metrics struct {
 	attachmentRefused prometheus.Counter
 	sessionsMoved     *prometheus.CounterVec // reason
 	unauthenticated   *prometheus.CounterVec // door
+	authCache         *prometheus.CounterVec // result
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -97,7 +103,8 @@ type Metrics struct {
 //	active_sessions                       gauge
 //	requests_in_flight                    gauge
 //	requests_total                        counter   tenant, app, model, outcome
-//	tokens_total                          counter   tenant, app, model, direction (input|output)
+//	tokens_total                          counter   tenant, app, model, direction (input|output|cache_read|cache_write)
+//	prompt_cache_saved_usd_total          counter   tenant, app, model (negative increments are left out)
 //	ttft_seconds                          histogram tenant, app, model
 //	request_duration_seconds              histogram tenant, app, model
 //	chunks_sent_total                     counter
@@ -121,6 +128,7 @@ type Metrics struct {
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
 //	unauthenticated_refusals_total        counter   door (ws|openai|anthropic)
+//	auth_cache_lookups_total              counter   result (hit|miss)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -135,9 +143,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "requests_in_flight",
 			Help: "Requests admitted and not yet ended on this server."}),
 		requests: counter("requests_total", "Requests by outcome (done or the error code).", "tenant", "app", "model", "outcome"),
-		tokens:   counter("tokens_total", "Tokens charged, by direction (input|output).", "tenant", "app", "model", "direction"),
-		ttft:     hist("ttft_seconds", "Time from request arrival to the first chunk sent.", "tenant", "app", "model"),
-		latency:  hist("request_duration_seconds", "Time from request arrival to the done frame.", "tenant", "app", "model"),
+		tokens:   counter("tokens_total", "Tokens charged, by direction (input|output|cache_read|cache_write).", "tenant", "app", "model", "direction"),
+		cacheSaved: counter("prompt_cache_saved_usd_total", "What the prompt cache saved, in USD (requests that saved money; "+
+			"cache_saved_usd in the usage records has the exact sum, losses included).", "tenant", "app", "model"),
+		ttft:    hist("ttft_seconds", "Time from request arrival to the first chunk sent.", "tenant", "app", "model"),
+		latency: hist("request_duration_seconds", "Time from request arrival to the done frame.", "tenant", "app", "model"),
 		chunks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "chunks_sent_total",
 			Help: "Chunk frames produced for requests."}),
 		slowConsumer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "slow_consumer_closes_total",
@@ -172,13 +182,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"by reason: balance (this server above the fleet's mean), busy (answered busy while another server had room).", "reason"),
 		unauthenticated: counter("unauthenticated_refusals_total", "Connections and requests refused for their credentials (missing, "+
 			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
+		authCache: counter("auth_cache_lookups_total", "Token verifications answered from the verified-token cache (hit) or checked in full (miss; "+
+			"bounded by JETWAY_AUTH_CACHE_ENTRIES).", "result"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.ttft, m.latency, m.chunks,
+		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated, m.sessionsMoved)
+			m.unauthenticated, m.sessionsMoved, m.authCache)
 	}
 	return m
 }
@@ -278,6 +290,15 @@ func (m *Metrics) ObserveRequest(r UsageRecord) {
 	}
 	if r.OutputTokens > 0 {
 		m.tokens.WithLabelValues(t, a, mo, DirectionOutput).Add(float64(r.OutputTokens))
+	}
+	if r.CacheReadInputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionCacheRead).Add(float64(r.CacheReadInputTokens))
+	}
+	if r.CacheWriteInputTokens > 0 {
+		m.tokens.WithLabelValues(t, a, mo, DirectionCacheWrite).Add(float64(r.CacheWriteInputTokens))
+	}
+	if r.CacheSavedUSD > 0 {
+		m.cacheSaved.WithLabelValues(t, a, mo).Add(r.CacheSavedUSD)
 	}
 	if r.Chunks > 0 {
 		m.chunks.Add(float64(r.Chunks))
@@ -479,4 +500,17 @@ func (m *Metrics) SessionMoved(reason string) {
 	}
 	m.sessionsMoved.WithLabelValues(reason).Inc()
 	m.emf.Load().addMoved()
+}
+
+// AuthCacheLookup counts a token verification answered from the
+// verified-token cache (hit) or checked in full (miss).
+func (m *Metrics) AuthCacheLookup(hit bool) {
+	if m == nil {
+		return
+	}
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	m.authCache.WithLabelValues(result).Inc()
 }

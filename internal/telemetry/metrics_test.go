@@ -104,6 +104,9 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 	m.SessionMoved("from a client") // not in the set: "other"
 	m.UnauthenticatedRefusal("openai")
 	m.UnauthenticatedRefusal("openai")
+	m.AuthCacheLookup(true)
+	m.AuthCacheLookup(true)
+	m.AuthCacheLookup(false)
 
 	fams := scrape(t, srv.URL)
 	gauge := func(name string, labels map[string]string) float64 {
@@ -141,6 +144,8 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"attachment bytes in flight", gauge("jetway_attachment_bytes_in_flight", nil), 5 << 20},
 		{"attachment frames refused", counter("jetway_attachment_frames_refused_total", nil), 1},
 		{"unauthenticated refusals", counter("jetway_unauthenticated_refusals_total", map[string]string{"door": "openai"}), 2},
+		{"auth cache hits", counter("jetway_auth_cache_lookups_total", map[string]string{"result": "hit"}), 2},
+		{"auth cache misses", counter("jetway_auth_cache_lookups_total", map[string]string{"result": "miss"}), 1},
 		{"connections rejected", counter("jetway_connections_rejected_total", map[string]string{"reason": "unauthorized"}), 2},
 		{"ttft count", float64(hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleCount()), 2},
 		{"ttft sum", hist("jetway_ttft_seconds", map[string]string{"model": "haiku"}).GetSampleSum(), 0.4},

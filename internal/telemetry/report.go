@@ -40,7 +40,10 @@ var reportKeys = []string{"tenant", "app", "model"}
 // Report reads the NDJSON usage files under o.Dir (the FileSink layout) and
 // writes an aligned table to w, one row per group plus a total row:
 // requests, outcomes (done, errors, 429), input and output tokens, cost,
-// and p50/p95 TTFT over requests that sent a chunk. Lines that are not
+// the prompt cache's hit ratio (input tokens read from the model's prompt
+// cache, in % of all input tokens) and what it saved in USD
+// (UsageRecord.CacheSavedUSD), and p50/p95 TTFT over requests that sent a
+// chunk. INPUT_TOKENS counts every input token, cached or not. Lines that are not
 // usage records (a partial last line while a file is being written, for
 // example) are skipped and counted in the footer.
 func Report(w io.Writer, o ReportOptions) error {
@@ -118,7 +121,7 @@ func Report(w io.Writer, o ReportOptions) error {
 	for _, k := range o.By {
 		header = append(header, strings.ToUpper(k))
 	}
-	header = append(header, "REQUESTS", "DONE", "ERRORS", "429", "INPUT_TOKENS", "OUTPUT_TOKENS", "COST_USD", "TTFT_P50_MS", "TTFT_P95_MS")
+	header = append(header, "REQUESTS", "DONE", "ERRORS", "429", "INPUT_TOKENS", "OUTPUT_TOKENS", "COST_USD", "CACHE_HIT_PCT", "CACHE_SAVED_USD", "TTFT_P50_MS", "TTFT_P95_MS")
 	table := [][]string{header}
 	for _, r := range rows {
 		table = append(table, r.cells(r.keys))
@@ -152,8 +155,9 @@ type reportRow struct {
 	keys                   []string
 	requests, done, errs   int
 	rejected429            int
-	inputTokens, outTokens int64
-	cost                   float64
+	inputTokens, outTokens int64 // input: all of it, cached or not
+	cacheRead              int64
+	cost, saved            float64
 	ttft                   []int64
 }
 
@@ -167,9 +171,11 @@ func (g *reportRow) add(r UsageRecord) {
 	default:
 		g.errs++
 	}
-	g.inputTokens += r.InputTokens
+	g.inputTokens += r.InputTokens + r.CacheReadInputTokens + r.CacheWriteInputTokens
+	g.cacheRead += r.CacheReadInputTokens
 	g.outTokens += r.OutputTokens
 	g.cost += r.CostUSD
+	g.saved += r.CacheSavedUSD
 	if r.Chunks > 0 {
 		g.ttft = append(g.ttft, r.TTFTMs)
 	}
@@ -177,7 +183,10 @@ func (g *reportRow) add(r UsageRecord) {
 
 func (g *reportRow) cells(keys []string) []string {
 	out := append([]string(nil), keys...)
-	p50, p95 := "-", "-"
+	p50, p95, hit := "-", "-", "-"
+	if g.inputTokens > 0 {
+		hit = strconv.FormatFloat(100*float64(g.cacheRead)/float64(g.inputTokens), 'f', 1, 64)
+	}
 	if len(g.ttft) > 0 {
 		slices.Sort(g.ttft)
 		p50 = strconv.FormatInt(percentile(g.ttft, 50), 10)
@@ -186,7 +195,7 @@ func (g *reportRow) cells(keys []string) []string {
 	return append(out,
 		strconv.Itoa(g.requests), strconv.Itoa(g.done), strconv.Itoa(g.errs), strconv.Itoa(g.rejected429),
 		strconv.FormatInt(g.inputTokens, 10), strconv.FormatInt(g.outTokens, 10),
-		strconv.FormatFloat(g.cost, 'f', 4, 64), p50, p95)
+		strconv.FormatFloat(g.cost, 'f', 4, 64), hit, strconv.FormatFloat(g.saved, 'f', 4, 64), p50, p95)
 }
 
 // percentile is the nearest-rank percentile of sorted values.

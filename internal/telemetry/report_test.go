@@ -32,6 +32,12 @@ func usage(tenant, app, model, outcome string, status int, in, out int64, cost f
 		InputTokens: in, OutputTokens: out, CostUSD: cost, TTFTMs: ttft, Chunks: chunks, Server: "t1"}
 }
 
+// cachedUsage is r with prompt cache reads, writes and savings.
+func cachedUsage(r UsageRecord, read, write int64, saved float64) UsageRecord {
+	r.CacheReadInputTokens, r.CacheWriteInputTokens, r.CacheSavedUSD = read, write, saved
+	return r
+}
+
 func TestReport(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Date(2026, 1, 5, 12, 30, 0, 0, time.UTC)
@@ -45,7 +51,7 @@ func TestReport(t *testing.T) {
 		usage("contoso", "support", "haiku", "quota_exceeded", 429, 0, 0, 0, 0, 0, recent),
 		usage("contoso", "support", "haiku", "quota_exceeded", 429, 0, 0, 0, 0, 0, recent),
 		usage("contoso", "support", "haiku", "model_error", 502, 100, 10, 0.001, 400, 1, recent),
-		usage("fabrikam", "search", "sonnet", "done", 200, 1000, 500, 0.5, 800, 3, now.Add(-10*time.Minute)),
+		cachedUsage(usage("fabrikam", "search", "sonnet", "done", 200, 1000, 500, 0.5, 800, 3, now.Add(-10*time.Minute)), 3000, 1000, 0.25),
 		// Outside a 24h window: not counted, and its partition not read.
 		usage("contoso", "support", "haiku", "done", 200, 9999, 9999, 99, 1, 1, now.Add(-30*time.Hour)),
 	)
@@ -70,15 +76,17 @@ func TestReport(t *testing.T) {
 		t.Errorf("summary line %q", lines[0])
 	}
 	fields := func(i int) []string { return strings.Fields(lines[i]) }
-	wantHeader := "TENANT APP MODEL REQUESTS DONE ERRORS 429 INPUT_TOKENS OUTPUT_TOKENS COST_USD TTFT_P50_MS TTFT_P95_MS"
+	wantHeader := "TENANT APP MODEL REQUESTS DONE ERRORS 429 INPUT_TOKENS OUTPUT_TOKENS COST_USD CACHE_HIT_PCT CACHE_SAVED_USD TTFT_P50_MS TTFT_P95_MS"
 	if strings.Join(fields(1), " ") != wantHeader {
 		t.Errorf("header %q", lines[1])
 	}
 	// p50 of {100..290 step 10, 400} (21 values): 11th = 200; p95: 20th = 290.
+	// Input tokens count cache reads and writes; the hit ratio is reads
+	// over all input (3000 of 5000, and of 7100 in all).
 	wantRows := []string{
-		"contoso support haiku 23 20 1 2 2100 4010 0.2010 200 290",
-		"fabrikam search sonnet 1 1 0 0 1000 500 0.5000 800 800",
-		"TOTAL 24 21 1 2 3100 4510 0.7010 200 400",
+		"contoso support haiku 23 20 1 2 2100 4010 0.2010 0.0 0.0000 200 290",
+		"fabrikam search sonnet 1 1 0 0 5000 500 0.5000 60.0 0.2500 800 800",
+		"TOTAL 24 21 1 2 7100 4510 0.7010 42.3 0.2500 200 400",
 	}
 	for i, want := range wantRows {
 		if got := strings.Join(fields(2+i), " "); got != want {
@@ -101,7 +109,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines = strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	if len(lines) < 3 || strings.Join(strings.Fields(lines[2]), " ") != "sonnet 1 1 0 0 1000 500 0.5000 800 800" {
+	if len(lines) < 3 || strings.Join(strings.Fields(lines[2]), " ") != "sonnet 1 1 0 0 5000 500 0.5000 60.0 0.2500 800 800" {
 		t.Errorf("by model, 1h:\n%s", out.String())
 	}
 
@@ -111,7 +119,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines = strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	if got := strings.Join(strings.Fields(lines[2]), " "); got != "24 21 1 2 3100 4510 0.7010 200 400" {
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "24 21 1 2 7100 4510 0.7010 42.3 0.2500 200 400" {
 		t.Errorf("totals only: %q", got)
 	}
 }

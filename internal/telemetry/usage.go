@@ -71,6 +71,15 @@ type UsageRecord struct {
 	// ToolCalls counts the tool_use blocks of the answer (the calls the
 	// model asked the client to run).
 	ToolCalls int `json:"tool_calls"`
+	// CacheReadInputTokens and CacheWriteInputTokens are the input tokens
+	// read from and written to the model's prompt cache; InputTokens
+	// holds the rest. All three are charged, each at its price.
+	CacheReadInputTokens  int64 `json:"cache_read_input_tokens"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
+	// CacheSavedUSD is what the prompt cache saved: the price with every
+	// cached input token at the input price, less CostUSD. Negative when
+	// the request wrote to the cache and read less.
+	CacheSavedUSD float64 `json:"cache_saved_usd"`
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

@@ -21,6 +21,7 @@ var wantFields = []string{
 	"request_id", "session_id", "ts", "tenant", "app", "user", "client_id", "model", "fallback_from",
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
 	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls",
+	"cache_read_input_tokens", "cache_write_input_tokens", "cache_saved_usd",
 }
 
 func sampleRecord() UsageRecord {
@@ -116,6 +117,7 @@ func TestUsageColumnsMatchRecord(t *testing.T) {
 		"ts": "string", "cached": "boolean", "status": "int", "chunks": "int", "images": "int", "documents": "int", "tool_calls": "int",
 		"input_tokens": "bigint", "output_tokens": "bigint", "reserved_tokens": "bigint",
 		"ttft_ms": "bigint", "latency_ms": "bigint", "cost_usd": "double",
+		"cache_read_input_tokens": "bigint", "cache_write_input_tokens": "bigint", "cache_saved_usd": "double",
 	}
 	for _, c := range cols {
 		want, ok := wantTypes[c.Name]

@@ -19,6 +19,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,16 @@ func (i *Issuer) Rotate() string {
 	defer i.mu.Unlock()
 	i.keys = append(i.keys, k)
 	return k.kid
+}
+
+// Retire stops publishing the key kid (a key rotated out, or revoked);
+// the current signing key cannot be retired.
+func (i *Issuer) Retire(kid string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	signer := i.keys[len(i.keys)-1]
+	kept := slices.DeleteFunc(slices.Clone(i.keys[:len(i.keys)-1]), func(k signingKey) bool { return k.kid == kid })
+	i.keys = append(kept, signer)
 }
 
 // KeyID returns the kid of the current signing key.

@@ -39,6 +39,9 @@ locals {
     { name = "images", type = "int" },
     { name = "documents", type = "int" },
     { name = "tool_calls", type = "int" },
+    { name = "cache_read_input_tokens", type = "bigint" },
+    { name = "cache_write_input_tokens", type = "bigint" },
+    { name = "cache_saved_usd", type = "double" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).

@@ -83,6 +83,21 @@ locals {
       ]
     },
     {
+      # Prompt caching (docs/configuration.md): the share of input tokens
+      # read from the models' caches, and what that saved.
+      title  = "Prompt cache: hit ratio (% of input tokens) and USD saved"
+      stat   = "Sum"
+      period = 300
+      metrics = [
+        [local.ns, "InputTokens", { id = "uncached", visible = false }],
+        [local.ns, "CacheReadTokens", { id = "read", visible = false }],
+        [local.ns, "CacheWriteTokens", { id = "write", visible = false }],
+        [local.ns, "CacheSavedMicroUSD", { id = "saved", visible = false }],
+        [{ expression = "IF(uncached + read + write > 0, 100 * read / (uncached + read + write), 0)", id = "hit", label = "cache hit %" }],
+        [{ expression = "saved / 1000000", id = "usd", label = "USD saved", yAxis = "right" }],
+      ]
+    },
+    {
       title   = "DynamoDB throttled requests"
       stat    = "Sum"
       period  = 60
