@@ -448,3 +448,42 @@ func TestAnthropicNodeClient(t *testing.T) {
 	}
 	t.Logf("node --test: %d passed", pass)
 }
+
+// TestAnthropicGoCacheControl: cache_control marks the prompt cache's
+// points. On an app with prompt_cache off (the gateway places none), a
+// system prompt marked with cache_control is written to the model's cache
+// by the first request and read by the next, and the usage says so in
+// Anthropic's fields, streamed and whole.
+func TestAnthropicGoCacheControl(t *testing.T) {
+	w := newWorld(t, fastPace())
+	g := w.start(nil)
+	c := anthropicClient(g, w.token("cache-user", "contoso", "contoso-chat-off", time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := strings.Repeat("The boarding bridge keeps every passenger dry. ", 200) // about 2,400 tokens
+	ask := func(q string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: "claude-cached", MaxTokens: 20, Messages: userMessage(q),
+			System: []anthropic.TextBlockParam{{Text: long, CacheControl: anthropic.NewCacheControlEphemeralParam()}}}
+	}
+	first, err := c.Messages.New(ctx, ask("first question"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Usage.CacheCreationInputTokens == 0 || first.Usage.CacheReadInputTokens != 0 {
+		t.Fatalf("first request usage %+v: want a cache write", first.Usage)
+	}
+	acc := accumulate(t, c.Messages.NewStreaming(ctx, ask("second question")))
+	if acc.Usage.CacheReadInputTokens < first.Usage.CacheCreationInputTokens || acc.Usage.InputTokens >= acc.Usage.CacheReadInputTokens {
+		t.Fatalf("second request usage %+v: want the system prompt read from the cache", acc.Usage)
+	}
+	// Without cache_control nothing is cached on this app.
+	plain := ask("third question")
+	plain.System[0].CacheControl = anthropic.CacheControlEphemeralParam{}
+	res, err := c.Messages.New(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Usage.CacheReadInputTokens != 0 || res.Usage.CacheCreationInputTokens != 0 {
+		t.Fatalf("unmarked request usage %+v", res.Usage)
+	}
+}

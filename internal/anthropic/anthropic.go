@@ -302,7 +302,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	req.in.AfterSeq = after
 	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: req.in, ReceivedAt: received,
-		TopP: req.topP, Stop: req.stop, Door: gateway.DoorAnthropic})
+		TopP: req.topP, Stop: req.stop, PrefixCachePoint: req.prefixCache, Door: gateway.DoorAnthropic})
 	if err != nil {
 		h.refuse(w, requestID, req.names.rename(fromProtocol(gateway.ProtocolError(err))))
 		return

@@ -137,7 +137,8 @@ func TestRequestTranslation(t *testing.T) {
 	msgs, _ := json.Marshal(req.Messages)
 	if req.RequestID != "key-00000001" || req.Model != "mock-a" || req.System != "a\n\nb\n\nc" || req.Reasoning != nil || req.MaxTokens != 50 ||
 		*req.Temperature != 0.5 || *req.TopP != 0.9 || len(req.Stop) != 1 || req.Stop[0] != "END" || req.Door != gateway.DoorAnthropic ||
-		string(msgs) != `[{"role":"user","content":[{"type":"text","text":"q1"},{"type":"text","text":"q2"}]}]` {
+		string(msgs) != `[{"role":"user","content":[{"type":"text","text":"q1"},{"type":"text","text":"q2"},{"type":"cache_point"}]}]` ||
+		!req.PrefixCachePoint {
 		t.Fatalf("request %+v\nmessages %s", req, msgs)
 	}
 	var m struct {
@@ -174,7 +175,7 @@ func TestToolsThinkingImages(t *testing.T) {
 	 "messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png1 + `"}},
 	   {"type":"document","title":"report.pdf v2","source":{"type":"text","media_type":"text/plain","data":"plain"}}]},
 	  {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"q":"x"}}]},
-	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"found","is_error":true}]}]}`
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"found","cache_control":{"type":"ephemeral"}}],"is_error":true}]}]}`
 	if resp := post(t, srv.URL, body, nil); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %+v", resp.StatusCode, decodeError(t, resp.Body))
 	}
@@ -188,7 +189,7 @@ func TestToolsThinkingImages(t *testing.T) {
 	want := `{"messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image","format":"png","data":"` + png1 + `"},` +
 		`{"type":"document","format":"txt","name":"report pdf v2","data":"cGxhaW4="}]},` +
 		`{"role":"assistant","content":[{"type":"reasoning","text":"hmm","signature":"sig"},{"type":"tool_use","name":"lookup","id":"toolu_1","input":{"q":"x"}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"found"}],"status":"error"}]}],` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"found"}],"status":"error"},{"type":"cache_point"}]}],` +
 		`"tools":[{"name":"lookup","description":"looks up","input_schema":{"type":"object"}}],"tool_choice":"any","reasoning":{"budget_tokens":2000}}`
 	if string(b) != want {
 		t.Fatalf("translated\n%s\nwant\n%s", b, want)
@@ -457,7 +458,7 @@ func TestStreamEventsAndResume(t *testing.T) {
 		{"", "content_block_stop", `{"type":"content_block_stop","index":2}`},
 		{"8", "content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"tooluse_2","name":"clock","input":{}}}`},
 		{"", "content_block_stop", `{"type":"content_block_stop","index":3}`},
-		{"", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":7,"output_tokens":8}}`},
+		{"", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":8}}`},
 		{"", "message_stop", `{"type":"message_stop"}`},
 	}
 	if len(evs) != len(want) {
@@ -487,7 +488,7 @@ func TestStreamEventsAndResume(t *testing.T) {
 	wantWhole := `{"id":"msg_stream-0001","type":"message","role":"assistant","model":"mock-a","content":[` +
 		`{"type":"thinking","thinking":"thinking","signature":"sig"},{"type":"text","text":"Let me look."},` +
 		`{"type":"tool_use","id":"tooluse_1","name":"lookup","input":{"query":"Paris"}},{"type":"tool_use","id":"tooluse_2","name":"clock","input":{}}],` +
-		`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":8}}` + "\n"
+		`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":8}}` + "\n"
 	if string(whole) != wantWhole {
 		t.Errorf("whole\n%s\nwant\n%s", whole, wantWhole)
 	}
@@ -496,7 +497,7 @@ func TestStreamEventsAndResume(t *testing.T) {
 func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 	srv := newDoor(t, func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Now())
-		switch req.Messages[0].Content {
+		switch req.Messages[0].Text() {
 		case "quota":
 			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeQuotaExceeded, Status: 429,
 				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
@@ -505,6 +506,8 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
 			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+		case "points":
+			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
 		case "reasoning":
 			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
 		case "busy":
@@ -548,6 +551,11 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 	resp = ask("busy", false)
 	if resp.Header.Get("retry-after") != "1" || resp.Header.Get("x-should-retry") != "true" {
 		t.Errorf("busy: %v", resp.Header)
+	}
+	// A cache point too many is named as the cache_control that made it.
+	resp = post(t, srv.URL, `{"max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"points","cache_control":{"type":"ephemeral"}}]}]}`, nil)
+	if e := decodeError(t, resp.Body); resp.StatusCode != 400 || !strings.HasPrefix(e.Error.Message, "messages[0].content[0].cache_control: 5 cache_point blocks") {
+		t.Errorf("cache points: %d %+v", resp.StatusCode, e)
 	}
 	// After the stream started: the chunks, then one error event; no message_stop.
 	resp = ask("mid", true)

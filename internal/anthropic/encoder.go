@@ -145,13 +145,18 @@ func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }
 
+// usage is Anthropic's usage: input_tokens are those not read from nor
+// written to the prompt cache, as Bedrock's (and the core's) are.
 type usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
 }
 
 func usageOf(u protocol.Usage) usage {
-	return usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	return usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheWriteInputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
 }
 
 // stopReason maps Bedrock's stop reason to Anthropic's.

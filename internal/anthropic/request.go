@@ -126,6 +126,9 @@ type parsed struct {
 	stream bool
 	userID string // metadata.user_id, clipped to MaxUserIDBytes
 	names  names  // Anthropic's names of the protocol request's paths
+	// prefixCache: a system block or a tool has cache_control (the
+	// gateway's point after the system prompt and tools).
+	prefixCache bool
 }
 
 // parseRequest decodes and checks a Messages body (count: a count_tokens
@@ -209,8 +212,8 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 		p.userID = clip(p.userID, MaxUserIDBytes)
 	}
-	if err := cacheControl(b.CacheControl, "body"); err != nil {
-		return p, err
+	if _, err := cacheControl(b.CacheControl, "body"); err != nil {
+		return p, err // automatic caching: the app's prompt_cache places the points
 	}
 	if cm := b.ContextManagement; cm != nil {
 		for i, e := range cm.Edits {
@@ -227,19 +230,20 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 			return p, ref(invalid("output_config.format: structured outputs are not supported by this gateway: remove it"))
 		}
 	}
-	system, err := system(b.System)
+	system, cached, err := system(b.System)
 	if err != nil {
 		return p, err
 	}
-	t := translation{names: names{}, system: system}
+	t := translation{names: names{}, system: system, prefixCache: cached}
 	if err := t.messages(b.Messages); err != nil {
 		return p, err
 	}
 	p.in.System = strings.Join(t.system, "\n\n")
 	p.in.Messages, p.names = t.turns, t.names
-	if err := tools(&p.in, b.Tools, b.ToolChoice, t.toolBlocks); err != nil {
+	if err := tools(&p.in, b.Tools, b.ToolChoice, &t); err != nil {
 		return p, err
 	}
+	p.prefixCache = t.prefixCache
 	if th := b.Thinking; th != nil {
 		switch th.Type {
 		case "enabled":
@@ -264,62 +268,68 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 func ref(e apiError) *apiError { return &e }
 
 // system reads a system prompt (path: where it is): a string or text
-// blocks; the parts are joined by a blank line.
-func system(raw json.RawMessage, paths ...string) ([]string, *apiError) {
+// blocks; the parts are joined by a blank line. cached: a block has
+// cache_control.
+func system(raw json.RawMessage, paths ...string) (parts []string, cached bool, err *apiError) {
 	path := "system"
 	if len(paths) > 0 {
 		path = paths[0]
 	}
 	switch v := first(raw); {
 	case v == 0 || v == 'n':
-		return nil, nil
+		return nil, false, nil
 	case v == '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		return []string{s}, nil
+		return []string{s}, false, nil
 	}
 	var blocks []block
 	if json.Unmarshal(raw, &blocks) != nil {
-		return nil, ref(invalid("%s: must be a string or an array of text blocks", path))
+		return nil, false, ref(invalid("%s: must be a string or an array of text blocks", path))
 	}
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		bp := fmt.Sprintf("%s[%d]", path, i)
 		if b.Type != "text" {
-			return nil, ref(invalid("%s.type: must be \"text\"", bp))
+			return nil, false, ref(invalid("%s.type: must be \"text\"", bp))
 		}
-		if err := cacheControl(b.CacheControl, bp); err != nil {
-			return nil, err
+		set, err := cacheControl(b.CacheControl, bp)
+		if err != nil {
+			return nil, false, err
 		}
+		cached = cached || set
 		texts = append(texts, b.Text)
 	}
-	return texts, nil
+	return texts, cached, nil
 }
 
-// cacheControl checks a block's cache_control: {"type":"ephemeral"}
-// (with an optional ttl) is accepted and has no effect yet.
-func cacheControl(raw json.RawMessage, path string) *apiError {
-	if v := compact(raw); v == "" || v == "null" {
-		return nil
+// cacheControl checks a cache_control: {"type":"ephemeral"} (with any
+// ttl: Bedrock's cache lives 5 minutes) marks a cache point; set says one
+// is there.
+func cacheControl(raw json.RawMessage, path string) (set bool, err *apiError) {
+	if v := first(raw); v == 0 || v == 'n' {
+		return false, nil
 	}
 	var cc struct {
 		Type string `json:"type"`
 	}
 	if json.Unmarshal(raw, &cc) != nil || cc.Type != "ephemeral" {
-		return ref(invalid(`%s.cache_control: must be {"type":"ephemeral"}`, path))
+		return false, ref(invalid(`%s.cache_control: must be {"type":"ephemeral"}`, path))
 	}
-	return nil
+	return true, nil
 }
 
 // translation turns messages into protocol turns. Consecutive messages of
 // one role make one turn (Anthropic's API merges them; Bedrock needs
 // turns that alternate).
 type translation struct {
-	system     []string // the system prompt's parts, then those of system messages
-	turns      []protocol.Message
-	names      names
-	toolBlocks bool // the messages hold tool_use or tool_result blocks
-	documents  int  // documents so far, for their generated names
+	system      []string // the system prompt's parts, then those of system messages
+	prefixCache bool     // a system block or a tool has cache_control
+	marked      bool     // the block just read (or a block inside it) has cache_control
+	turns       []protocol.Message
+	names       names
+	toolBlocks  bool // the messages hold tool_use or tool_result blocks
+	documents   int  // documents so far, for their generated names
 }
 
 func (t *translation) messages(msgs []message) *apiError {
@@ -331,11 +341,12 @@ func (t *translation) messages(msgs []message) *apiError {
 		if m.Role == "system" {
 			// Bedrock has one system prompt: a system message (Claude
 			// Code sends its environment as one) is appended to it.
-			parts, err := system(m.Content, path+".content")
+			parts, cached, err := system(m.Content, path+".content")
 			if err != nil {
 				return err
 			}
 			t.system = append(t.system, parts...)
+			t.prefixCache = t.prefixCache || cached
 			continue
 		}
 		if m.Role != "user" && m.Role != "assistant" {
@@ -414,20 +425,28 @@ func (t *translation) content(m message, path string) ([]sourced, string, *apiEr
 	out := make([]sourced, 0, len(blocks))
 	for j, b := range blocks {
 		bp := path + ".content[" + strconv.Itoa(j) + "]"
+		t.marked = false
 		pb, err := t.block(b, bp, m.Role, false)
 		if err != nil {
 			return nil, "", err
 		}
 		out = append(out, sourced{pb, bp})
+		if t.marked {
+			// Bedrock's cache point follows the content it marks (one
+			// inside a tool result marks the result).
+			out = append(out, sourced{protocol.Block{Type: protocol.BlockCachePoint}, bp + ".cache_control"})
+		}
 	}
 	return out, "", nil
 }
 
 // block translates one content block at path (inResult: inside a tool_result).
 func (t *translation) block(b block, path, role string, inResult bool) (protocol.Block, *apiError) {
-	if err := cacheControl(b.CacheControl, path); err != nil {
+	set, err := cacheControl(b.CacheControl, path)
+	if err != nil {
 		return protocol.Block{}, err
 	}
+	t.marked = t.marked || set
 	switch b.Type {
 	case "text":
 		return protocol.Block{Type: protocol.BlockText, Text: b.Text}, nil
@@ -596,7 +615,7 @@ func documentName(title *string, n int) string {
 
 // tools translates tools and tool_choice. tool_choice none passes no
 // tools, so the model cannot call one.
-func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, toolBlocks bool) *apiError {
+func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, t *translation) *apiError {
 	if choice != nil {
 		if d := choice.DisableParallelToolUse; d != nil && *d {
 			return ref(invalid("tool_choice.disable_parallel_tool_use: true is not supported by this gateway (Bedrock cannot hold an answer to one tool call): remove it"))
@@ -612,7 +631,7 @@ func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, toolBlocks bool)
 			}
 			in.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceTool, Name: choice.Name}
 		case "none":
-			if toolBlocks {
+			if t.toolBlocks {
 				return ref(invalid(`tool_choice: "none" is not supported for a conversation that holds tool_use or tool_result blocks (the model reads them only with the tools given, and Bedrock cannot forbid a new call then): send "auto"`))
 			}
 			return nil
@@ -622,16 +641,18 @@ func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, toolBlocks bool)
 	}
 	for i, tl := range ts {
 		p := "tools[" + strconv.Itoa(i) + "]"
+		set, err := cacheControl(tl.CacheControl, p)
+		if err != nil {
+			return err
+		}
 		if tl.Type != "" && tl.Type != "custom" {
 			return ref(invalid("%s.type: %q is a tool that runs on Anthropic's servers; this gateway serves client tools only (no type, or \"custom\")", p, protocol.Clip(tl.Type)))
-		}
-		if err := cacheControl(tl.CacheControl, p); err != nil {
-			return err
 		}
 		if tl.DeferLoading {
 			continue // not in the model's prompt until tool search loads it, which this gateway does not do
 		}
 		in.Tools = append(in.Tools, protocol.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+		t.prefixCache = t.prefixCache || set
 	}
 	return nil
 }
