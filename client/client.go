@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -382,17 +382,17 @@ func (c *Client) lost(cn *conn, err error) {
 		}
 		return
 	}
-	go c.reconnect(1)
+	go c.reconnect()
 }
 
-// reconnect dials with jittered exponential backoff until it succeeds or the client closes.
-func (c *Client) reconnect(attempt int) {
-	for {
-		wait := backoff(attempt, c.opts.MinBackoff, c.opts.MaxBackoff)
-		select {
-		case <-c.ctx.Done():
+// reconnect dials until it succeeds or the client closes: at once, then
+// after jittered exponential waits, uniform in (0, MinBackoff*2^(n-1)]
+// before attempt n, at most MaxBackoff.
+func (c *Client) reconnect() {
+	retry := backoff.Policy{Base: 2 * c.opts.MinBackoff, Max: c.opts.MaxBackoff, Jitter: backoff.Full}
+	for attempt := 1; ; attempt++ {
+		if retry.Wait(c.ctx, attempt-1) != nil {
 			return
-		case <-time.After(wait):
 		}
 		c.mu.Lock()
 		c.urlIndex++
@@ -402,7 +402,6 @@ func (c *Client) reconnect(attempt int) {
 		cancel()
 		if err != nil {
 			c.state("disconnected", err)
-			attempt++
 			continue
 		}
 		c.Reconnects.Add(1)
@@ -421,19 +420,6 @@ func (c *Client) reconnect(attempt int) {
 		c.resumeAll()
 		return
 	}
-}
-
-// backoff is the wait before reconnect attempt n (1, 2, ...): none before
-// the first, then a uniformly random wait in (0, lo<<(n-1)], capped at hi.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	if attempt <= 1 {
-		return 0
-	}
-	b := lo << min(attempt-1, 10)
-	if b > hi || b <= 0 {
-		b = hi
-	}
-	return time.Duration(mrand.Int64N(int64(b)) + 1)
 }
 
 // resumeAll asks the current connection for every unfinished call: resume

@@ -161,27 +161,6 @@ func ask(id string) Request {
 	return Request{RequestID: id, Messages: []Message{{Role: "user", Content: "hi"}}}
 }
 
-func TestBackoffIsJitteredWithinBounds(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 5*time.Second
-	if d := backoff(1, lo, hi); d != 0 {
-		t.Fatalf("first attempt waits %s, want 0", d)
-	}
-	for attempt := 2; attempt <= 40; attempt++ {
-		bound := min(lo<<min(attempt-1, 10), hi)
-		seen := map[time.Duration]bool{}
-		for range 200 {
-			d := backoff(attempt, lo, hi)
-			if d <= 0 || d > bound {
-				t.Fatalf("attempt %d waits %s, want in (0, %s]", attempt, d, bound)
-			}
-			seen[d] = true
-		}
-		if len(seen) < 100 {
-			t.Fatalf("attempt %d: %d distinct waits in 200, want jitter", attempt, len(seen))
-		}
-	}
-}
-
 // After a drop the client resumes from the last contiguous seq; chunks that
 // arrived beyond a gap, and replays, are delivered once, in order.
 func TestReconnectResumesFromLastContiguousSeq(t *testing.T) {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -109,6 +111,18 @@ func (c *Client) moveAway(old *conn) {
 	}
 	c.urlIndex++
 	c.mu.Unlock()
+	// Waits MinBackoff*2^n after failed attempt n, at most 64*MinBackoff,
+	// until the old connection ends first.
+	retry := backoff.Policy{Base: 2 * c.opts.MinBackoff, Max: 64 * c.opts.MinBackoff, Jitter: backoff.None}
+	wait, stop := context.WithCancel(c.ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-old.done: // lost() reconnects
+		case <-wait.Done():
+		}
+		stop()
+	}()
 	for attempt := 1; ; attempt++ {
 		cn, err := c.connect(c.ctx)
 		if err == nil {
@@ -130,12 +144,8 @@ func (c *Client) moveAway(old *conn) {
 			c.Reconnects.Add(1)
 			return
 		}
-		select {
-		case <-c.ctx.Done():
+		if retry.Wait(wait, attempt) != nil {
 			return
-		case <-old.done:
-			return // the old connection ended first: lost() reconnects
-		case <-time.After(c.opts.MinBackoff << min(attempt, 6)):
 		}
 	}
 }

@@ -19,8 +19,9 @@ var forbidden = map[string][]string{
 	"internal/auth":      {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session", module + "internal/gateway"},
 	"internal/config":    {"github.com/aws/", module + "internal/"},
 	"internal/protocol":  {module + "internal/", "github.com/gorilla/", "github.com/gin-gonic/"},
-	"internal/stream":    {"github.com/gorilla/", "github.com/gin-gonic/", module + "internal/quota", module + "internal/session", module + "internal/gateway", module + "internal/router"},
-	"internal/quota":     {module + "internal/router", module + "internal/session", module + "internal/gateway", module + "internal/stream"},
+	"internal/stream":    {"github.com/gorilla/", "github.com/gin-gonic/", module + "internal/quota", module + "internal/session", module + "internal/gateway", module + "internal/router", smithy, dynamoFeatures},
+	"internal/quota":     {module + "internal/router", module + "internal/session", module + "internal/gateway", module + "internal/stream", smithy, dynamoFeatures},
+	"internal/fleet":     {smithy, dynamoFeatures},
 	"internal/router":    {module + "internal/session", module + "internal/gateway", module + "internal/quota", module + "internal/stream", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"internal/gateway":   {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session"},
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
@@ -31,13 +32,24 @@ var forbidden = map[string][]string{
 	"internal/selfdrain": {module, "github.com/"},
 	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/anthropic", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"client":             {module + "internal/"},
+	// The technology packages know nothing of the module.
+	"internal/dynamotable": {module},
+	"internal/backoff":     {module, "github.com/"},
 }
+
+// The DynamoDB technology lives in internal/dynamotable: the stores neither
+// read the SDK's errors (smithy) nor use its codecs (feature/dynamodb).
+const (
+	smithy         = "github.com/aws/smithy-go"
+	dynamoFeatures = "github.com/aws/aws-sdk-go-v2/feature/dynamodb/"
+)
 
 // allowed lists, per package, imports its forbidden prefixes still permit.
 // The public client speaks the wire protocol through its frame types (as
-// aliases), and internal/protocol itself imports nothing of the module.
+// aliases), and internal/protocol itself imports nothing of the module;
+// it waits between reconnects with the tree's one backoff.
 var allowed = map[string][]string{
-	"client": {module + "internal/protocol"},
+	"client": {module + "internal/protocol", module + "internal/backoff"},
 }
 
 func TestImportDirection(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -63,6 +64,31 @@ func Classify(err error) string {
 	return OutcomeOther
 }
 
+// Refused reports whether err is a conditional write's refusal, and the
+// item the condition saw when the engine returned it (DynamoDB does;
+// dynalite does not, and then item is nil: read it).
+func Refused(err error) (item Item, ok bool) {
+	var refused *types.ConditionalCheckFailedException
+	if !errors.As(err, &refused) {
+		return nil, false
+	}
+	return refused.Item, true
+}
+
+// Invalid reports whether DynamoDB refused the request itself
+// (ValidationException): a retry cannot succeed.
+func Invalid(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException"
+}
+
+// TooLarge reports whether the request was refused for the size of the
+// item it would make (over DynamoDB's 400 KB).
+func TooLarge(err error) bool {
+	var apiErr smithy.APIError
+	return Invalid(err) && errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "size")
+}
+
 // Observer takes one observation per DynamoDB call: the table's role, the
 // store's operation (a fixed name such as "reserve" or "checkpoint"), the
 // outcome (see Classify) and the call's duration. *telemetry.Metrics is one.
@@ -70,20 +96,11 @@ type Observer interface {
 	ObserveDynamoDB(table, op, outcome string, d time.Duration)
 }
 
-// Meter reports one table's calls to an Observer; its zero value reports
-// nothing.
-type Meter struct {
-	table string
-	obs   Observer
-}
-
-// NewMeter returns a Meter for the table role (TableQuota, ...); obs may be nil.
-func NewMeter(table string, obs Observer) Meter { return Meter{table: table, obs: obs} }
-
-// Observe reports a call of op that started at start and returned err.
-func (m Meter) Observe(op string, start time.Time, err error) {
-	if m.obs == nil {
+// observe reports a call of op on t that started at start and returned
+// err to t's observer, if any.
+func (t *Table) observe(op string, start time.Time, err error) {
+	if t.obs == nil {
 		return
 	}
-	m.obs.ObserveDynamoDB(m.table, op, Classify(err), time.Since(start))
+	t.obs.ObserveDynamoDB(t.role, op, Classify(err), time.Since(start))
 }

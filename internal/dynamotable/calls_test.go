@@ -39,24 +39,8 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-type observation struct{ table, op, outcome string }
-
 type observer func(table, op, outcome string, d time.Duration)
 
 func (f observer) ObserveDynamoDB(table, op, outcome string, d time.Duration) {
 	f(table, op, outcome, d)
-}
-
-func TestMeter(t *testing.T) {
-	var got []observation
-	m := dynamotable.NewMeter(dynamotable.TableRequests, observer(func(table, op, outcome string, d time.Duration) {
-		got = append(got, observation{table, op, outcome})
-	}))
-	m.Observe("checkpoint", time.Now(), nil)
-	m.Observe("finish", time.Now(), &types.ConditionalCheckFailedException{})
-	want := []observation{{"requests", "checkpoint", "ok"}, {"requests", "finish", "condition_failed"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("observed %v, want %v", got, want)
-	}
-	dynamotable.Meter{}.Observe("get", time.Now(), nil) // the zero Meter reports nothing and does not panic
 }

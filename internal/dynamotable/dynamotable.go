@@ -1,7 +1,23 @@
-// Package dynamotable creates the DynamoDB tables Jetway uses, all of one
-// shape: a string partition key, on-demand billing and a TTL attribute. It
-// is for local and test use (`gateway tables create`); production tables
-// come from Terraform with the same shape.
+// Package dynamotable is Jetway's one DynamoDB package: every store (quota,
+// request records, the response cache, fleet membership) talks to its
+// table through it, the way benbjohnson/wtf keeps one package per
+// technology.
+//
+//   - The item codec: typed values written and read by hand (S, N, B, BOOL,
+//     M, L; String, Int, Bytes, Bool, Map, Strings), no reflection.
+//   - The expression style: Update, plain strings with named placeholders
+//     (#name, :value); Put and Query take the same style.
+//   - Table: every call metered (Meter, one outcome vocabulary, Classify)
+//     and its error read once: Refused (a condition failed, with the item it
+//     saw), Invalid, TooLarge; anything else is the store's "unavailable".
+//   - Create: the tables, all of one shape (a string partition key pk,
+//     on-demand billing, a TTL attribute), for local and test use (`gateway
+//     tables create`); production tables come from Terraform with the same
+//     shape.
+//
+// The choice of hand-written values and plain expressions over
+// attributevalue and the expression builder is measured in
+// docs/benchmarks.md ("One DynamoDB codec").
 package dynamotable
 
 import (

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -115,7 +116,10 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 	defer g.wg.Done()
 	owner, id := log.Owner, log.RequestID
 	logger := g.logger.With(zap.String("request_id", id), zap.String("owner", owner))
-	backoff := g.opts.PollInterval
+	// Polls every PollInterval; after failed reads, doubling up to
+	// maxStoreBackoff.
+	poll := backoff.Policy{Base: g.opts.PollInterval, Max: maxStoreBackoff, Jitter: backoff.None}
+	failed := 0
 	accepted := false
 	var env envelope
 	if err := json.Unmarshal(rec.Reservation, &env); err != nil && rec.Reservation != nil {
@@ -130,12 +134,10 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 			if g.ownerGone(rec, env) && g.interrupt(log, rec, env, g.opts.Now(), logger) {
 				return
 			}
-			backoff = g.opts.PollInterval
+			failed = 0
 		}
-		select {
-		case <-g.base.Done():
+		if poll.Wait(g.base, failed+1) != nil {
 			return
-		case <-time.After(backoff):
 		}
 		ctx, cancel := g.storeCtx()
 		next, err := g.records.Get(ctx, owner, id)
@@ -148,8 +150,7 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 			log.Finish(errorTerminal(id, context.Canceled, true, text, n), g.opts.Now())
 			return
 		case err != nil:
-			rec = nil
-			backoff = min(backoff*2, maxStoreBackoff)
+			rec, failed = nil, failed+1
 			logger.Warn("record_poll_failed", zap.Error(err))
 		default:
 			rec = next

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -241,14 +242,17 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 	if o.err == nil {
 		state = stream.StateDone
 	}
-	backoff := persistBackoff
-	until := g.opts.Now().Add(g.opts.ResumeWindow)
+	retry := backoff.Policy{Base: persistBackoff, Max: maxStoreBackoff, Jitter: backoff.None,
+		Until: g.opts.Now().Add(g.opts.ResumeWindow), Now: g.opts.Now}
+	finish := func() error {
+		ctx, cancel := g.storeCtx()
+		defer cancel()
+		return g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.Instance, stored, snap.Chunks,
+			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
+	}
 	resynced := false
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := g.storeCtx()
-		err := g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.Instance, stored, snap.Chunks,
-			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
-		cancel()
+		err := finish()
 		if errors.Is(err, stream.ErrConflict) && !resynced {
 			// A checkpoint whose answer was lost landed late: finish from
 			// what the record holds (once: a second conflict is real).
@@ -256,7 +260,7 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 				o.logger.Info("record_finish_resynced", zap.Int("from", stored), zap.Int("to", n))
 				resynced, stored = true, n
 				snap = o.log.Read(stored)
-				continue
+				err = finish()
 			}
 		}
 		if err == nil || errors.Is(err, stream.ErrLostLease) || errors.Is(err, stream.ErrConflict) || errors.Is(err, stream.ErrTooLarge) {
@@ -266,15 +270,9 @@ func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) bool {
 			return !errors.Is(err, stream.ErrLostLease)
 		}
 		o.logger.Warn("record_finish_failed", zap.Int("attempt", attempt), zap.Error(err))
-		if g.opts.Now().After(until) {
+		if retry.Wait(g.settleBase, attempt) != nil {
 			return true
 		}
-		select {
-		case <-g.settleBase.Done():
-			return true
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, maxStoreBackoff)
 	}
 }
 

@@ -2,22 +2,19 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Attribute names of the quota table (see the package documentation).
 const (
-	attrPK       = "pk"
+	attrPK       = dynamotable.PK
 	attrUsed     = "used"
 	attrRequests = "requests"
 	attrMicroUSD = "micro_usd"
@@ -35,30 +32,26 @@ const (
 // Errors other than a refused condition wrap ErrUnavailable. Every call is
 // reported to the observer set with SetObserver (table role "quota").
 type DynamoStore struct {
-	client *dynamodb.Client
-	table  string
-	meter  dynamotable.Meter
+	table *dynamotable.Table
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
 // client's endpoint comes from the SDK's configuration (for local use,
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
-	return &DynamoStore{client: client, table: table}
+	return &DynamoStore{table: dynamotable.NewTable(client, table, dynamotable.TableQuota)}
 }
 
 // SetObserver reports every call from now on to obs (table role "quota",
 // ops reserve|add|get|lease|reclaim); call it before the store is used.
-func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
-	s.meter = dynamotable.NewMeter(dynamotable.TableQuota, obs)
-}
+func (s *DynamoStore) SetObserver(obs dynamotable.Observer) { s.table.SetObserver(obs) }
 
 // Reserve implements Store with one conditional UpdateItem:
 //
-//	ADD used :t, requests :r, micro_usd :c SET expires_at = :exp
-//	condition, per limited metric: (attribute_not_exists(used) OR used <= :max_t)
+//	ADD used :used, requests :requests, micro_usd :micro_usd SET expires_at = :expires_at
+//	condition, per limited metric: (attribute_not_exists(used) OR used <= :max_used)
 //
-// where :max_t = limit - n, so the check and the add are one atomic step.
+// where :max_used = limit - n, so the check and the add are one atomic step.
 func (s *DynamoStore) Reserve(ctx context.Context, it Item, n, limit Amount) (Amount, error) {
 	// A request larger than a cap can never fit; checked here because the
 	// condition would let it through on an item that does not exist yet.
@@ -67,51 +60,31 @@ func (s *DynamoStore) Reserve(ctx context.Context, it Item, n, limit Amount) (Am
 		used, _ := s.Get(ctx, it) // best effort, for the error's Used
 		return used, ErrExceeded
 	}
-	in := s.update(it, n)
-	var conds []string
-	addCond := func(name, attr string, capv, asked int64) {
-		if capv <= 0 {
-			return
-		}
-		ph := ":max_" + attr
-		conds = append(conds, fmt.Sprintf("(attribute_not_exists(%s) OR %s <= %s)", name, name, ph))
-		in.ExpressionAttributeValues[ph] = number(capv - asked)
-	}
-	addCond("#u", attrUsed, limit.Tokens, n.Tokens)
-	addCond("#r", attrRequests, limit.Requests, n.Requests)
-	addCond("#c", attrMicroUSD, limit.MicroUSD, n.MicroUSD)
-	if len(conds) > 0 {
-		in.ConditionExpression = aws.String(strings.Join(conds, " AND "))
-		// DynamoDB returns the refusing item with the error; dynalite does
-		// not, and then Reserve reads it.
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	start := time.Now()
-	out, err := s.client.UpdateItem(ctx, in)
-	s.meter.Observe("reserve", start, err)
-	var refused *types.ConditionalCheckFailedException
-	if errors.As(err, &refused) {
-		if refused.Item != nil {
-			return decodeAmount(refused.Item), ErrExceeded
+	u := update(it, n)
+	underLimits(u, n, limit, false)
+	attrs, err := s.table.Update(ctx, "reserve", u)
+	// DynamoDB returns the refusing item with the error; dynalite does
+	// not, and then Reserve reads it.
+	if item, refused := dynamotable.Refused(err); refused {
+		if item != nil {
+			return decodeAmount(item), ErrExceeded
 		}
 		used, _ := s.Get(ctx, it)
 		return used, ErrExceeded
 	}
 	if err != nil {
-		return Amount{}, fmt.Errorf("%w: dynamodb UpdateItem %s: %w", ErrUnavailable, it.Key(), err)
+		return Amount{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return decodeAmount(out.Attributes), nil
+	return decodeAmount(attrs), nil
 }
 
 // Add implements Store with one unconditional UpdateItem (ADD).
 func (s *DynamoStore) Add(ctx context.Context, it Item, delta Amount) (Amount, error) {
-	start := time.Now()
-	out, err := s.client.UpdateItem(ctx, s.update(it, delta))
-	s.meter.Observe("add", start, err)
+	attrs, err := s.table.Update(ctx, "add", update(it, delta))
 	if err != nil {
-		return Amount{}, fmt.Errorf("%w: dynamodb UpdateItem %s: %w", ErrUnavailable, it.Key(), err)
+		return Amount{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return decodeAmount(out.Attributes), nil
+	return decodeAmount(attrs), nil
 }
 
 // Get implements Store with one strongly consistent GetItem: the item's
@@ -121,44 +94,42 @@ func (s *DynamoStore) Get(ctx context.Context, it Item) (Amount, error) {
 	return st.Used, err
 }
 
-// update builds the UpdateItem that adds delta to the item's counters and
+// update is the UpdateItem that adds delta to the item's counters and
 // (re)sets its expiry.
-func (s *DynamoStore) update(it Item, delta Amount) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.table),
-		Key:              map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
-		UpdateExpression: aws.String("ADD #u :t, #r :r, #c :c SET #e = :exp"),
-		ExpressionAttributeNames: map[string]string{
-			"#u": attrUsed, "#r": attrRequests, "#c": attrMicroUSD, "#e": attrExpires,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t":   number(delta.Tokens),
-			":r":   number(delta.Requests),
-			":c":   number(delta.MicroUSD),
-			":exp": number(it.Expires().Unix()),
-		},
-		ReturnValues: types.ReturnValueUpdatedNew,
+func update(it Item, delta Amount) *dynamotable.Update {
+	u := dynamotable.NewUpdate(it.Key()).
+		Name("#used", attrUsed).Name("#requests", attrRequests).Name("#micro_usd", attrMicroUSD).Name("#expires_at", attrExpires).
+		Value(":used", dynamotable.N(delta.Tokens)).Value(":requests", dynamotable.N(delta.Requests)).
+		Value(":micro_usd", dynamotable.N(delta.MicroUSD)).Value(":expires_at", dynamotable.N(it.Expires().Unix())).
+		Add("#used :used, #requests :requests, #micro_usd :micro_usd").Set("#expires_at = :expires_at")
+	u.Return = types.ReturnValueUpdatedNew
+	return u
+}
+
+// underLimits makes u conditional on every metric of n (only the
+// positive ones when positive is set) fitting under its cap in limit (0:
+// no cap): used <= cap - n.
+func underLimits(u *dynamotable.Update, n, limit Amount, positive bool) {
+	for _, m := range [...]struct {
+		capv, want int64
+		ph, cond   string
+	}{
+		{limit.Tokens, n.Tokens, ":max_used", "attribute_not_exists(#used) OR #used <= :max_used"},
+		{limit.Requests, n.Requests, ":max_requests", "attribute_not_exists(#requests) OR #requests <= :max_requests"},
+		{limit.MicroUSD, n.MicroUSD, ":max_micro_usd", "attribute_not_exists(#micro_usd) OR #micro_usd <= :max_micro_usd"},
+	} {
+		if m.capv <= 0 || (positive && m.want <= 0) {
+			continue
+		}
+		u.Value(m.ph, dynamotable.N(m.capv-m.want)).If(m.cond)
 	}
 }
 
-func number(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func intAttr(item map[string]types.AttributeValue, name string) (int64, bool) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
-}
-
-func decodeAmount(item map[string]types.AttributeValue) Amount {
+func decodeAmount(item dynamotable.Item) Amount {
 	var a Amount
-	a.Tokens, _ = intAttr(item, attrUsed)
-	a.Requests, _ = intAttr(item, attrRequests)
-	a.MicroUSD, _ = intAttr(item, attrMicroUSD)
+	a.Tokens, _ = dynamotable.Int(item, attrUsed)
+	a.Requests, _ = dynamotable.Int(item, attrRequests)
+	a.MicroUSD, _ = dynamotable.Int(item, attrMicroUSD)
 	return a
 }
 
@@ -192,7 +163,8 @@ const (
 
 // WriteLease implements Store with one conditional UpdateItem:
 //
-//	ADD used :t, requests :r, micro_usd :c  SET expires_at = :exp, lease_<owner> = :lease
+//	ADD used :used, requests :requests, micro_usd :micro_usd
+//	SET expires_at = :expires_at, lease_<owner> = :lease
 //	condition: lease_<owner>.seq = :prev (attribute_not_exists for a new lease)
 //	           AND, per positive grant of a limited metric, used <= limit - grant
 func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (ItemState, error) {
@@ -205,36 +177,19 @@ func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 		}
 		return st, ErrExceeded
 	}
-	in := s.update(it, w.Grant)
-	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #l = :lease")
-	in.ExpressionAttributeNames["#l"] = leasePrefix + w.Lease.Owner
-	in.ExpressionAttributeValues[":lease"] = encodeLease(w.Lease)
-	in.ReturnValues = types.ReturnValueAllNew
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	conds := []string{"attribute_not_exists(#l)"}
+	u := update(it, w.Grant).Name("#l", leasePrefix+w.Lease.Owner).Value(":lease", encodeLease(w.Lease)).Set("#l = :lease")
+	u.Return = types.ReturnValueAllNew
 	if w.PrevSeq != 0 {
-		conds[0] = leaseCondition
-		in.ExpressionAttributeNames["#seq"] = attrLeaseSeq
-		in.ExpressionAttributeValues[":prev"] = number(w.PrevSeq)
+		u.Name("#seq", attrLeaseSeq).Value(":prev", dynamotable.N(w.PrevSeq)).If(leaseCondition)
+	} else {
+		u.If("attribute_not_exists(#l)")
 	}
-	addCond := func(name, attr string, capv, grant int64) {
-		if w.Force || capv <= 0 || grant <= 0 {
-			return
-		}
-		ph := ":max_" + attr
-		conds = append(conds, fmt.Sprintf("(attribute_not_exists(%s) OR %s <= %s)", name, name, ph))
-		in.ExpressionAttributeValues[ph] = number(capv - grant)
+	if !w.Force {
+		underLimits(u, w.Grant, w.Limit, true)
 	}
-	addCond("#u", attrUsed, w.Limit.Tokens, w.Grant.Tokens)
-	addCond("#r", attrRequests, w.Limit.Requests, w.Grant.Requests)
-	addCond("#c", attrMicroUSD, w.Limit.MicroUSD, w.Grant.MicroUSD)
-	in.ConditionExpression = aws.String(strings.Join(conds, " AND "))
-	start := time.Now()
-	out, err := s.client.UpdateItem(ctx, in)
-	s.meter.Observe("lease", start, err)
-	var refused *types.ConditionalCheckFailedException
-	if errors.As(err, &refused) {
-		st, rerr := s.refusedState(ctx, it, refused)
+	attrs, err := s.table.Update(ctx, "lease", u)
+	if item, refused := dynamotable.Refused(err); refused {
+		st, rerr := s.refusedState(ctx, it, item)
 		if rerr != nil {
 			return ItemState{}, rerr
 		}
@@ -245,9 +200,9 @@ func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 		return st, ErrExceeded
 	}
 	if err != nil {
-		return ItemState{}, fmt.Errorf("%w: dynamodb UpdateItem %s (lease): %w", ErrUnavailable, it.Key(), err)
+		return ItemState{}, fmt.Errorf("%w: lease: %w", ErrUnavailable, err)
 	}
-	return decodeState(out.Attributes), nil
+	return decodeState(attrs), nil
 }
 
 // ReclaimLease implements Store with one conditional UpdateItem:
@@ -255,58 +210,44 @@ func (s *DynamoStore) WriteLease(ctx context.Context, it Item, w LeaseWrite) (It
 //	ADD used :-(granted - keep) ... REMOVE lease_<owner>
 //	condition: lease_<owner>.seq = :seq AND lease_<owner>.expires_ms < :now
 func (s *DynamoStore) ReclaimLease(ctx context.Context, it Item, l Lease, now time.Time, keep Amount) (ItemState, error) {
-	in := s.update(it, Amount{}.Sub(l.Granted.Sub(keep)))
-	in.UpdateExpression = aws.String(*in.UpdateExpression + " REMOVE #l")
-	in.ExpressionAttributeNames["#l"] = leasePrefix + l.Owner
-	in.ExpressionAttributeNames["#seq"] = attrLeaseSeq
-	in.ExpressionAttributeNames["#x"] = attrLeaseExp
-	in.ExpressionAttributeValues[":prev"] = number(l.Seq)
-	in.ExpressionAttributeValues[":now"] = number(now.UnixMilli())
-	in.ConditionExpression = aws.String(leaseCondition + " AND #l.#x < :now")
-	in.ReturnValues = types.ReturnValueAllNew
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	start := time.Now()
-	out, err := s.client.UpdateItem(ctx, in)
-	s.meter.Observe("reclaim", start, err)
-	var refused *types.ConditionalCheckFailedException
-	if errors.As(err, &refused) {
-		st, rerr := s.refusedState(ctx, it, refused)
+	u := update(it, Amount{}.Sub(l.Granted.Sub(keep))).
+		Name("#l", leasePrefix+l.Owner).Name("#seq", attrLeaseSeq).Name("#x", attrLeaseExp).Remove("#l").
+		Value(":prev", dynamotable.N(l.Seq)).Value(":now", dynamotable.N(now.UnixMilli())).
+		If(leaseCondition).If("#l.#x < :now")
+	u.Return = types.ReturnValueAllNew
+	attrs, err := s.table.Update(ctx, "reclaim", u)
+	if item, refused := dynamotable.Refused(err); refused {
+		st, rerr := s.refusedState(ctx, it, item)
 		if rerr != nil {
 			return ItemState{}, rerr
 		}
 		return st, ErrLeaseConflict
 	}
 	if err != nil {
-		return ItemState{}, fmt.Errorf("%w: dynamodb UpdateItem %s (reclaim): %w", ErrUnavailable, it.Key(), err)
+		return ItemState{}, fmt.Errorf("%w: reclaim: %w", ErrUnavailable, err)
 	}
-	return decodeState(out.Attributes), nil
+	return decodeState(attrs), nil
 }
 
 // ReadItem implements Store with one strongly consistent GetItem. TTL
 // deletion lags (up to days), so an expired item reads as empty here, as
 // MemoryStore forgets it.
 func (s *DynamoStore) ReadItem(ctx context.Context, it Item) (ItemState, error) {
-	start := time.Now()
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: it.Key()}},
-		ConsistentRead: aws.Bool(true),
-	})
-	s.meter.Observe("get", start, err)
+	item, err := s.table.Get(ctx, "get", it.Key(), true)
 	if err != nil {
-		return ItemState{}, fmt.Errorf("%w: dynamodb GetItem %s: %w", ErrUnavailable, it.Key(), err)
+		return ItemState{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if exp, ok := intAttr(out.Item, attrExpires); ok && exp <= time.Now().Unix() {
+	if exp, ok := dynamotable.Int(item, attrExpires); ok && exp <= time.Now().Unix() {
 		return ItemState{}, nil
 	}
-	return decodeState(out.Item), nil
+	return decodeState(item), nil
 }
 
 // refusedState is the item a refused condition saw: DynamoDB returns it
 // with the error, dynalite does not, and then it is read.
-func (s *DynamoStore) refusedState(ctx context.Context, it Item, refused *types.ConditionalCheckFailedException) (ItemState, error) {
-	if refused.Item != nil {
-		return decodeState(refused.Item), nil
+func (s *DynamoStore) refusedState(ctx context.Context, it Item, item dynamotable.Item) (ItemState, error) {
+	if item != nil {
+		return decodeState(item), nil
 	}
 	return s.ReadItem(ctx, it)
 }
@@ -314,53 +255,49 @@ func (s *DynamoStore) refusedState(ctx context.Context, it Item, refused *types.
 func ptr[T any](v T) *T { return &v }
 
 func encodeAmountMap(a Amount) types.AttributeValue {
-	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		attrAmountTok: number(a.Tokens), attrAmountReq: number(a.Requests), attrAmountUSD: number(a.MicroUSD),
-	}}
+	return dynamotable.M(dynamotable.Item{
+		attrAmountTok: dynamotable.N(a.Tokens), attrAmountReq: dynamotable.N(a.Requests), attrAmountUSD: dynamotable.N(a.MicroUSD),
+	})
 }
 
-func decodeAmountMap(v types.AttributeValue) Amount {
-	m, ok := v.(*types.AttributeValueMemberM)
-	if !ok {
-		return Amount{}
-	}
+func decodeAmountMap(m dynamotable.Item) Amount {
 	var a Amount
-	a.Tokens, _ = intAttr(m.Value, attrAmountTok)
-	a.Requests, _ = intAttr(m.Value, attrAmountReq)
-	a.MicroUSD, _ = intAttr(m.Value, attrAmountUSD)
+	a.Tokens, _ = dynamotable.Int(m, attrAmountTok)
+	a.Requests, _ = dynamotable.Int(m, attrAmountReq)
+	a.MicroUSD, _ = dynamotable.Int(m, attrAmountUSD)
 	return a
 }
 
 func encodeLease(l Lease) types.AttributeValue {
-	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+	return dynamotable.M(dynamotable.Item{
 		attrGranted:    encodeAmountMap(l.Granted),
 		attrCommitted:  encodeAmountMap(l.Committed),
 		attrSpent:      encodeAmountMap(l.Spent),
-		attrLeaseExp:   number(l.Expires.UnixMilli()),
-		attrLeaseSeq:   number(l.Seq),
-		attrLeaseEpoch: number(l.Epoch),
-		attrLeaseAt:    number(l.At.UnixMilli()),
-	}}
+		attrLeaseExp:   dynamotable.N(l.Expires.UnixMilli()),
+		attrLeaseSeq:   dynamotable.N(l.Seq),
+		attrLeaseEpoch: dynamotable.N(l.Epoch),
+		attrLeaseAt:    dynamotable.N(l.At.UnixMilli()),
+	})
 }
 
-func decodeState(item map[string]types.AttributeValue) ItemState {
+func decodeState(item dynamotable.Item) ItemState {
 	st := ItemState{Used: decodeAmount(item)}
-	for name, v := range item {
+	for name := range item {
 		owner, ok := strings.CutPrefix(name, leasePrefix)
-		m, isMap := v.(*types.AttributeValueMemberM)
-		if !ok || !isMap {
+		m := dynamotable.Map(item, name)
+		if !ok || m == nil {
 			continue
 		}
-		exp, _ := intAttr(m.Value, attrLeaseExp)
-		seq, _ := intAttr(m.Value, attrLeaseSeq)
-		epoch, _ := intAttr(m.Value, attrLeaseEpoch)
-		at, _ := intAttr(m.Value, attrLeaseAt)
+		exp, _ := dynamotable.Int(m, attrLeaseExp)
+		seq, _ := dynamotable.Int(m, attrLeaseSeq)
+		epoch, _ := dynamotable.Int(m, attrLeaseEpoch)
+		at, _ := dynamotable.Int(m, attrLeaseAt)
 		if st.Leases == nil {
 			st.Leases = make(map[string]Lease)
 		}
-		st.Leases[owner] = Lease{Owner: owner, Granted: decodeAmountMap(m.Value[attrGranted]),
-			Committed: decodeAmountMap(m.Value[attrCommitted]), Expires: time.UnixMilli(exp), Seq: seq,
-			Spent: decodeAmountMap(m.Value[attrSpent]), Epoch: epoch, At: time.UnixMilli(at)}
+		st.Leases[owner] = Lease{Owner: owner, Granted: decodeAmountMap(dynamotable.Map(m, attrGranted)),
+			Committed: decodeAmountMap(dynamotable.Map(m, attrCommitted)), Expires: time.UnixMilli(exp), Seq: seq,
+			Spent: decodeAmountMap(dynamotable.Map(m, attrSpent)), Epoch: epoch, At: time.UnixMilli(at)}
 	}
 	return st
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/backoff"
 )
 
 // Errors. Match them with errors.Is.
@@ -447,7 +448,7 @@ var errWindowEnded = errors.New("window ended")
 
 // retry runs f until it succeeds, the item's window ends, or ctx ends.
 func (q *Quota) retry(ctx context.Context, requestID, op string, it Item, f func(context.Context) error) error {
-	backoff := q.opts.RetryBackoff
+	p := backoff.Policy{Base: q.opts.RetryBackoff, Max: q.opts.RetryMaxBackoff, Jitter: backoff.Equal, Until: it.End(), Now: q.opts.Now}
 	for attempt := 1; ; attempt++ {
 		err := q.call(ctx, f)
 		if err == nil {
@@ -456,20 +457,13 @@ func (q *Quota) retry(ctx context.Context, requestID, op string, it Item, f func
 		if ctx.Err() != nil {
 			return unavailable(err)
 		}
-		if !q.opts.Now().Before(it.End()) {
-			return errWindowEnded
-		}
 		q.log.Warn("quota_store_retry", zap.String("request_id", requestID), zap.String("op", op),
 			zap.String("item", it.Key()), zap.Int("attempt", attempt), zap.Error(err))
-		wait := backoff/2 + rand.N(backoff/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if werr := p.Wait(ctx, attempt); errors.Is(werr, backoff.ErrExhausted) {
+			return errWindowEnded
+		} else if werr != nil {
 			return unavailable(err)
-		case <-t.C:
 		}
-		backoff = min(2*backoff, q.opts.RetryMaxBackoff)
 	}
 }
 

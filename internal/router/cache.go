@@ -182,7 +182,7 @@ type CacheOptions struct {
 // count, and weight-bounded caches (otter) evict by frequency, not recency.
 type Cache struct {
 	opts  CacheOptions
-	meter dynamotable.Meter
+	table *dynamotable.Table // nil without a shared tier
 
 	mu    sync.Mutex
 	lru   *simplelru.LRU[string, *cacheEntry]
@@ -233,7 +233,11 @@ func NewCache(o CacheOptions) *Cache {
 	if o.Dynamo == nil || o.Table == "" {
 		o.Dynamo, o.Table = nil, ""
 	}
-	c := &Cache{opts: o, meter: dynamotable.NewMeter(dynamotable.TableCache, o.Observer)}
+	c := &Cache{opts: o}
+	if o.Dynamo != nil {
+		c.table = dynamotable.NewTable(o.Dynamo, o.Table, dynamotable.TableCache, readOnlyRequestBodies)
+		c.table.SetObserver(o.Observer)
+	}
 	// The callback runs under c.mu (every simplelru call does).
 	lru, err := simplelru.NewLRU(o.MaxEntries, func(_ string, e *cacheEntry) { c.bytes -= e.size })
 	if err != nil {

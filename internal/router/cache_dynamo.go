@@ -6,10 +6,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 )
 
@@ -23,7 +20,7 @@ import (
 //	expires_at   N  epoch seconds; the table's TTL attribute
 const (
 	cachePKPrefix    = "cache#"
-	cacheAttrPK      = "pk"
+	cacheAttrPK      = dynamotable.PK
 	cacheAttrExpires = "expires_at"
 )
 
@@ -39,19 +36,15 @@ const (
 	cacheTableWait    = 5 * time.Minute
 )
 
-type cacheItem struct {
-	PK         string     `dynamodbav:"pk"`
-	Chunks     []string   `dynamodbav:"chunks"`
-	Model      string     `dynamodbav:"model"`
-	Usage      cacheUsage `dynamodbav:"usage"`
-	StopReason string     `dynamodbav:"stop_reason"`
-	ExpiresAt  int64      `dynamodbav:"expires_at"`
-}
-
-type cacheUsage struct {
-	InputTokens  int `dynamodbav:"input_tokens"`
-	OutputTokens int `dynamodbav:"output_tokens"`
-}
+// Attributes of a cached answer's item (the partition key and expiry above).
+const (
+	cacheAttrChunks       = "chunks"
+	cacheAttrModel        = "model"
+	cacheAttrUsage        = "usage"
+	cacheAttrStopReason   = "stop_reason"
+	cacheAttrInputTokens  = "input_tokens"
+	cacheAttrOutputTokens = "output_tokens"
+)
 
 // itemSize over-estimates the DynamoDB size of an answer's item, by
 // DynamoDB's rules: names and strings count their UTF-8 bytes, a number up
@@ -59,13 +52,13 @@ type cacheUsage struct {
 func itemSize(key string, a *CachedAnswer) int {
 	const num = 21
 	n := len(cacheAttrPK) + len(cachePKPrefix) + len(key)
-	n += len("chunks") + 3
+	n += len(cacheAttrChunks) + 3
 	for _, ch := range a.Chunks {
 		n += 1 + len(ch)
 	}
-	n += len("model") + len(a.Model)
-	n += len("usage") + 3 + 2*(1+num) + len("input_tokens") + len("output_tokens")
-	n += len("stop_reason") + len(a.StopReason)
+	n += len(cacheAttrModel) + len(a.Model)
+	n += len(cacheAttrUsage) + 3 + 2*(1+num) + len(cacheAttrInputTokens) + len(cacheAttrOutputTokens)
+	n += len(cacheAttrStopReason) + len(a.StopReason)
 	n += len(cacheAttrExpires) + num
 	return n
 }
@@ -75,30 +68,24 @@ func itemSize(key string, a *CachedAnswer) int {
 func (c *Cache) getDynamo(ctx context.Context, key string, now time.Time) (*CachedAnswer, time.Time, bool) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
 	defer cancel()
-	start := time.Now()
-	out, err := c.opts.Dynamo.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(c.opts.Table),
-		Key:       map[string]types.AttributeValue{cacheAttrPK: &types.AttributeValueMemberS{Value: cachePKPrefix + key}},
-	}, readOnlyRequestBodies)
-	c.meter.Observe("get", start, err)
+	item, err := c.table.Get(ctx, "get", cachePKPrefix+key, false)
 	if err != nil {
 		c.failed("GetItem", key, err)
 		return nil, time.Time{}, false
 	}
-	if out.Item == nil {
+	if item == nil {
 		return nil, time.Time{}, false
 	}
-	var it cacheItem
-	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		c.failed("decode", key, err)
-		return nil, time.Time{}, false
-	}
-	expires := time.Unix(it.ExpiresAt, 0)
+	exp, _ := dynamotable.Int(item, cacheAttrExpires)
+	expires := time.Unix(exp, 0)
 	if !now.Before(expires) {
 		return nil, time.Time{}, false
 	}
-	return &CachedAnswer{Model: it.Model, Chunks: it.Chunks, StopReason: it.StopReason,
-		Usage: Usage{InputTokens: it.Usage.InputTokens, OutputTokens: it.Usage.OutputTokens}}, expires, true
+	usage := dynamotable.Map(item, cacheAttrUsage)
+	in, _ := dynamotable.Int(usage, cacheAttrInputTokens)
+	out, _ := dynamotable.Int(usage, cacheAttrOutputTokens)
+	return &CachedAnswer{Model: dynamotable.String(item, cacheAttrModel), Chunks: dynamotable.Strings(item, cacheAttrChunks),
+		StopReason: dynamotable.String(item, cacheAttrStopReason), Usage: Usage{InputTokens: int(in), OutputTokens: int(out)}}, expires, true
 }
 
 // putDynamo writes an answer unless it is too large for one item.
@@ -107,21 +94,20 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 		c.dynamoSkipped.Add(1)
 		return
 	}
-	item, err := attributevalue.MarshalMap(cacheItem{
-		PK: cachePKPrefix + key, Chunks: a.Chunks, Model: a.Model, StopReason: a.StopReason,
-		Usage:     cacheUsage{InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens},
-		ExpiresAt: expires.Unix(),
-	})
-	if err != nil {
-		c.failed("encode", key, err)
-		return
+	item := dynamotable.Item{
+		cacheAttrPK:         dynamotable.S(cachePKPrefix + key),
+		cacheAttrChunks:     dynamotable.L(a.Chunks),
+		cacheAttrModel:      dynamotable.S(a.Model),
+		cacheAttrStopReason: dynamotable.S(a.StopReason),
+		cacheAttrUsage: dynamotable.M(dynamotable.Item{
+			cacheAttrInputTokens:  dynamotable.N(int64(a.Usage.InputTokens)),
+			cacheAttrOutputTokens: dynamotable.N(int64(a.Usage.OutputTokens)),
+		}),
+		cacheAttrExpires: dynamotable.N(expires.Unix()),
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
 	defer cancel()
-	start := time.Now()
-	_, err = c.opts.Dynamo.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.opts.Table), Item: item}, readOnlyRequestBodies)
-	c.meter.Observe("put", start, err)
-	if err != nil {
+	if err := c.table.Put(ctx, "put", item, "", nil, nil); err != nil {
 		c.failed("PutItem", key, err)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
@@ -384,4 +386,38 @@ func BenchmarkCacheGetHit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The cache table's item is the documented shape (cache_dynamo.go), attribute
+// by attribute and type by type: tables written by older builds stay valid.
+func TestCacheDynamoItemSchema(t *testing.T) {
+	client, table := dynamo(t)
+	clk := newClock()
+	c := router.NewCache(router.CacheOptions{Dynamo: client, Table: table, Now: clk.Now, DynamoTimeout: 5 * time.Second,
+		Logger: zaptest.NewLogger(t)})
+	c.Put(t.Context(), "k1", answer("claude", "Hel", "lo"), time.Hour)
+	out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "cache#k1"}}})
+	if err != nil || out.Item == nil {
+		t.Fatalf("GetItem: %v, item %v", err, out)
+	}
+	got := map[string]string{}
+	for name, v := range out.Item {
+		got[name] = fmt.Sprintf("%T", v)
+	}
+	usage, _ := out.Item["usage"].(*types.AttributeValueMemberM)
+	if usage != nil {
+		for name, v := range usage.Value {
+			got["usage."+name] = fmt.Sprintf("%T", v)
+		}
+	}
+	const s, n = "*types.AttributeValueMemberS", "*types.AttributeValueMemberN"
+	want := map[string]string{"pk": s, "chunks": "*types.AttributeValueMemberL", "model": s, "stop_reason": s,
+		"usage": "*types.AttributeValueMemberM", "usage.input_tokens": n, "usage.output_tokens": n, "expires_at": n}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("item attributes %v, want %v", got, want)
+	}
+	if exp := out.Item["expires_at"].(*types.AttributeValueMemberN).Value; exp != fmt.Sprint(clk.Now().Add(time.Hour).Unix()) {
+		t.Errorf("expires_at %s, want an hour from now", exp)
+	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -66,8 +66,9 @@ type Options struct {
 	// it; default 1.
 	HalfOpenProbes int
 	// RetryBackoff is the base of the same-model retry backoff
-	// (Target.Retries): retry n waits a random time in [d/2, d] with
-	// d = RetryBackoff * 2^n, at most MaxRetryBackoff; default 100ms.
+	// (Target.Retries): retry n (1, 2, ...) waits a random time in
+	// [d/2, d] with d = RetryBackoff * 2^(n-1), at most MaxRetryBackoff;
+	// default 100ms.
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps one retry wait; default 2s.
 	MaxRetryBackoff time.Duration
@@ -169,13 +170,11 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 
 // streamTarget calls one target, retrying it as configured.
 func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string)) (Result, error) {
-	retries := min(t.Retries, r.opts.MaxRetries)
-	for attempt := 0; ; attempt++ {
+	retry := backoff.Policy{Base: r.opts.RetryBackoff, Max: r.opts.MaxRetryBackoff, Jitter: backoff.Equal,
+		Attempts: 1 + max(0, min(t.Retries, r.opts.MaxRetries))}
+	for attempt := 1; ; attempt++ {
 		res, err := r.streamOnce(ctx, t, c, onDelta)
-		if err == nil || attempt >= retries || !retrySameModel(err) || ctx.Err() != nil {
-			return res, err
-		}
-		if werr := r.backoff(ctx, attempt); werr != nil {
+		if err == nil || !retrySameModel(err) || ctx.Err() != nil || retry.Wait(ctx, attempt) != nil {
 			return res, err
 		}
 	}
@@ -186,23 +185,6 @@ func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta fun
 func retrySameModel(err error) bool {
 	var me *ModelError
 	return errors.As(err, &me) && me.Retryable() && me.Kind != KindTimeout && !errors.Is(err, ErrBreakerOpen)
-}
-
-// backoff waits before retry number attempt+1 (equal jitter), or until ctx ends.
-func (r *Router) backoff(ctx context.Context, attempt int) error {
-	d := r.opts.MaxRetryBackoff
-	if attempt < 30 {
-		d = min(d, r.opts.RetryBackoff<<attempt)
-	}
-	wait := d/2 + rand.N(d/2+1)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 // streamOnce makes one call to a target through its breaker, with its

@@ -2,9 +2,7 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,12 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 )
 
 // Attribute names of the requests table (see the comment at the top of store.go).
 const (
-	attrPK          = "pk"
+	attrPK          = dynamotable.PK
 	attrServer      = "server"
 	attrEndedMS     = "ended_ms"
 	attrState       = "state"
@@ -46,25 +43,21 @@ const createAttempts = 3
 // retryer, whose budget the caller sizes when building the client; ctx
 // bounds each call. Such failures wrap ErrUnavailable.
 type DynamoStore struct {
-	client *dynamodb.Client
-	table  string
-	now    func() time.Time // expiry checks (TTL deletion lags)
-	meter  dynamotable.Meter
+	table *dynamotable.Table
+	now   func() time.Time // expiry checks (TTL deletion lags)
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
 // client's endpoint comes from the SDK's configuration (for local use,
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
-	return &DynamoStore{client: client, table: table, now: time.Now}
+	return &DynamoStore{table: dynamotable.NewTable(client, table, dynamotable.TableRequests), now: time.Now}
 }
 
 // SetObserver reports every call from now on to obs (table role
 // "requests", ops create|checkpoint|finish|interrupt|cancel|get); call it before
 // the store is used.
-func (s *DynamoStore) SetObserver(obs dynamotable.Observer) {
-	s.meter = dynamotable.NewMeter(dynamotable.TableRequests, obs)
-}
+func (s *DynamoStore) SetObserver(obs dynamotable.Observer) { s.table.SetObserver(obs) }
 
 // Create implements Store with one conditional PutItem.
 func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
@@ -78,39 +71,32 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 	if size > MaxRecordBytes {
 		return nil, fmt.Errorf("create: %w", ErrTooLarge)
 	}
-	item := map[string]types.AttributeValue{
-		attrPK:        str(recordKey(r.Owner, r.RequestID)),
-		attrServer:    str(r.Server),
-		attrEndedMS:   num(runningEndedMS),
-		attrState:     str(StateRunning),
-		attrChunks:    &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		attrSeq:       num(0),
-		attrItemBytes: num(int64(size)),
+	item := dynamotable.Item{
+		attrPK:        dynamotable.S(recordKey(r.Owner, r.RequestID)),
+		attrServer:    dynamotable.S(r.Server),
+		attrEndedMS:   dynamotable.N(runningEndedMS),
+		attrState:     dynamotable.S(StateRunning),
+		attrChunks:    dynamotable.L(nil),
+		attrSeq:       dynamotable.N(0),
+		attrItemBytes: dynamotable.N(int64(size)),
 	}
 	if r.BodyHash != "" {
-		item[attrBodyHash] = str(r.BodyHash)
+		item[attrBodyHash] = dynamotable.S(r.BodyHash)
 	}
 	if r.Accepted != nil {
-		item[attrAccepted] = &types.AttributeValueMemberB{Value: r.Accepted}
+		item[attrAccepted] = dynamotable.B(r.Accepted)
 	}
 	if r.Reservation != nil {
-		item[attrReservation] = &types.AttributeValueMemberB{Value: r.Reservation}
+		item[attrReservation] = dynamotable.B(r.Reservation)
 	}
 	if exp := expirySeconds(r.Expires); exp != 0 {
-		item[attrExpires] = num(exp)
+		item[attrExpires] = dynamotable.N(exp)
 	}
 	for range createAttempts {
-		start := time.Now()
-		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.table),
-			Item:      item,
-			// An expired record that TTL has not deleted yet counts as absent.
-			ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #exp <= :now_s"),
-			ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#exp": attrExpires},
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": num(s.now().Unix())},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		s.meter.Observe("create", start, err)
+		// An expired record that TTL has not deleted yet counts as absent.
+		err := s.table.Put(ctx, "create", item, "attribute_not_exists(#pk) OR #exp <= :now_s",
+			map[string]string{"#pk": attrPK, "#exp": attrExpires},
+			dynamotable.Item{":now_s": dynamotable.N(s.now().Unix())})
 		if err == nil {
 			return &r, nil
 		}
@@ -144,10 +130,10 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server s
 	u := s.newUpdate(owner, requestID)
 	u.ownedBy(server)
 	u.appendChunks(prevSeq, chunks)
-	u.cond("attribute_not_exists(#cancel)", map[string]string{"#cancel": attrCancel}, nil)
+	u.Name("#cancel", attrCancel).If("attribute_not_exists(#cancel)")
 	if len(chunks) == 0 {
 		// A bare check for a Cancel still needs something to SET.
-		u.set(attrSeq, num(int64(prevSeq)))
+		u.Value(":seq", dynamotable.N(int64(prevSeq))).Set("#seq = :seq")
 	}
 	return s.update(ctx, "checkpoint", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, "", nil)
@@ -226,8 +212,8 @@ func (s *DynamoStore) Cancel(ctx context.Context, owner, requestID string) error
 		return fmt.Errorf("cancel: %w", err)
 	}
 	u := s.newUpdate(owner, requestID)
-	u.cond("#state = :running", map[string]string{"#state": attrState}, map[string]types.AttributeValue{":running": str(StateRunning)})
-	u.set(attrCancel, &types.AttributeValueMemberBOOL{Value: true})
+	u.Name("#state", attrState).Value(":running", dynamotable.S(StateRunning)).If("#state = :running")
+	u.SetValue(attrCancel, dynamotable.BOOL(true))
 	return s.update(ctx, "cancel", u, func(cur *Record, _ int) error {
 		if cur == nil {
 			return ErrNotFound
@@ -242,120 +228,60 @@ func (s *DynamoStore) Cancel(ctx context.Context, owner, requestID string) error
 	})
 }
 
-// update is one conditional UpdateItem under construction. Every update
-// is conditional on the record being live (present and not expired).
+// update is one conditional UpdateItem under construction, and the bytes
+// it grows the record by. Every update is conditional on the record being
+// live (present and not expired).
 type update struct {
-	key    map[string]types.AttributeValue
-	sets   []string
-	remove []string
-	conds  []string
-	names  map[string]string
-	values map[string]types.AttributeValue
-	add    int // bytes the update grows the record by
+	*dynamotable.Update
+	add int
 }
 
 func (s *DynamoStore) newUpdate(owner, requestID string) *update {
-	u := &update{
-		key:    map[string]types.AttributeValue{attrPK: str(recordKey(owner, requestID))},
-		names:  map[string]string{},
-		values: map[string]types.AttributeValue{},
-	}
-	u.cond("attribute_exists(#pk) AND (attribute_not_exists(#exp) OR #exp > :now_s)",
-		map[string]string{"#pk": attrPK, "#exp": attrExpires},
-		map[string]types.AttributeValue{":now_s": num(s.now().Unix())})
+	u := &update{Update: dynamotable.NewUpdate(recordKey(owner, requestID))}
+	u.Name("#pk", attrPK).Name("#exp", attrExpires).Value(":now_s", dynamotable.N(s.now().Unix())).
+		If("attribute_exists(#pk) AND (attribute_not_exists(#exp) OR #exp > :now_s)")
 	return u
-}
-
-func (u *update) cond(expr string, names map[string]string, values map[string]types.AttributeValue) {
-	u.conds = append(u.conds, expr)
-	for k, v := range names {
-		u.names[k] = v
-	}
-	for k, v := range values {
-		u.values[k] = v
-	}
 }
 
 // ownedBy makes the update conditional on server owning the running record.
 func (u *update) ownedBy(server string) {
-	u.cond("#server = :server AND #state = :running", map[string]string{"#server": attrServer, "#state": attrState},
-		map[string]types.AttributeValue{":server": str(server), ":running": str(StateRunning)})
+	u.Name("#server", attrServer).Name("#state", attrState).
+		Value(":server", dynamotable.S(server)).Value(":running", dynamotable.S(StateRunning)).
+		If("#server = :server AND #state = :running")
 }
-
-// set adds SET name = v.
-func (u *update) set(name string, v types.AttributeValue) {
-	ph := "#" + name
-	u.names[ph] = name
-	u.values[":"+name] = v
-	u.sets = append(u.sets, ph+" = :"+name)
-}
-
-// setBytes sets a binary attribute, or removes it when b is empty
-// (DynamoDB binary values may not be empty on every engine).
-func (u *update) setBytes(name string, b []byte) {
-	if len(b) == 0 {
-		u.names["#"+name] = name
-		u.remove = append(u.remove, "#"+name)
-		return
-	}
-	u.set(name, &types.AttributeValueMemberB{Value: b})
-}
-
-// grow accounts for n more bytes in the record.
-func (u *update) grow(n int) { u.add += n }
 
 // appendChunks appends chunks after prevSeq, conditional on the stored seq.
 func (u *update) appendChunks(prevSeq int, chunks []string) {
-	u.cond("#seq = :prev", map[string]string{"#seq": attrSeq}, map[string]types.AttributeValue{":prev": num(int64(prevSeq))})
+	u.Name("#seq", attrSeq).Value(":prev", dynamotable.N(int64(prevSeq))).If("#seq = :prev")
 	if len(chunks) == 0 {
 		return
 	}
-	list := make([]types.AttributeValue, len(chunks))
-	for i, c := range chunks {
-		list[i] = str(c)
-	}
-	u.names["#chunks"] = attrChunks
-	u.values[":empty"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
-	u.values[":new"] = &types.AttributeValueMemberL{Value: list}
-	u.sets = append(u.sets, "#chunks = list_append(if_not_exists(#chunks, :empty), :new)")
-	u.set(attrSeq, num(int64(prevSeq+len(chunks))))
-	u.grow(chunksBytes(chunks))
+	u.Name("#chunks", attrChunks).Value(":empty", dynamotable.L(nil)).Value(":new", dynamotable.L(chunks)).
+		Set("#chunks = list_append(if_not_exists(#chunks, :empty), :new)")
+	u.Value(":seq", dynamotable.N(int64(prevSeq+len(chunks)))).Set("#seq = :seq")
+	u.add += chunksBytes(chunks)
 }
 
 // end stores the terminal outcome, and when it ended (which takes the
 // record out of its server's running records).
 func (u *update) end(state string, terminal []byte, expires, now time.Time) {
-	u.set(attrState, str(state))
-	u.set(attrEndedMS, num(now.UnixMilli()))
-	u.set(attrTerminal, &types.AttributeValueMemberB{Value: terminal})
-	u.grow(len(terminal))
+	u.SetValue(attrState, dynamotable.S(state))
+	u.SetValue(attrEndedMS, dynamotable.N(now.UnixMilli()))
+	u.SetValue(attrTerminal, dynamotable.B(terminal))
+	u.add += len(terminal)
 	if exp := expirySeconds(expires); exp != 0 {
-		u.set(attrExpires, num(exp))
+		u.SetValue(attrExpires, dynamotable.N(exp))
 	} else {
-		u.names["#"+attrExpires] = attrExpires
-		u.remove = append(u.remove, "#"+attrExpires)
+		u.RemoveAttr(attrExpires)
 	}
 }
 
-// input builds the UpdateItem, adding the size guard.
-func (u *update) input(table string) *dynamodb.UpdateItemInput {
-	u.names["#bytes"] = attrItemBytes
-	u.values[":add"] = num(int64(u.add))
-	u.values[":room"] = num(int64(MaxRecordBytes - u.add))
-	u.conds = append(u.conds, "#bytes <= :room")
-	expr := "SET " + strings.Join(append(u.sets, "#bytes = #bytes + :add"), ", ")
-	if len(u.remove) > 0 {
-		expr += " REMOVE " + strings.Join(u.remove, ", ")
-	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(table),
-		Key:                                 u.key,
-		UpdateExpression:                    aws.String(expr),
-		ConditionExpression:                 aws.String(strings.Join(u.conds, " AND ")),
-		ExpressionAttributeNames:            u.names,
-		ExpressionAttributeValues:           u.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+// guard adds the size guard: the record's byte count grows by what the
+// update adds, and it applies only while the record stays under the bound.
+func (u *update) guard() {
+	u.Name("#bytes", attrItemBytes).Value(":add", dynamotable.N(int64(u.add))).
+		Value(":room", dynamotable.N(int64(MaxRecordBytes-u.add))).
+		Set("#bytes = #bytes + :add").If("#bytes <= :room")
 }
 
 // update runs u. When its condition fails, explain gets the record as it
@@ -365,21 +291,20 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 	if u.add > MaxRecordBytes {
 		return fmt.Errorf("%s: %w: %d bytes in one write, limit %d", op, ErrTooLarge, u.add, MaxRecordBytes)
 	}
-	key := u.key[attrPK].(*types.AttributeValueMemberS).Value
-	start := time.Now()
-	_, err := s.client.UpdateItem(ctx, u.input(s.table))
-	s.meter.Observe(op, start, err)
+	key := u.Key()
+	u.guard()
+	_, err := s.table.Update(ctx, op, u.Update)
 	if err == nil {
 		return nil
 	}
-	var refused *types.ConditionalCheckFailedException
-	if !errors.As(err, &refused) {
-		return fmt.Errorf("%s %s: %w", op, key, s.failure(err))
+	item, refused := dynamotable.Refused(err)
+	if !refused {
+		return fmt.Errorf("%s: %w", op, failure(err))
 	}
 	var cur *Record
 	size := 0
-	if refused.Item != nil {
-		cur, size = s.decodeLive(refused.Item, key)
+	if item != nil {
+		cur, size = s.decodeLive(item, key)
 	} else if cur, size, err = s.getKey(ctx, key); err != nil {
 		return fmt.Errorf("%s %s: %w", op, key, err)
 	}
@@ -392,12 +317,12 @@ func (s *DynamoStore) update(ctx context.Context, op string, u *update, explain 
 // refused handles a failed conditional PutItem: the record
 // as it is now (nil when absent), or the store's failure.
 func (s *DynamoStore) refused(ctx context.Context, err error, owner, requestID string) (*Record, error) {
-	var refused *types.ConditionalCheckFailedException
-	if !errors.As(err, &refused) {
-		return nil, s.failure(err)
+	item, refused := dynamotable.Refused(err)
+	if !refused {
+		return nil, failure(err)
 	}
-	if refused.Item != nil {
-		cur, _ := s.decodeLive(refused.Item, recordKey(owner, requestID))
+	if item != nil {
+		cur, _ := s.decodeLive(item, recordKey(owner, requestID))
 		return cur, nil
 	}
 	cur, _, err := s.get(ctx, owner, requestID)
@@ -405,15 +330,14 @@ func (s *DynamoStore) refused(ctx context.Context, err error, owner, requestID s
 }
 
 // failure classifies an error that is not a refused condition.
-func (s *DynamoStore) failure(err error) error {
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" {
-		if strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "size") {
-			return fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		return fmt.Errorf("dynamodb: %w", err)
+func failure(err error) error {
+	switch {
+	case dynamotable.TooLarge(err):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case dynamotable.Invalid(err):
+		return err
 	}
-	return fmt.Errorf("%w: dynamodb: %w", ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 func (s *DynamoStore) get(ctx context.Context, owner, requestID string) (*Record, int, error) {
@@ -422,26 +346,20 @@ func (s *DynamoStore) get(ctx context.Context, owner, requestID string) (*Record
 
 // getKey reads the live record (nil when absent or expired) and its size estimate.
 func (s *DynamoStore) getKey(ctx context.Context, key string) (*Record, int, error) {
-	start := time.Now()
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrPK: str(key)},
-		ConsistentRead: aws.Bool(true),
-	})
-	s.meter.Observe("get", start, err)
+	item, err := s.table.Get(ctx, "get", key, true)
 	if err != nil {
-		return nil, 0, s.failure(err)
+		return nil, 0, failure(err)
 	}
-	if out.Item == nil {
+	if item == nil {
 		return nil, 0, nil
 	}
-	r, size := s.decodeLive(out.Item, key)
+	r, size := s.decodeLive(item, key)
 	return r, size, nil
 }
 
 // decodeLive decodes an item, or returns nil for an expired one.
-func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key string) (*Record, int) {
-	exp, _ := intAttr(item, attrExpires)
+func (s *DynamoStore) decodeLive(item dynamotable.Item, key string) (*Record, int) {
+	exp, _ := dynamotable.Int(item, attrExpires)
 	if expired(exp, s.now()) {
 		return nil, 0
 	}
@@ -449,29 +367,20 @@ func (s *DynamoStore) decodeLive(item map[string]types.AttributeValue, key strin
 	r := &Record{
 		Owner:       owner,
 		RequestID:   requestID,
-		BodyHash:    strAttr(item, attrBodyHash),
-		Server:      strAttr(item, attrServer),
-		State:       strAttr(item, attrState),
-		Accepted:    bytesAttr(item, attrAccepted),
-		Terminal:    bytesAttr(item, attrTerminal),
-		Reservation: bytesAttr(item, attrReservation),
+		BodyHash:    dynamotable.String(item, attrBodyHash),
+		Server:      dynamotable.String(item, attrServer),
+		State:       dynamotable.String(item, attrState),
+		Accepted:    dynamotable.Bytes(item, attrAccepted),
+		Terminal:    dynamotable.Bytes(item, attrTerminal),
+		Reservation: dynamotable.Bytes(item, attrReservation),
+		Cancelled:   dynamotable.Bool(item, attrCancel),
+		Chunks:      dynamotable.Strings(item, attrChunks),
 		Expires:     expiryTime(exp),
 	}
-	if c, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
-		r.Cancelled = c.Value
-	}
-	if ms, ok := intAttr(item, attrEndedMS); ok && ms != runningEndedMS {
+	if ms, ok := dynamotable.Int(item, attrEndedMS); ok && ms != runningEndedMS {
 		r.EndedAt = time.UnixMilli(ms)
 	}
-	if l, ok := item[attrChunks].(*types.AttributeValueMemberL); ok && len(l.Value) > 0 {
-		r.Chunks = make([]string, len(l.Value))
-		for i, v := range l.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				r.Chunks[i] = sv.Value
-			}
-		}
-	}
-	size, _ := intAttr(item, attrItemBytes)
+	size, _ := dynamotable.Int(item, attrItemBytes)
 	return r, int(size)
 }
 
@@ -483,39 +392,6 @@ func splitKey(key string) (owner, requestID string) {
 		return rest, ""
 	}
 	return rest[:i], rest[i+1:]
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func strAttr(item map[string]types.AttributeValue, name string) string {
-	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-// bytesAttr reads a frame stored as B (or S, accepted for hand-written items).
-func bytesAttr(item map[string]types.AttributeValue, name string) []byte {
-	switch v := item[name].(type) {
-	case *types.AttributeValueMemberB:
-		return nonEmpty(v.Value)
-	case *types.AttributeValueMemberS:
-		return nonEmpty([]byte(v.Value))
-	}
-	return nil
-}
-
-func intAttr(item map[string]types.AttributeValue, name string) (int64, bool) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
 }
 
 // nonEmpty maps an empty slice to nil, so both stores report "absent" alike.
@@ -535,28 +411,23 @@ func (s *DynamoStore) Owned(ctx context.Context, server string, since time.Time)
 		return nil, fmt.Errorf("owned: %w: empty server", ErrInvalid)
 	}
 	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
 		IndexName:                aws.String(IndexByServer),
 		KeyConditionExpression:   aws.String("#server = :server AND #ended >= :since"),
 		ExpressionAttributeNames: map[string]string{"#server": attrServer, "#ended": attrEndedMS},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":server": str(server), ":since": num(since.UnixMilli())},
+		ExpressionAttributeValues: dynamotable.Item{
+			":server": dynamotable.S(server), ":since": dynamotable.N(since.UnixMilli())},
 	}
 	var keys []RecordKey
-	p := dynamodb.NewQueryPaginator(s.client, in)
-	for p.HasMorePages() {
-		start := time.Now()
-		out, err := p.NextPage(ctx)
-		s.meter.Observe("owned", start, err)
-		if err != nil {
-			return keys, fmt.Errorf("owned %s: %w", server, s.failure(err))
-		}
-		for _, item := range out.Items {
-			owner, id := splitKey(strAttr(item, attrPK))
+	err := s.table.Query(ctx, "owned", in, func(items []dynamotable.Item) {
+		for _, item := range items {
+			owner, id := splitKey(dynamotable.String(item, attrPK))
 			if owner != "" && id != "" {
 				keys = append(keys, RecordKey{Owner: owner, RequestID: id})
 			}
 		}
+	})
+	if err != nil {
+		return keys, fmt.Errorf("owned %s: %w", server, failure(err))
 	}
 	return keys, nil
 }

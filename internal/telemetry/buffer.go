@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -152,22 +151,4 @@ func (b *recordBuffer) counts() (dropped, failed uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.dropped, b.failed
-}
-
-// backoff sleeps for a jittered exponential delay, uniform in [d/2, d]
-// where d = base*2^(attempt-1) capped at max, or until ctx ends.
-func backoff(ctx context.Context, attempt int, base, max time.Duration) error {
-	d := base << (attempt - 1)
-	if d <= 0 || d > max {
-		d = max
-	}
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

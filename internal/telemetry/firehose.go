@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/firehose/types"
 	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/backoff"
 )
 
 // Firehose's PutRecordBatch limits (they cannot be raised).
@@ -257,6 +259,7 @@ func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool
 	pending := batch
 	var lastCode string
 	var lastErr error
+	retry := backoff.Policy{Base: s.o.BaseBackoff, Max: s.o.MaxBackoff, Jitter: backoff.Equal, Attempts: s.o.MaxAttempts}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return 0, pending
@@ -294,10 +297,9 @@ func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool
 				zap.Int("records", len(pending)), zap.String("code", code))
 			pending = next
 		}
-		if attempt >= s.o.MaxAttempts {
+		if err := retry.Wait(ctx, attempt); errors.Is(err, backoff.ErrExhausted) {
 			return s.giveUp(len(pending), lastCode, lastErr), nil
-		}
-		if backoff(ctx, attempt, s.o.BaseBackoff, s.o.MaxBackoff) != nil {
+		} else if err != nil {
 			return 0, pending
 		}
 	}
