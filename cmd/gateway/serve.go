@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetway-gateway/jetway/internal/anthropic"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/fleet"
@@ -292,11 +293,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
-	door := gin.WrapH(openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed}))
-	for _, p := range []string{openai.PathChat, openai.PathModels} {
-		main.Match([]string{http.MethodGet, http.MethodPost, http.MethodOptions}, p, door)
+	openaiDoor := openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
+	anthropicDoor := anthropic.New(verifier, gw, cfg, metrics, logger, anthropic.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodOptions}
+	main.Match(methods, openai.PathChat, gin.WrapH(openaiDoor))
+	for _, p := range []string{anthropic.PathMessages, anthropic.PathCountTokens, anthropic.PathModels + "/:id"} {
+		main.Match(methods, p, gin.WrapH(anthropicDoor))
 	}
+	// Both doors serve GET /v1/models: Anthropic's SDKs always send
+	// anthropic-version, OpenAI's never do.
+	main.Match(methods, openai.PathModels, gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(anthropic.VersionHeader) != "" {
+			anthropicDoor.ServeHTTP(w, r)
+			return
+		}
+		openaiDoor.ServeHTTP(w, r)
+	}))
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
 			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})

@@ -26,10 +26,11 @@ var forbidden = map[string][]string{
 	"internal/gateway":   {"github.com/gin-gonic/", "github.com/gorilla/", module + "internal/session"},
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
 	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	"internal/anthropic": {module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
-	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
+	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/anthropic", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
 	"client":             {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},
@@ -77,7 +78,7 @@ func TestImportDirection(t *testing.T) {
 // codec and its routes. Doors never import each other, and the core
 // imports no door, nor what doors share (internal/door).
 var (
-	doors = []string{"internal/session", "internal/openai"}
+	doors = []string{"internal/session", "internal/openai", "internal/anthropic"}
 	core  = []string{"internal/gateway", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
 )
 
@@ -112,7 +113,7 @@ var notLinked = []string{
 	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
 	module + "internal/delayproxy", module + "internal/archtest", module + "internal/jaegertest",
 	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
-	"github.com/chromedp/", "github.com/openai/", // the page tests and the OpenAI door's tests
+	"github.com/chromedp/", "github.com/openai/", "github.com/anthropics/", // the page tests and the doors' tests
 }
 
 func TestGatewayBinaryLinks(t *testing.T) {

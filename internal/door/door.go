@@ -52,7 +52,7 @@ var APIKey = Source{Describe: "the x-api-key header", Find: func(r *http.Request
 
 // queryTokens are the query-string names a token is refused under: a
 // token in a URL ends up in access logs and browser history.
-var queryTokens = []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key", "apikey", "key"}
+var queryTokens = []string{"token", "access_token", "id_token", "jwt", "authorization", "bearer", "api_key", "apikey", "x-api-key", "key"}
 
 // SignIn is the one sign-in of every door.
 type SignIn struct {

@@ -170,7 +170,7 @@ func (f *flight) standDown() {
 // returns the accepted frame that reports it.
 func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
-	f.estimate = quota.EstimateInputTokens(f.req.System, contents(f.req.Messages)) + f.attachmentEstimate()
+	f.estimate = EstimateInputTokens(&f.req.Inbound)
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
 	_, span := g.start(tctx, "jetway.quota.reserve")
 	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
-	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
 
@@ -102,12 +101,6 @@ func (f *flight) onBlock(d router.BlockDelta) {
 		c.Kind, c.ID, c.Name, c.Input = protocol.KindToolUse, d.ID, d.Name, d.Input
 	}
 	f.appendPiece(protocol.BlockPiece(c))
-}
-
-// attachmentEstimate is the input-token bound of the request's attachments.
-func (f *flight) attachmentEstimate() int64 {
-	feats := f.feats
-	return quota.EstimateAttachmentTokens(feats.Images, feats.Documents, feats.DocumentBytes)
 }
 
 // routerBlocks converts a message's blocks for the model call. Attachments

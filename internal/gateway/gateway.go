@@ -141,7 +141,7 @@ type Request struct {
 	ReceivedAt time.Time
 	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
 	Stop       []string // stop sequences (the OpenAI door's stop)
-	Door       string   // DoorWS (default) or DoorOpenAI: recorded in the usage record
+	Door       string   // DoorWS (default), DoorOpenAI or DoorAnthropic: recorded in the usage record
 	// PrefixCachePoint is the client's own prompt cache point after the
 	// system prompt and tools (a door whose wire marks them, as Anthropic's
 	// cache_control does): it counts toward the model's maximum like a
@@ -160,8 +160,9 @@ type Request struct {
 
 // The doors a request can come through (telemetry.UsageRecord.Door).
 const (
-	DoorWS     = "ws"
-	DoorOpenAI = "openai"
+	DoorWS        = "ws"
+	DoorOpenAI    = "openai"
+	DoorAnthropic = "anthropic"
 )
 
 // door is the request's door, DoorWS when unset.
@@ -364,6 +365,23 @@ func routerMessages(ms []protocol.Message) []router.Message {
 		}
 	}
 	return out
+}
+
+// EstimateInputTokens is the input-token bound admission reserves for a
+// validated request (ValidateRequest decoded its attachments): its system
+// prompt, messages and tool definitions (name, description and schema,
+// which the model reads as input too) by quota.EstimateInputTokens, plus
+// its images and documents (quota.EstimateAttachmentTokens). Doors that
+// count tokens for their clients report this number, so a count and a
+// reservation agree.
+func EstimateInputTokens(in *protocol.Inbound) int64 {
+	f := in.Features()
+	texts := contents(in.Messages)
+	for _, t := range in.Tools {
+		texts = append(texts, t.Name+"\n"+t.Description+"\n"+string(t.InputSchema))
+	}
+	return quota.EstimateInputTokens(in.System, texts) +
+		quota.EstimateAttachmentTokens(f.Images, f.Documents, f.DocumentBytes)
 }
 
 func contents(ms []protocol.Message) []string {

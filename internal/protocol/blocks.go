@@ -48,7 +48,7 @@ const (
 	MaxDocsPerRequest    = 5
 	MaxBlocksPerMessage  = 100
 	MaxTools             = 64
-	MaxToolDescription   = 4096
+	MaxToolDescription   = 16384 // Claude Code's longest reach 6.4 KB (2.1.328)
 	MinReasoningBudget   = 1024
 	maxDocumentNameBytes = 200
 )

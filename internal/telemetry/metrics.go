@@ -127,7 +127,7 @@ type Metrics struct {
 //	attachment_bytes_in_flight            gauge
 //	attachment_frames_refused_total       counter
 //	sessions_moved_total                  counter   reason (balance|busy)
-//	unauthenticated_refusals_total        counter   door (ws|openai)
+//	unauthenticated_refusals_total        counter   door (ws|openai|anthropic)
 //	auth_cache_lookups_total              counter   result (hit|miss)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
@@ -334,7 +334,7 @@ func (m *Metrics) ConnectionRejected(reason string) {
 }
 
 // UnauthenticatedRefusal counts a connection or request refused for its
-// credentials at door (a fixed name: "ws", "openai"). Every one is
+// credentials at door (a fixed name: "ws", "openai", "anthropic"). Every one is
 // counted; their log lines are sampled (UnauthenticatedLogger).
 func (m *Metrics) UnauthenticatedRefusal(door string) {
 	if m == nil {

@@ -60,8 +60,9 @@ type UsageRecord struct {
 	Chunks int `json:"chunks"`
 	// Server is the task (JETWAY_SERVER_ID) that ran the request.
 	Server string `json:"server"`
-	// Door is how the request came in: "ws" (the WebSocket protocol) or
-	// "openai" (the OpenAI-compatible /v1/chat/completions).
+	// Door is how the request came in: "ws" (the WebSocket protocol),
+	// "openai" (the OpenAI-compatible /v1/chat/completions) or "anthropic"
+	// (the Anthropic Messages /v1/messages).
 	Door string `json:"door"`
 	// Images and Documents count the request's attachments (content
 	// blocks, tool results' included).

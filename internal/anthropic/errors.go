@@ -1,0 +1,126 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/jetway-gateway/jetway/internal/door"
+	"github.com/jetway-gateway/jetway/internal/protocol"
+)
+
+// Anthropic's error types (the `error.type` of an error body or event).
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typePermission     = "permission_error"
+	typeNotFound       = "not_found_error"
+	typeRateLimit      = "rate_limit_error"
+	typeAPI            = "api_error"
+	typeOverloaded     = "overloaded_error"
+)
+
+// StatusOverloaded is Anthropic's status for overloaded_error: a server
+// that is at its admission limit or draining (the SDKs retry it).
+const StatusOverloaded = 529
+
+// maxHonouredRetryAfterMs is the longest Retry-After the official SDKs
+// wait for; past it they retry on their own short backoff, which cannot
+// help (a quota window resets in minutes or hours), so x-should-retry is
+// false then.
+const maxHonouredRetryAfterMs = 60_000
+
+// apiError is an error in Anthropic's shape:
+// {"type":"error","error":{"type","message"},"request_id"} plus Jetway's
+// code. status is the HTTP status; typ Anthropic's error type.
+type apiError struct {
+	status       int
+	typ          string
+	code         string // Jetway's protocol code
+	field        string // the protocol field an invalid_request names (protocol.Error.Field)
+	msg          string
+	retryAfterMs int64
+	retryable    bool
+}
+
+type errorBody struct {
+	Type      string      `json:"type"`
+	Error     errorDetail `json:"error"`
+	RequestID string      `json:"request_id,omitempty"`
+}
+
+type errorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	// Jetway's additions.
+	Code         string `json:"code,omitempty"`
+	Retryable    bool   `json:"retryable"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+}
+
+func (e apiError) body(requestID string) errorBody {
+	return errorBody{Type: "error", RequestID: requestID, Error: errorDetail{Type: e.typ, Message: e.msg,
+		Code: e.code, Retryable: e.retryable, RetryAfterMs: e.retryAfterMs}}
+}
+
+// write sends the error as the whole response, with retry-after (seconds)
+// and retry-after-ms when there is one.
+func (e apiError) write(w http.ResponseWriter) {
+	h := w.Header()
+	if e.retryAfterMs > 0 {
+		h.Set("retry-after", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
+		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
+	}
+	h.Set("x-should-retry", strconv.FormatBool(e.retryable && e.retryAfterMs <= maxHonouredRetryAfterMs))
+	writeJSON(w, e.status, e.body(h.Get(headerRequestID)))
+}
+
+// invalid is a 400 invalid_request_error.
+func invalid(format string, args ...any) apiError {
+	return apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: protocol.CodeInvalidRequest,
+		msg: fmt.Sprintf(format, args...)}
+}
+
+// fromProtocol is the one translation of a protocol error (a refusal or a
+// terminal) to Anthropic's status and error type.
+func fromProtocol(pe protocol.Error) apiError {
+	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, field: pe.Field, msg: pe.Message,
+		retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
+	switch pe.Code {
+	case protocol.CodeInvalidRequest, protocol.CodeConflict, protocol.CodeCancelled:
+		e.typ = typeInvalidRequest
+		if pe.Code == protocol.CodeConflict {
+			e.msg = "Idempotency-Key was already used with a different body"
+		}
+	case protocol.CodeUnauthorized:
+		e.typ = typeAuthentication
+	case protocol.CodeForbidden:
+		e.typ = typePermission
+	case protocol.CodeModelNotAllowed, protocol.CodeNotFound:
+		e.typ = typeNotFound
+	case protocol.CodeQuotaExceeded:
+		e.typ = typeRateLimit
+		e.msg = fmt.Sprintf("%s: the %s's %s window is used up; retry after %ds", pe.Message, pe.Scope, pe.Window,
+			(pe.RetryAfterMs+999)/1000)
+	case protocol.CodeRateLimited:
+		e.typ = typeRateLimit
+		e.msg = "too many requests in flight: " + pe.Message
+	case protocol.CodeBusy, protocol.CodeDraining, protocol.CodeModelUnavailable:
+		e.status, e.typ = StatusOverloaded, typeOverloaded
+	default: // internal, model_error, timeout, interrupted
+		e.typ = typeAPI
+	}
+	return e
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
