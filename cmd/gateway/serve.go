@@ -38,6 +38,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/anthropic"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
@@ -293,9 +294,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
-	openaiDoor := openai.New(verifier, gw, cfg, metrics, logger, openai.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+	openaiDoor := openai.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
 		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
-	anthropicDoor := anthropic.New(verifier, gw, cfg, metrics, logger, anthropic.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
+	anthropicDoor := anthropic.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
 		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodOptions}
 	main.Match(methods, openai.PathChat, gin.WrapH(openaiDoor))

@@ -66,30 +66,6 @@ type Apps interface {
 	App(tenant, app string) (*config.Tenant, *config.App, bool)
 }
 
-// Options bound the door. Zero values mean the documented defaults
-// (docs/configuration.md: the OpenAI door's bounds, shared).
-type Options struct {
-	MaxBodyBytes  int64                    // largest request body; default 256 KiB (the WebSocket's frame limit)
-	WriteTimeout  time.Duration            // a write the client does not take within this is cut; default 10s
-	OriginAllowed func(origin string) bool // the browser Origin policy; nil: no browser origin is allowed
-	Now           func() time.Time
-}
-
-func (o *Options) defaults() {
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = protocol.DefaultMaxFrame
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 10 * time.Second
-	}
-	if o.OriginAllowed == nil {
-		o.OriginAllowed = func(string) bool { return false }
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-}
-
 // Handler serves the door's paths (and their CORS preflights).
 type Handler struct {
 	signIn   *door.SignIn
@@ -98,12 +74,12 @@ type Handler struct {
 	metrics  *telemetry.Metrics
 	logger   *zap.Logger
 	refusals *zap.Logger // sampled: the lines of credential refusals (telemetry.UnauthenticatedLogger)
-	opts     Options
+	opts     door.Options
 }
 
 // New returns the door. metrics may be nil.
-func New(v door.Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Handler {
-	o.defaults()
+func New(v door.Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
+	o.Defaults()
 	logger = logger.With(zap.String("door", gateway.DoorAnthropic))
 	return &Handler{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorAnthropic, Metrics: metrics}, gw: gw, apps: apps, metrics: metrics, logger: logger,
 		refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
@@ -111,24 +87,11 @@ func New(v door.Verifier, gw Gateway, apps Apps, metrics *telemetry.Metrics, log
 
 // ServeHTTP routes by path and method.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if origin := r.Header.Get("Origin"); origin != "" {
-		if !h.opts.OriginAllowed(origin) {
-			h.refuse(w, "", apiError{status: http.StatusForbidden, typ: typePermission, code: protocol.CodeForbidden, msg: "origin not allowed"})
-			return
-		}
-		hd := w.Header()
-		hd.Set("Access-Control-Allow-Origin", origin)
-		hd.Add("Vary", "Origin")
-		hd.Set("Access-Control-Expose-Headers", "request-id, retry-after, retry-after-ms")
-		if r.Method == http.MethodOptions {
-			hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-				hd.Set("Access-Control-Allow-Headers", req) // credentials are headers, never cookies
-			}
-			hd.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
+	if refused, answered := door.CORS(w, r, h.opts.OriginAllowed, "request-id, retry-after, retry-after-ms"); refused {
+		h.refuse(w, "", apiError{status: http.StatusForbidden, typ: typePermission, code: protocol.CodeForbidden, msg: "origin not allowed"})
+		return
+	} else if answered {
+		return
 	}
 	p := r.URL.Path
 	switch {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -58,7 +59,7 @@ func (fakeApps) App(tenant, app string) (*config.Tenant, *config.App, bool) {
 
 func newDoor(t *testing.T, submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error)) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: submit}, fakeApps{}, nil, zap.NewNop(), Options{}))
+	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: submit}, fakeApps{}, nil, zap.NewNop(), door.Options{}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -207,7 +208,7 @@ func TestBadBodiesNameTheField(t *testing.T) {
 	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{refused: refused, submit: func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
 		t.Error("a bad body reached the gateway")
 		return nil, 0, errors.New("unreachable")
-	}}, fakeApps{}, nil, zap.NewNop(), Options{}))
+	}}, fakeApps{}, nil, zap.NewNop(), door.Options{}))
 	defer srv.Close()
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	mt := `"max_tokens":100,`

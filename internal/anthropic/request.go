@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
@@ -139,7 +141,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	p := parsed{in: protocol.Inbound{Type: protocol.TypeRequest, RequestID: requestID}}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
-		return p, ref(invalid("the body is not a JSON object: %s", jsonProblem(err)))
+		return p, ref(invalid("the body is not a JSON object: %s", door.JSONProblem(err)))
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -150,7 +152,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		if served[k] {
 			continue // checked below: a served value may be megabytes (messages)
 		}
-		if v := compact(raw[k]); v == "null" || contains(neutral[k], v) {
+		if v := compact(raw[k]); v == "null" || slices.Contains(neutral[k], v) {
 			continue
 		}
 		reason, known := why[k]
@@ -168,7 +170,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		if errors.As(err, &te) && te.Field != "" {
 			return p, ref(invalid("%s: has the wrong type (%s expected)", te.Field, te.Type))
 		}
-		return p, ref(invalid("the body could not be read: %s", jsonProblem(err)))
+		return p, ref(invalid("the body could not be read: %s", door.JSONProblem(err)))
 	}
 	p.stream = b.Stream
 	if b.Model != "default" {
@@ -732,26 +734,6 @@ func compact(raw json.RawMessage) string {
 		return string(bytes.TrimSpace(raw))
 	}
 	return b.String()
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
-
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	}
-	if err == nil {
-		return "null"
-	}
-	return protocol.Clip(err.Error())
 }
 
 // clip cuts s to at most n bytes, never inside a UTF-8 sequence.

@@ -2,13 +2,12 @@ package anthropic
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -20,7 +19,7 @@ type responder struct {
 	logger    *zap.Logger
 	requestID string
 	names     names // the request's Anthropic names, for refusals that name a field
-	started   bool  // the 200 and its headers went out
+	sse       door.SSE
 }
 
 // stream writes the log after seq `from` as Server-Sent Events (events).
@@ -31,6 +30,7 @@ type responder struct {
 func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 	var head []byte // message_start and ping, sent with the 200
 	accepted := false
+	s.sse = door.SSE{W: s.w, RC: s.rc, Timeout: s.h.opts.WriteTimeout, Logger: s.logger, Metrics: s.h.metrics}
 	for b := range log.Follow(ctx, events{}, from) {
 		if b.Accepted != nil {
 			accepted = true
@@ -38,22 +38,22 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 				head = b.AcceptedBytes
 			}
 		}
-		if !s.started {
+		if !s.sse.Started {
 			if (from == 0 || !accepted) && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
 				s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(*b.Terminal.Error))) // nothing streamed: a plain HTTP error
 				return
 			}
 			if from > 0 && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {
-				s.startSSE()
+				s.sse.Start()
 			}
 		}
-		if !s.started {
+		if !s.sse.Started {
 			continue
 		}
 		if b.Terminal != nil && b.Terminal.Error != nil {
 			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
 		}
-		if !s.write(head, &b) {
+		if !s.sse.Write(head, &b) {
 			return
 		}
 		head = nil
@@ -83,47 +83,4 @@ func (s *responder) whole(ctx context.Context, log *stream.Log) {
 		return
 	}
 	s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
-}
-
-func (s *responder) startSSE() {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	_ = s.rc.Flush()
-	s.started = true
-}
-
-// write sends prepared events within the write timeout; a client that
-// does not take them is cut, as a slow WebSocket consumer is. It reports
-// success.
-func (s *responder) write(head []byte, b *stream.Batch) bool {
-	if head == nil && len(b.Pieces) == 0 && b.TerminalBytes == nil {
-		return true
-	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-	_, err := s.w.Write(head)
-	for i := range b.Chunks.Len() {
-		if err != nil {
-			break
-		}
-		_, err = s.w.Write(b.Chunks.At(i))
-	}
-	if err == nil && b.TerminalBytes != nil {
-		_, err = s.w.Write(b.TerminalBytes)
-	}
-	if err == nil {
-		err = s.rc.Flush()
-	}
-	if err == nil {
-		return true
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s.logger.Warn("slow_consumer", zap.Duration("write_timeout", s.h.opts.WriteTimeout))
-		s.h.metrics.SlowConsumerClosed()
-	} else {
-		s.logger.Info("client_gone", zap.Error(err))
-	}
-	return false
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/auth/authtest"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/mockmodel/mockmodeltest"
@@ -59,7 +60,7 @@ func BenchmarkChatWhole(b *testing.B) {
 		Quotas: quota.New(quota.NewMemoryStore(), quota.Options{Logger: logger}), Cache: router.NewCache(router.CacheOptions{Logger: logger}),
 		Usage: discardUsage{}, Metrics: metrics, Logger: logger}, gateway.Options{ServerID: "bench"})
 	defer func() { _ = gw.Wait(context.Background()) }()
-	srv := httptest.NewServer(New(v, gw, cfg, metrics, logger, Options{}))
+	srv := httptest.NewServer(New(v, gw, cfg, metrics, logger, door.Options{}))
 	defer srv.Close()
 	hc := srv.Client()
 

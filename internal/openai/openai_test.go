@@ -19,6 +19,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -60,7 +61,7 @@ func (fakeApps) App(tenant, app string) (*config.Tenant, *config.App, bool) {
 	return &config.Tenant{ID: tenant}, a, tenant == "contoso"
 }
 
-func newDoor(t *testing.T, submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error), o Options) (*httptest.Server, *observer.ObservedLogs) {
+func newDoor(t *testing.T, submit func(gateway.Caller, gateway.Request) (*stream.Log, int, error), o door.Options) (*httptest.Server, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
 	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: submit}, fakeApps{}, nil, zap.New(core), o))
@@ -112,7 +113,7 @@ func TestRequestTranslation(t *testing.T) {
 	srv, _ := newDoor(t, func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		got <- req
 		return finished(req, "ok"), 0, nil
-	}, Options{})
+	}, door.Options{})
 	resp := post(t, srv.URL, `{"model":"default","messages":[{"role":"developer","content":"a"},{"role":"system","content":"b"},`+
 		`{"role":"user","content":"q"}],"max_completion_tokens":50,"temperature":0.5,"top_p":0.9,"stop":"END","user":"u1","n":1,"store":false}`,
 		map[string]string{"Idempotency-Key": "key-00000001"})
@@ -150,7 +151,7 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
 		t.Error("a bad request reached the gateway")
 		return nil, 0, errors.New("unreachable")
-	}, Options{})
+	}, door.Options{})
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct{ body, code, param string }{
 		{`{` + msgs + `,"n":2}`, "unsupported_parameter", "n"},
@@ -187,7 +188,7 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 }
 
 func TestAuthAndModels(t *testing.T) {
-	srv, _ := newDoor(t, nil, Options{OriginAllowed: func(o string) bool { return o == "https://chat.example" }})
+	srv, _ := newDoor(t, nil, door.Options{OriginAllowed: func(o string) bool { return o == "https://chat.example" }})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+PathChat, strings.NewReader(hello+"}"))
 	req.Header.Set("Authorization", "Bearer forged")
 	resp, _ := http.DefaultClient.Do(req)
@@ -252,7 +253,7 @@ func TestStreamEventsAndResume(t *testing.T) {
 		}
 		logs[req.RequestID] = finished(req, "Hel", "lo", " <world>")
 		return logs[req.RequestID], 0, nil
-	}, Options{})
+	}, door.Options{})
 	body := hello + `,"stream":true,"stream_options":{"include_usage":true}}`
 	resp := post(t, srv.URL, body, map[string]string{"Idempotency-Key": "stream-0001"})
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
@@ -322,7 +323,7 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 				Message: "the model failed while answering", Retryable: true, Chunks: &n, Text: &text}), time.Now())
 		}
 		return log, 0, nil
-	}, Options{})
+	}, door.Options{})
 	ask := func(content string, stream bool) *http.Response {
 		b, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": content}}, "stream": stream})
 		return post(t, srv.URL, string(b), nil)
@@ -370,7 +371,7 @@ func TestSlowClientIsCut(t *testing.T) {
 	log := stream.NewLog("alice", "slow-00001", "h", time.Now())
 	log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
 	srv, logs := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) { return log, 0, nil },
-		Options{WriteTimeout: 50 * time.Millisecond})
+		door.Options{WriteTimeout: 50 * time.Millisecond})
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +411,7 @@ func TestStreamOutlivesTheReadTimeout(t *testing.T) {
 			log.Finish(stream.DoneTerminal(protocol.Done{Chunks: n, Text: text, Model: "mock-a"}), time.Now())
 		})
 		return log, 0, nil
-	}}, fakeApps{}, nil, zap.NewNop(), Options{}))
+	}}, fakeApps{}, nil, zap.NewNop(), door.Options{}))
 	srv.Config.ReadTimeout = 200 * time.Millisecond
 	srv.Start()
 	defer srv.Close()
@@ -425,7 +426,7 @@ func TestStreamOutlivesTheReadTimeout(t *testing.T) {
 func TestDrainingIs503WithRetryAfter(t *testing.T) {
 	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
 		return nil, 0, gateway.ErrDraining
-	}, Options{})
+	}, door.Options{})
 	resp := post(t, srv.URL, hello+"}", nil)
 	e := decodeError(t, resp.Body)
 	if resp.StatusCode != 503 || e.Code != "draining" || e.Type != "server_error" || resp.Header.Get("Retry-After") != "1" ||

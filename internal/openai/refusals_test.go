@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -43,7 +44,7 @@ func TestBadBodiesAreRefusedThroughTheGateway(t *testing.T) {
 			return err
 		},
 	}
-	srv := httptest.NewServer(New(fakeVerifier{}, gw, fakeApps{}, nil, zap.NewNop(), Options{MaxBodyBytes: 4 << 10}))
+	srv := httptest.NewServer(New(fakeVerifier{}, gw, fakeApps{}, nil, zap.NewNop(), door.Options{MaxBodyBytes: 4 << 10}))
 	t.Cleanup(srv.Close)
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for i, tc := range []struct {
@@ -88,7 +89,7 @@ func TestLastEventIDPastTheEnd(t *testing.T) {
 			return log, 0, nil
 		}
 		return log, req.AfterSeq, nil
-	}, Options{})
+	}, door.Options{})
 	body := hello + `,"stream":true}`
 	readEvents(t, post(t, srv.URL, body, map[string]string{"Idempotency-Key": "past-end-01"}).Body)
 	for _, after := range []string{"2", "3", "999999999"} {
@@ -106,7 +107,7 @@ func TestLastEventIDPastTheEnd(t *testing.T) {
 func TestTrickledBodyIsATimeout(t *testing.T) {
 	srv := httptest.NewUnstartedServer(New(fakeVerifier{}, fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		return finished(req, "ok"), 0, nil
-	}}, fakeApps{}, nil, zap.NewNop(), Options{}))
+	}}, fakeApps{}, nil, zap.NewNop(), door.Options{}))
 	srv.Config.ReadTimeout = 300 * time.Millisecond
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -142,7 +143,7 @@ func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	srv := httptest.NewServer(New(fakeVerifier{}, fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		return finished(req, "ok"), 0, nil
-	}}, fakeApps{}, telemetry.NewMetrics(reg), zap.New(core), Options{}))
+	}}, fakeApps{}, telemetry.NewMetrics(reg), zap.New(core), door.Options{}))
 	t.Cleanup(srv.Close)
 	const n = 300
 	start := time.Now()

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -127,7 +129,7 @@ func unsupported(param, why string) *requestError {
 func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return chatRequest{}, protocol.Inbound{}, badParam("", "the body is not a JSON object: %s", jsonProblem(err))
+		return chatRequest{}, protocol.Inbound{}, badParam("", "the body is not a JSON object: %s", door.JSONProblem(err))
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -139,7 +141,7 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 			continue
 		}
 		v := compact(raw[k])
-		if v == "null" || contains(neutralValues[k], v) {
+		if v == "null" || slices.Contains(neutralValues[k], v) {
 			continue
 		}
 		why := ""
@@ -261,23 +263,6 @@ func compact(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
-
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	}
-	return truncate(err.Error(), 120)
 }
 
 func truncate(s string, n int) string {

@@ -3,14 +3,13 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -23,7 +22,7 @@ type responder struct {
 	logger    *zap.Logger
 	requestID string
 	origin    fieldMap // the request's OpenAI parameters, for refusals that name a field
-	sent      bool     // the 200 and its headers went out
+	sse       door.SSE
 }
 
 // stream writes the log after seq `from` as Server-Sent Events (see
@@ -34,23 +33,24 @@ type responder struct {
 // status.
 func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage bool) {
 	started := from > 0
+	s.sse = door.SSE{W: s.w, RC: s.rc, Timeout: s.h.opts.WriteTimeout, Logger: s.logger, Metrics: s.h.metrics}
 	for b := range log.Follow(ctx, events{usage: usage}, from) {
-		if !s.sent {
+		if !s.sse.Started {
 			if !started && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
 				s.h.refuse(s.w, s.requestID, fromProtocol(*b.Terminal.Error, false).named(s.origin)) // nothing streamed: a plain HTTP error
 				return
 			}
 			if started && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {
-				s.startSSE()
+				s.sse.Start()
 			}
 		}
-		if !s.sent {
+		if !s.sse.Started {
 			continue
 		}
 		if b.Terminal != nil && b.Terminal.Error != nil {
 			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
 		}
-		if !s.write(&b) {
+		if !s.sse.Write(nil, &b) {
 			return
 		}
 	}
@@ -79,47 +79,6 @@ func (s *responder) whole(ctx context.Context, log *stream.Log) {
 		return
 	}
 	s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
-}
-
-func (s *responder) startSSE() {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	s.sent = true
-}
-
-// write sends a batch's prepared events within the write timeout; a
-// client that does not take them is cut, as a slow WebSocket consumer is.
-// It reports success.
-func (s *responder) write(b *stream.Batch) bool {
-	if len(b.Pieces) == 0 && b.TerminalBytes == nil {
-		return true
-	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-	var err error
-	for i := range b.Chunks.Len() {
-		if _, err = s.w.Write(b.Chunks.At(i)); err != nil {
-			break
-		}
-	}
-	if err == nil && b.TerminalBytes != nil {
-		_, err = s.w.Write(b.TerminalBytes)
-	}
-	if err == nil {
-		err = s.rc.Flush()
-	}
-	if err == nil {
-		return true
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s.logger.Warn("slow_consumer", zap.Duration("write_timeout", s.h.opts.WriteTimeout))
-		s.h.metrics.SlowConsumerClosed()
-	} else {
-		s.logger.Info("client_gone", zap.Error(err))
-	}
-	return false
 }
 
 // events is the door's streaming codec: a request's events as

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -39,7 +40,7 @@ func TestToolRequestTranslation(t *testing.T) {
 	srv, _ := newDoor(t, func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		got <- req
 		return finished(req, "ok"), 0, nil
-	}, Options{})
+	}, door.Options{})
 	if resp := post(t, srv.URL, toolLoop, nil); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %+v", resp.StatusCode, decodeError(t, resp.Body))
 	}
@@ -91,7 +92,7 @@ func TestToolAndImageRefusalsNameTheParameter(t *testing.T) {
 	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
 		t.Error("a bad request reached the gateway")
 		return nil, 0, errors.New("unreachable")
-	}, Options{})
+	}, door.Options{})
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
 	call := `{"role":"user","content":"q"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}`
 	image := func(url string) string {
@@ -179,7 +180,7 @@ func TestToolCallsStreamAndResume(t *testing.T) {
 		}
 		logs[req.RequestID] = toolAnswer(req)
 		return logs[req.RequestID], 0, nil
-	}, Options{})
+	}, door.Options{})
 	body := `{"model":"mock-tools","messages":[{"role":"user","content":"Paris"}],"tools":[{"type":"function","function":{"name":"lookup"}},` +
 		`{"type":"function","function":{"name":"clock"}}],"stream":true}`
 	hdr := map[string]string{"Idempotency-Key": "tools-0001"}
@@ -250,7 +251,7 @@ func TestToolCallsStreamAndResume(t *testing.T) {
 func TestCapabilityRefusalNamesTools(t *testing.T) {
 	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
 		return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
-	}, Options{})
+	}, door.Options{})
 	resp := post(t, srv.URL, `{"messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, nil)
 	if e := decodeError(t, resp.Body); resp.StatusCode != 400 || e.Code != "invalid_request" || e.Param == nil || *e.Param != "tools" {
 		t.Errorf("capability refusal: %d %+v", resp.StatusCode, e)

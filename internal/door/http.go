@@ -1,0 +1,134 @@
+package door
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// Options bound an HTTP door. Zero values mean the documented defaults
+// (docs/configuration.md: the HTTP doors' bounds, shared).
+type Options struct {
+	MaxBodyBytes  int64                    // largest request body; default 256 KiB (the WebSocket's frame limit)
+	WriteTimeout  time.Duration            // a write the client does not take within this is cut; default 10s
+	OriginAllowed func(origin string) bool // the browser Origin policy; nil: no browser origin is allowed
+	Now           func() time.Time
+}
+
+// Defaults fills the zero values.
+func (o *Options) Defaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = protocol.DefaultMaxFrame
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.OriginAllowed == nil {
+		o.OriginAllowed = func(string) bool { return false }
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// CORS applies the browser Origin policy to r. It reports refused for an
+// Origin the policy does not allow (the door answers 403 in its shape)
+// and answered for a preflight it answered (204). Credentials are
+// headers, never cookies, so any requested header may be allowed; expose
+// names the response headers a page may read.
+func CORS(w http.ResponseWriter, r *http.Request, allowed func(string) bool, expose string) (refused, answered bool) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false, false
+	}
+	if !allowed(origin) {
+		return true, false
+	}
+	hd := w.Header()
+	hd.Set("Access-Control-Allow-Origin", origin)
+	hd.Add("Vary", "Origin")
+	hd.Set("Access-Control-Expose-Headers", expose)
+	if r.Method != http.MethodOptions {
+		return false, false
+	}
+	hd.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		hd.Set("Access-Control-Allow-Headers", req)
+	}
+	hd.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return false, true
+}
+
+// SSE writes a door's Server-Sent Events to one client.
+type SSE struct {
+	W       http.ResponseWriter
+	RC      *http.ResponseController
+	Timeout time.Duration // a write the client does not take within this is cut
+	Logger  *zap.Logger
+	Metrics *telemetry.Metrics // may be nil
+	Started bool               // the 200 and its headers went out
+}
+
+// Start sends the 200 and the event-stream headers.
+func (s *SSE) Start() {
+	h := s.W.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.W.WriteHeader(http.StatusOK)
+	_ = s.RC.Flush()
+	s.Started = true
+}
+
+// Write sends head (may be nil) and a batch's prepared events within the
+// timeout; a client that does not take them is cut, as a slow WebSocket
+// consumer is (slow_consumer), and a client that went is logged
+// (client_gone). It reports success.
+func (s *SSE) Write(head []byte, b *stream.Batch) bool {
+	if head == nil && b.Chunks.Len() == 0 && b.TerminalBytes == nil {
+		return true
+	}
+	_ = s.RC.SetWriteDeadline(time.Now().Add(s.Timeout))
+	_, err := s.W.Write(head)
+	for i := 0; err == nil && i < b.Chunks.Len(); i++ {
+		_, err = s.W.Write(b.Chunks.At(i))
+	}
+	if err == nil && b.TerminalBytes != nil {
+		_, err = s.W.Write(b.TerminalBytes)
+	}
+	if err == nil {
+		err = s.RC.Flush()
+	}
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.Logger.Warn("slow_consumer", zap.Duration("write_timeout", s.Timeout))
+		s.Metrics.SlowConsumerClosed()
+	} else {
+		s.Logger.Info("client_gone", zap.Error(err))
+	}
+	return false
+}
+
+// JSONProblem says briefly why a body is not the JSON a door takes.
+func JSONProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	}
+	if err == nil {
+		return "null"
+	}
+	return protocol.Clip(err.Error())
+}
