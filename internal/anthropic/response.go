@@ -3,11 +3,11 @@ package anthropic
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/door"
+	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -66,21 +66,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 // whole waits for the terminal and writes one message body (wholeMessage), or
 // the error.
 func (s *responder) whole(ctx context.Context, log *stream.Log) {
-	for b := range log.Follow(ctx, wholeMessage{}, 0) {
-		if b.Terminal == nil {
-			continue
-		}
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-		if e := b.Terminal.Error; e != nil {
-			s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(*e)))
-			return
-		}
-		h := s.w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Cache-Control", "no-store")
-		s.w.WriteHeader(http.StatusOK)
-		_, _ = s.w.Write(b.TerminalBytes)
-		return
-	}
-	s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
+	door.WriteWhole(ctx, log, wholeMessage{}, s.w, s.rc, s.h.opts.WriteTimeout, s.logger, func(e *protocol.Error) {
+		s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(*e)))
+	})
 }

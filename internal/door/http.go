@@ -1,6 +1,7 @@
 package door
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,4 +132,30 @@ func JSONProblem(err error) string {
 		return "null"
 	}
 	return protocol.Clip(err.Error())
+}
+
+// WriteWhole waits for the log's outcome and answers it whole: a success
+// as its encoding in codec c (one JSON body, 200), an error through
+// refuse (the door's shape and status), within the write timeout. When
+// ctx ends first it logs client_gone: the answer continues, and the same
+// Idempotency-Key gets it.
+func WriteWhole(ctx context.Context, log *stream.Log, c stream.Codec, w http.ResponseWriter, rc *http.ResponseController,
+	timeout time.Duration, logger *zap.Logger, refuse func(e *protocol.Error)) {
+	for b := range log.Follow(ctx, c, 0) {
+		if b.Terminal == nil {
+			continue
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		if e := b.Terminal.Error; e != nil {
+			refuse(e)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b.TerminalBytes)
+		return
+	}
+	logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
 }

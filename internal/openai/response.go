@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -62,23 +61,9 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage
 // whole waits for the terminal and writes one chat.completion body (see
 // completion), or the error.
 func (s *responder) whole(ctx context.Context, log *stream.Log) {
-	for b := range log.Follow(ctx, completion{}, 0) {
-		if b.Terminal == nil {
-			continue
-		}
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
-		if e := b.Terminal.Error; e != nil {
-			s.h.refuse(s.w, s.requestID, fromProtocol(*e, e.Chunks != nil && *e.Chunks > 0).named(s.origin))
-			return
-		}
-		h := s.w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Cache-Control", "no-store")
-		s.w.WriteHeader(http.StatusOK)
-		_, _ = s.w.Write(b.TerminalBytes)
-		return
-	}
-	s.logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
+	door.WriteWhole(ctx, log, completion{}, s.w, s.rc, s.h.opts.WriteTimeout, s.logger, func(e *protocol.Error) {
+		s.h.refuse(s.w, s.requestID, fromProtocol(*e, e.Chunks != nil && *e.Chunks > 0).named(s.origin))
+	})
 }
 
 // events is the door's streaming codec: a request's events as
