@@ -261,9 +261,24 @@ func (f *flight) createRecord() error {
 		endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
 		return nil
 	case !errors.Is(err, stream.ErrExists) || existing == nil:
+		// A put that timed out may still have landed (a starved store
+		// answers late): read it back, so that this server's own record
+		// is run by this flight and never left running with nobody behind
+		// it (another server would follow it until it expired).
+		if f.ownsRecord() {
+			f.logger.Info("record_created_late", zap.NamedError("put_error", err))
+			endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
+			return nil
+		}
 		err = errors.Join(errBusy, err)
 		endSpan(span, err, tracing.RecordOutcome.String("error"), none)
 		return err
+	case existing.BodyHash == f.log.BodyHash && existing.Server == g.opts.Instance && existing.State == stream.StateRunning:
+		// This server's own record, from an attempt it gave up on when
+		// the put seemed to fail: this flight runs it.
+		f.logger.Info("record_created_late", zap.String("owner_server", existing.Server))
+		endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
+		return nil
 	case existing.BodyHash != f.log.BodyHash:
 		endSpan(span, errConflict, tracing.RecordOutcome.String("conflict"), none)
 		return errConflict
@@ -273,6 +288,17 @@ func (f *flight) createRecord() error {
 	f.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
 	g.startFollowing(f.log, existing)
 	return nil
+}
+
+// ownsRecord reports whether the request's record is stored, running,
+// with this body, owned by this server: a put that failed to answer in
+// time but landed.
+func (f *flight) ownsRecord() bool {
+	g := f.g
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	rec, err := g.records.Get(ctx, f.caller.Principal.Owner(), f.req.RequestID)
+	return err == nil && rec.Server == g.opts.Instance && rec.BodyHash == f.log.BodyHash && rec.State == stream.StateRunning
 }
 
 // policy picks the model chain: the client's model if the app allows it,
