@@ -63,8 +63,17 @@ func (l sessionLogger) Info(msg string, f ...zap.Field)  { l.l.Info(msg, l.with(
 func (l sessionLogger) Warn(msg string, f ...zap.Field)  { l.l.Warn(msg, l.with(f)...) }
 func (l sessionLogger) Error(msg string, f ...zap.Field) { l.l.Error(msg, l.with(f)...) }
 
+// follow is one delivery of a request's log on this session.
 type follow struct {
-	cancel context.CancelFunc
+	log          *stream.Log
+	from         int  // the seq it delivers after
+	withAccepted bool // it sends the accepted frame (a request, not a resume)
+	cancel       context.CancelFunc
+	done         chan struct{} // closed when the delivery has returned
+	// acceptedOut is set (under the session's mu) before the accepted
+	// frame goes to the queue: from then on a re-send needs a delivery of
+	// its own.
+	acceptedOut bool
 }
 
 func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Session {
@@ -338,21 +347,27 @@ func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return t.Frame 
 
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A
-// newer follow of the same request on this session replaces this one.
+// newer follow of the same request on this session replaces the one under
+// way, and starts only when that one has returned, so the wire carries one
+// delivery's frames after the other's, never interleaved. The one case a
+// new follow is not needed is a re-send the delivery under way already
+// answers in full: the same log, not yet past its accepted frame, from no
+// later a seq. Whatever the instant a follow comes, it delivers the
+// terminal: none is ever dropped because an earlier delivery was ending.
 func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	f := &follow{cancel: cancel}
+	f := &follow{log: log, from: after, withAccepted: withAccepted, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
-	if old := s.follows[log.RequestID]; old != nil {
-		if withAccepted {
-			// A re-send of a request this session already delivers (the
-			// client saw no accepted in time): the delivery under way
-			// sends accepted and everything after; starting over would
-			// only duplicate frames.
-			s.mu.Unlock()
-			cancel()
-			return
-		}
+	old := s.follows[log.RequestID]
+	if old != nil && withAccepted && old.withAccepted && old.log == log && !old.acceptedOut && old.from <= after {
+		// A re-send while the delivery under way has not sent accepted
+		// yet (the client saw none in time): that delivery sends accepted
+		// and everything after; another would only duplicate frames.
+		s.mu.Unlock()
+		cancel()
+		return
+	}
+	if old != nil {
 		old.cancel()
 	}
 	s.follows[log.RequestID] = f
@@ -368,18 +383,31 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 			s.activeAt = s.hub.opts.Now()
 			idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
 			s.mu.Unlock()
+			close(f.done)
 			if idle {
 				s.signalIdle()
 			}
 		}()
-		s.deliver(ctx, log, after, withAccepted)
+		if old != nil {
+			select {
+			case <-old.done:
+			case <-ctx.Done():
+				return
+			}
+		}
+		s.deliver(ctx, f)
 	}()
 }
 
-func (s *Session) deliver(ctx context.Context, log *stream.Log, after int, withAccepted bool) {
-	for b := range log.Follow(ctx, frames{}, after) {
-		if withAccepted && b.Accepted != nil && !s.deliverItem(ctx, item{frame: b.AcceptedBytes}) {
-			return
+func (s *Session) deliver(ctx context.Context, f *follow) {
+	for b := range f.log.Follow(ctx, frames{}, f.from) {
+		if f.withAccepted && b.Accepted != nil {
+			s.mu.Lock()
+			f.acceptedOut = true
+			s.mu.Unlock()
+			if !s.deliverItem(ctx, item{frame: b.AcceptedBytes}) {
+				return
+			}
 		}
 		for first, n := 0, len(b.Pieces); first < n; first += maxGroupFrames {
 			it := item{frame: b.Chunks.At(first)}
