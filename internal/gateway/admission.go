@@ -249,6 +249,9 @@ func (f *flight) createRecord() error {
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
 		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
 		Reserved: f.reservation.Amount().Tokens, Door: f.req.door(), Images: f.feats.Images, Documents: f.feats.Documents})
+	if !g.claimLate(p.Owner(), f.req.RequestID) {
+		return fmt.Errorf("%w: this request's earlier record is being withdrawn", errBusy)
+	}
 	now := g.opts.Now()
 	_, span := f.span("jetway.record.create")
 	ctx, cancel := g.storeCtx()
@@ -272,6 +275,7 @@ func (f *flight) createRecord() error {
 		}
 		err = errors.Join(errBusy, err)
 		endSpan(span, err, tracing.RecordOutcome.String("error"), none)
+		f.watchLatePut()
 		return err
 	case existing.BodyHash == f.log.BodyHash && existing.Server == g.opts.Instance && existing.State == stream.StateRunning:
 		// This server's own record, from an attempt it gave up on when

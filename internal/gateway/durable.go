@@ -25,6 +25,7 @@ type Records interface {
 	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
 	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
 	Get(ctx context.Context, owner, requestID string) (*stream.Record, error)
+	Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error
 	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
 	Cancel(ctx context.Context, owner, requestID string) error
 	Owned(ctx context.Context, server string, since time.Time) ([]stream.RecordKey, error)
@@ -151,6 +152,15 @@ func (g *Gateway) followRecord(log *stream.Log, rec *stream.Record) {
 		next, err := g.records.Get(ctx, owner, id)
 		cancel()
 		switch {
+		case errors.Is(err, stream.ErrNotFound) && len(log.Pieces()) == 0:
+			// Withdrawn before it ran (its owner gave up on the put that
+			// stored it, see withdraw.go), or expired: nothing ran that
+			// this copy knows of. Only this attempt is refused, retryably:
+			// the client sends the request again and it runs.
+			logger.Info("record_vanished_before_a_chunk")
+			log.Reject(errorTerminal(id, fmt.Errorf("%w: the request's record was withdrawn before it ran", errBusy), false, "", 0),
+				g.opts.Now())
+			return
 		case errors.Is(err, stream.ErrNotFound):
 			// Only this copy ends: the owner, whoever it is, charges.
 			logger.Warn("record_vanished")

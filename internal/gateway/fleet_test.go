@@ -12,6 +12,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // flakyRecords is Records whose owner writes (Checkpoint, Finish) fail
@@ -210,4 +211,127 @@ func TestALateCheckpointIsCaughtUp(t *testing.T) {
 	if err != nil || rec.State != stream.StateDone || rec.Seq() != 3 {
 		t.Fatalf("record %+v (%v), want done with 3 chunks", rec, err)
 	}
+}
+
+// latePut is Records whose Create, while giving up is set, answers
+// "unavailable" at once and keeps the record: land stores it, as a
+// starved store applies a put after its caller gave up on it.
+type latePut struct {
+	gateway.Records
+	givingUp atomic.Bool
+	pending  chan stream.Record
+}
+
+func (r *latePut) Create(ctx context.Context, rec stream.Record) (*stream.Record, error) {
+	if r.givingUp.Load() {
+		r.pending <- rec
+		return nil, stream.ErrUnavailable
+	}
+	return r.Records.Create(ctx, rec)
+}
+
+func (r *latePut) land(t *testing.T) {
+	t.Helper()
+	if _, err := r.Records.Create(context.Background(), <-r.pending); err != nil {
+		t.Fatalf("the late put: %v", err)
+	}
+}
+
+// TestALatePutIsWithdrawn: A's put does not answer in time, so A refuses
+// the request busy; the put lands afterwards. The client's next attempt
+// goes to B, which finds A's record and follows it. A, alive, withdraws
+// its record untouched; B refuses only that attempt, retryably (no
+// chunks), and the attempt after runs the request, once. Nobody waits on a
+// record nobody runs.
+func TestALatePutIsWithdrawn(t *testing.T) {
+	e := newEnv(t)
+	late := &latePut{Records: stream.NewMemoryStore(nil), pending: make(chan stream.Record, 1)}
+	e.records = late
+	a := e.gateway(reply("cheap", "never runs"), gateway.Options{ServerID: "a"})
+	b := e.gateway(reply("cheap", "on", " b"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
+	late.givingUp.Store(true)
+	logA, _, err := a.Submit(caller("chat"), request("req-late-put", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := terminal(t, logA); f["code"] != protocol.CodeBusy || f["chunks"] != nil {
+		t.Fatalf("A's answer %v, want busy before acceptance", f)
+	}
+	late.givingUp.Store(false)
+	late.land(t)
+	logB, _, err := b.Submit(caller("chat"), request("req-late-put", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := terminal(t, logB)
+	if f["code"] != protocol.CodeBusy || f["retryable"] != true || f["chunks"] != nil {
+		t.Fatalf("B's answer to the attempt %v, want a retryable busy refusing only the attempt", f)
+	}
+	logB, _, err = b.Submit(caller("chat"), request("req-late-put", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := terminal(t, logB); f["type"] != "done" || f["text"] != "on b" {
+		t.Fatalf("the next attempt: %v, want B's done", f)
+	}
+	// Three attempts of one request: A's refusal (released), B's refused
+	// attempt (it only followed: no record, released), B's done (settled).
+	recs := e.settleAttempts(a, b)
+	if len(recs) != 2 || recs[0].Outcome != protocol.CodeBusy || recs[0].Server != "a" || recs[1].Outcome != "done" || recs[1].Server != "b" {
+		t.Fatalf("usage records %+v, want A's busy then B's done", recs)
+	}
+	e.quotas.mu.Lock()
+	defer e.quotas.mu.Unlock()
+	if s, rel := e.quotas.settled["req-late-put"], e.quotas.released["req-late-put"]; len(s) != 1 || rel != 2 {
+		t.Fatalf("%d settlements and %d releases, want B's done settled and the two refused attempts released", len(s), rel)
+	}
+}
+
+// TestALatePutRunsOnItsOwnServer: the client's next attempt comes back to
+// A, whose late put has landed: A runs its own record, and the watch for
+// the late put never withdraws it.
+func TestALatePutRunsOnItsOwnServer(t *testing.T) {
+	e := newEnv(t)
+	late := &latePut{Records: stream.NewMemoryStore(nil), pending: make(chan stream.Record, 1)}
+	e.records = late
+	a := e.gateway(reply("cheap", "on", " a"), gateway.Options{ServerID: "a"})
+	late.givingUp.Store(true)
+	logA, _, err := a.Submit(caller("chat"), request("req-late-own", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := terminal(t, logA); f["code"] != protocol.CodeBusy {
+		t.Fatalf("A's answer %v, want busy", f)
+	}
+	late.givingUp.Store(false)
+	late.land(t)
+	logA, _, err = a.Submit(caller("chat"), request("req-late-own", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := terminal(t, logA); f["type"] != "done" || f["text"] != "on a" {
+		t.Fatalf("the next attempt: %v, want A's done", f)
+	}
+	if recs := e.settleAttempts(a); len(recs) != 2 || recs[0].Outcome != protocol.CodeBusy || recs[1].Outcome != "done" {
+		t.Fatalf("usage records %+v, want the busy then the done", recs)
+	}
+	rec, err := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-late-own")
+	if err != nil || rec.State != stream.StateDone {
+		t.Fatalf("record %+v, %v: want A's done", rec, err)
+	}
+}
+
+// settleAttempts waits for the gateways' requests and returns the usage
+// records (a request's several attempts each have theirs).
+func (e *env) settleAttempts(gs ...*gateway.Gateway) []telemetry.UsageRecord {
+	e.t.Helper()
+	for _, g := range gs {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		err := g.Wait(ctx)
+		cancel()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return e.usage.all()
 }

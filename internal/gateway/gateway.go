@@ -97,6 +97,7 @@ type Gateway struct {
 	byTenant  map[string]int
 	byUser    map[string]int
 	bySession map[string]int
+	late      map[lateKey]*lateWatch // given-up record puts being watched (withdraw.go)
 }
 
 // Deps are the gateway's collaborators.
@@ -122,7 +123,7 @@ func New(d Deps, o Options) *Gateway {
 	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
-		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{},
+		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}, late: map[lateKey]*lateWatch{},
 		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
 }

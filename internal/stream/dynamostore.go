@@ -208,6 +208,32 @@ func (s *DynamoStore) Interrupt(ctx context.Context, owner, requestID, server st
 	})
 }
 
+// Withdraw implements Store with one conditional UpdateItem:
+//
+//	SET expires_at = :now_s - 1, ended_ms = :now_ms
+//	IF server = :server AND state = running AND seq = 0 AND body_hash = :body
+//
+// An expired record counts as absent everywhere (and Create may write
+// over it), so the request id is as if it never arrived.
+func (s *DynamoStore) Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error {
+	if err := checkOwnerCall(owner, requestID, server); err != nil {
+		return fmt.Errorf("withdraw: %w", err)
+	}
+	now := s.now()
+	u := s.newUpdate(owner, requestID)
+	u.ownedBy(server)
+	u.Name("#seq", attrSeq).Value(":zero", dynamotable.N(0)).If("#seq = :zero")
+	u.Name("#body", attrBodyHash).Value(":body", dynamotable.S(bodyHash)).If("#body = :body")
+	u.SetValue(attrExpires, dynamotable.N(now.Unix()-1))
+	u.SetValue(attrEndedMS, dynamotable.N(now.UnixMilli()))
+	return s.update(ctx, "withdraw", u, func(cur *Record, _ int) error {
+		if cur == nil {
+			return ErrNotFound
+		}
+		return withdrawRefusal(cur, server, bodyHash)
+	})
+}
+
 // Cancel implements Store with one conditional UpdateItem:
 //
 //	SET cancel = true IF state = running

@@ -168,6 +168,18 @@ func (s *MemoryStore) Interrupt(ctx context.Context, owner, requestID, server st
 	})
 }
 
+// Withdraw implements Store.
+func (s *MemoryStore) Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error {
+	return s.update(ctx, "withdraw", owner, requestID, server, func(cur *memRecord) error {
+		if err := withdrawRefusal(&cur.rec, server, bodyHash); err != nil {
+			return err
+		}
+		cur.expires = s.now().Unix() - 1
+		cur.rec.Expires = expiryTime(cur.expires)
+		return nil
+	})
+}
+
 // Cancel implements Store.
 func (s *MemoryStore) Cancel(ctx context.Context, owner, requestID string) error {
 	return s.update(ctx, "cancel", owner, requestID, "-", func(cur *memRecord) error {

@@ -23,6 +23,11 @@ package stream
 //	ends a record: the owner retries, and nobody else touches a record
 //	whose owner is alive.
 //	A request rejected before acceptance never gets a record.
+//	When the owner gave up on its Create (the put did not answer in
+//	time, so the client was told `busy`) and the put landed after all,
+//	the owner calls Withdraw: the record, still without a chunk, expires
+//	at once, and the request id is as if it never arrived (a follower
+//	elsewhere sees it vanish and refuses only its attempt).
 //
 // A client that reconnected to another task can cancel there: that task
 // calls Cancel, which flags the running record. The flag is a condition
@@ -110,6 +115,15 @@ import (
 	"strings"
 	"time"
 )
+
+// withdrawRefusal says why Withdraw may not expire cur: only its server's
+// running record, with no chunk yet and the same body, is withdrawn.
+func withdrawRefusal(cur *Record, server, bodyHash string) error {
+	if cur.State != StateRunning || cur.Server != server || cur.Seq() != 0 || cur.BodyHash != bodyHash {
+		return fmt.Errorf("%w: state %s, owner %s, seq %d", ErrConflict, cur.State, cur.Server, cur.Seq())
+	}
+	return nil
+}
 
 // Record states.
 const (
@@ -216,6 +230,12 @@ type Store interface {
 	// terminal state (StateDone or StateError) and expires. Conditional
 	// and idempotent like Checkpoint, with the same errors.
 	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
+	// Withdraw expires, at once, the record server created and gave up
+	// on before it stored any chunk (its put did not answer in time but
+	// landed): conditional on server owning it, state running, seq 0 and
+	// bodyHash. Errors: ErrConflict (not such a record: it has chunks, it
+	// ended, another server or body), ErrNotFound.
+	Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error
 	// Get reads the record (strongly consistent). ErrNotFound when there
 	// is none or it has expired.
 	Get(ctx context.Context, owner, requestID string) (*Record, error)

@@ -275,6 +275,46 @@ func testStoreContract(t *testing.T, newStore func(t *testing.T) stream.Store) {
 		}
 	})
 
+	t.Run("WithdrawOnlyAnUntouchedRecordOfItsServer", func(t *testing.T) {
+		s, ctx := newStore(t), testCtx(t)
+		id := "req-withdrawn"
+		rec := running(id)
+		mustCreate(t, s, rec)
+		wantErr(t, "Withdraw by another server", s.Withdraw(ctx, alice, id, serverB, rec.BodyHash), stream.ErrConflict)
+		wantErr(t, "Withdraw of another body", s.Withdraw(ctx, alice, id, serverA, rec.BodyHash+"x"), stream.ErrConflict)
+		wantErr(t, "Withdraw of another user's", s.Withdraw(ctx, bob, id, serverA, rec.BodyHash), stream.ErrNotFound)
+		if err := s.Withdraw(ctx, alice, id, serverA, rec.BodyHash); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, alice, id); !errors.Is(err, stream.ErrNotFound) {
+			t.Fatalf("Get after Withdraw: %v, want ErrNotFound", err)
+		}
+		wantErr(t, "Checkpoint after Withdraw", s.Checkpoint(ctx, alice, id, serverA, 0, []string{"x"}), stream.ErrNotFound)
+		// The id is free: a new Create stores a new record.
+		again := running(id)
+		again.Server = serverB
+		mustCreate(t, s, again)
+		if got := mustGet(t, s, alice, id); got.Server != serverB {
+			t.Fatalf("Get after a new Create = %+v, want serverB's", got)
+		}
+		keys, err := s.Owned(ctx, serverA, stream.Running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if k.RequestID == id {
+				t.Fatalf("a withdrawn record is still listed among its server's running records")
+			}
+		}
+		// A record that has a chunk is the request running: never withdrawn.
+		mustCreate(t, s, running("req-has-chunk"))
+		if err := s.Checkpoint(ctx, alice, "req-has-chunk", serverA, 0, []string{"x"}); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Withdraw with a chunk", s.Withdraw(ctx, alice, "req-has-chunk", serverA, rec.BodyHash), stream.ErrConflict)
+		wantErr(t, "Withdraw unknown", s.Withdraw(ctx, alice, "req-unknown", serverA, rec.BodyHash), stream.ErrNotFound)
+	})
+
 	t.Run("RunningListsAServersRunningRecords", func(t *testing.T) {
 		s, ctx := newStore(t), testCtx(t)
 		for _, id := range []string{"req-run-1", "req-run-2", "req-run-done", "req-run-interrupted"} {
