@@ -238,15 +238,7 @@ func terminal(t *testing.T, log *stream.Log) map[string]any {
 // request, charging exactly the record's cost_usd.
 func (e *env) settle(gs ...*gateway.Gateway) []telemetry.UsageRecord {
 	e.t.Helper()
-	for _, g := range gs {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		err := g.Wait(ctx)
-		cancel()
-		if err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	recs := e.usage.all()
+	recs := e.settleAttempts(gs...)
 	e.quotas.mu.Lock()
 	defer e.quotas.mu.Unlock()
 	seen := map[string]bool{}
