@@ -196,7 +196,7 @@ func TestFileSinkOverflowCountedAndNonBlocking(t *testing.T) {
 	if st := s.Stats(); st.Dropped != 990 || st.Buffered != 10 {
 		t.Errorf("stats %+v, want 990 dropped, 10 buffered", st)
 	}
-	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFile)); v != 990 {
+	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFile, DropBufferFull)); v != 990 {
 		t.Errorf("dropped metric %v, want 990", v)
 	}
 }
