@@ -83,6 +83,7 @@ type Metrics struct {
 	usageDropped      *prometheus.CounterVec   // sink, reason
 	spoolRecords      prometheus.Gauge
 	spoolBytes        prometheus.Gauge
+	spansFailed       prometheus.Counter
 	connRejected      *prometheus.CounterVec // reason
 	retainedBytes     prometheus.Gauge
 	retainedEvicted   prometheus.Counter
@@ -122,6 +123,7 @@ type Metrics struct {
 //	usage_records_dropped_total           counter   sink, reason (buffer_full|spool_full|spool_error)
 //	usage_spool_records                   gauge
 //	usage_spool_bytes                     gauge
+//	trace_spans_export_failed_total       counter
 //	connections_rejected_total            counter   reason
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
@@ -169,6 +171,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		usageDropped: counter("usage_records_dropped_total", "Usage records lost: the sink's buffer was full (no spool), the spool was full (its oldest records) or could not be written.", "sink", "reason"),
 		spoolRecords: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "usage_spool_records", Help: "Usage records waiting in the local spool for Firehose."}),
 		spoolBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "usage_spool_bytes", Help: "Bytes of the local spool's segment files."}),
+		spansFailed:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_spans_export_failed_total", Help: "Spans in OTLP exports that failed (the collector down or refusing): lost."}),
 		connRejected: counter("connections_rejected_total", "WebSocket connections refused before the upgrade, by reason.", "reason"),
 		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "retained_answer_bytes",
 			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
@@ -194,7 +197,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
-			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes,
+			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes, m.spansFailed,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
 			m.unauthenticated, m.sessionsMoved, m.authCache)
 	}
@@ -424,6 +427,14 @@ func (m *Metrics) UsageRecordsDropped(sink, reason string, n int) {
 	}
 	m.usageDropped.WithLabelValues(label(sink), label(reason)).Add(float64(n))
 	m.emf.Load().addUsageDropped(int64(n))
+}
+
+// SpansExportFailed counts the spans of a failed trace export.
+func (m *Metrics) SpansExportFailed(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.spansFailed.Add(float64(n))
 }
 
 // UsageSpool records what the local spool holds.
