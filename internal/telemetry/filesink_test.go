@@ -18,7 +18,7 @@ import (
 
 // runSink starts s.Run and returns a stop function that cancels it and
 // returns Run's error.
-func runSink(t *testing.T, s Sink) (stop func() error) {
+func runSink(t testing.TB, s Sink) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

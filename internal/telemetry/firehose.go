@@ -64,15 +64,17 @@ type FirehoseOptions struct {
 	// spool a previous process left), and closes it when it returns.
 	Spool *Spool
 	// SpoolDrainRate bounds how many spooled records a second Run sends
-	// back (so a fleet recovering at once does not throttle the stream);
-	// default DefaultSpoolDrainRate. The final flush drains unpaced.
+	// back (so a fleet recovering at once does not throttle the stream)
+	// over the records arriving meanwhile, which go behind the spooled
+	// ones and are sent too; default DefaultSpoolDrainRate. The final
+	// flush drains unpaced.
 	SpoolDrainRate int
 }
 
 // DefaultSpoolDrainRate is the default FirehoseOptions.SpoolDrainRate:
 // 1,000 records/s (about 0.7 MB/s) per task, ten times a busy task's
 // request rate, so a backlog of 30 minutes at 100 requests/s drains in
-// about 3.5 minutes; 20 tasks draining at once stay well under a
+// about 3 minutes (the rate is over the records arriving meanwhile); 20 tasks draining at once stay well under a
 // stream's Direct PUT quota of 100,000 records/s (1,000 PutRecordBatch
 // calls/s at 2 batches per task per second).
 const DefaultSpoolDrainRate = 1000
@@ -138,8 +140,9 @@ type FirehoseSink struct {
 
 	spool *Spool // nil: none
 
-	sent   atomic.Uint64
-	failed atomic.Uint64
+	sent        atomic.Uint64
+	failed      atomic.Uint64
+	liveSpooled atomic.Int64 // records Record spooled since the drain last paced
 }
 
 // NewFirehoseSink returns a sink for the stream. m may be nil.
@@ -169,6 +172,7 @@ func (s *FirehoseSink) Record(r UsageRecord) {
 	}
 	if s.spool != nil && !s.buf.isClosed() {
 		if n, _ := s.spool.Len(); n > 0 {
+			s.liveSpooled.Add(1)
 			s.toSpool([][]byte{line})
 			return
 		}
@@ -299,14 +303,20 @@ func (s *FirehoseSink) drainSpool(ctx context.Context, final bool, pace *pacer) 
 		if len(pending) == len(sendable) && len(sendable) > 0 {
 			break // nothing delivered: try again later
 		}
+		// Acknowledge first: appending the undelivered ones may make room
+		// by dropping the oldest segment, which must not be this one.
+		ackErr := s.spool.Ack(cur, cur.Len())
 		if len(pending) > 0 {
 			s.toSpool(pending)
 		}
-		if err := s.spool.Ack(cur, cur.Len()); err != nil {
-			s.logger.Error("usage_spool_delete_failed", zap.String("dir", s.spool.Dir()), zap.Error(err))
+		if ackErr != nil {
+			s.logger.Error("usage_spool_delete_failed", zap.String("dir", s.spool.Dir()), zap.Error(ackErr))
 			break
 		}
-		if pace != nil && !pace.wait(ctx, len(batch)) {
+		// Records that arrived meanwhile (spooled by Record) do not use up
+		// the rate: the backlog shrinks at SpoolDrainRate whatever the
+		// task's own rate.
+		if pace != nil && !pace.wait(ctx, len(batch)-int(s.liveSpooled.Swap(0))) {
 			break
 		}
 	}

@@ -349,6 +349,9 @@ func newPacer(rate int) *pacer { return &pacer{rate: float64(rate)} }
 // wait returns once n more records are within the rate; false when ctx
 // ended first.
 func (p *pacer) wait(ctx context.Context, n int) bool {
+	if n <= 0 {
+		return true
+	}
 	now := time.Now()
 	if p.next.Before(now) {
 		p.next = now

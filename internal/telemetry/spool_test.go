@@ -344,3 +344,88 @@ func TestFirehoseSpoolFullDropsOldestAndCounts(t *testing.T) {
 		t.Errorf("the newest record was dropped; %d delivered", len(recs))
 	}
 }
+
+func sampleLine(b *testing.B) []byte {
+	line, err := encodeLine(record("req-00000001", time.Now()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return line
+}
+
+// BenchmarkSpoolAppend is the cost Record pays per record while Firehose
+// is failing: one line appended to the open segment.
+func BenchmarkSpoolAppend(b *testing.B) {
+	sp, err := OpenSpool(b.TempDir(), SpoolOptions{MaxBytes: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sp.Close()
+	line := sampleLine(b)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := sp.Append([][]byte{line}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFirehoseRecord compares Record into the buffer (Firehose up)
+// with Record into the spool (Firehose down: the spool holds records).
+func BenchmarkFirehoseRecord(b *testing.B) {
+	for _, spooled := range []bool{false, true} {
+		b.Run(fmt.Sprintf("spooled=%v", spooled), func(b *testing.B) {
+			sp, err := OpenSpool(b.TempDir(), SpoolOptions{MaxBytes: 1 << 30})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sp.Close()
+			s := NewFirehoseSink(nil, stream, FirehoseOptions{Spool: sp, MaxBufferedRecords: 1 << 30, MaxBufferedBytes: 1 << 40}, zaptest.NewLogger(b), nil)
+			if spooled {
+				if _, err := sp.Append([][]byte{sampleLine(b)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r := record("req-00000001", time.Now())
+			for b.Loop() {
+				s.Record(r)
+			}
+		})
+	}
+}
+
+// BenchmarkFirehoseSpoolDrain measures how fast a spool of 50,000 records
+// drains into the local Firehose endpoint, unpaced (the final flush's
+// rate; the regular drain is paced at SpoolDrainRate): records/s and MB/s.
+func BenchmarkFirehoseSpoolDrain(b *testing.B) {
+	const n = 50_000
+	line := sampleLine(b)
+	for b.Loop() {
+		b.StopTimer()
+		srv := firehosetest.Start(b)
+		sp, err := OpenSpool(b.TempDir(), SpoolOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n / 500 {
+			lines := make([][]byte, 500)
+			for i := range lines {
+				lines[i] = line
+			}
+			if _, err := sp.Append(lines); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s := NewFirehoseSink(srv.Client(), stream, outageOptions(sp), zaptest.NewLogger(b), nil)
+		b.StartTimer()
+		start := time.Now()
+		stop := runSink(b, s)
+		srv.WaitRecords(b, stream, n, 5*time.Minute)
+		took := time.Since(start)
+		b.StopTimer()
+		_ = stop()
+		b.ReportMetric(float64(n)/took.Seconds(), "records/s")
+		b.ReportMetric(float64(n*len(line))/took.Seconds()/1e6, "MB/s")
+		b.StartTimer()
+	}
+}

@@ -137,9 +137,9 @@ func (s *Server) FailNextCalls(n, status int, errorType string) {
 	}
 }
 
-// SetDown makes every call fail whole with HTTP 503
-// ServiceUnavailableException (nothing stored) until SetDown(false): an
-// outage of any length.
+// SetDown makes every call that arrives fail whole with HTTP 503
+// ServiceUnavailableException (nothing stored; its Call has no record
+// counts) until SetDown(false): an outage of any length.
 func (s *Server) SetDown(down bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,6 +203,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "UnknownOperationException", "unsupported target "+r.Header.Get("X-Amz-Target"))
 		return
 	}
+	// Down is decided when the call arrives, before its body is read: a
+	// call the client gave up on while the server was down (its deadline
+	// passed while a slow handler read the body) must not be stored once
+	// the test brings the server back up.
+	s.mu.Lock()
+	if s.down {
+		s.calls = append(s.calls, Call{Operation: op, ErrorType: "ServiceUnavailableException"})
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "down (firehosetest SetDown)")
+		return
+	}
+	s.mu.Unlock()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "SerializationException", err.Error())
@@ -342,9 +354,6 @@ func validateBatch(stream string, recs []wireRecord, total int) string {
 // faultLocked is the whole-call failure the next call gets, if any; s.mu
 // must be held.
 func (s *Server) faultLocked() (fault, bool) {
-	if s.down {
-		return fault{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableException", msg: "down (firehosetest SetDown)"}, true
-	}
 	if len(s.callFaults) == 0 {
 		return fault{}, false
 	}
