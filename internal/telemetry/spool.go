@@ -240,20 +240,29 @@ func (s *Spool) sealLocked() {
 }
 
 // dropOldestLocked deletes the oldest segment and returns its
-// unacknowledged records.
+// unacknowledged records. While the oldest is being read (Peek'd, its
+// batch perhaps in flight) the next one is deleted instead: a batch that
+// then reaches Firehose was not counted dropped, and one that does not is
+// still in the spool.
 func (s *Spool) dropOldestLocked() (int, error) {
-	seg := s.segs[0]
-	if len(s.segs) == 1 {
+	i := 0
+	if s.head != nil && len(s.segs) > 1 {
+		i = 1
+	}
+	seg := s.segs[i]
+	if i == len(s.segs)-1 {
 		s.sealLocked()
 	}
 	n := seg.records
-	if s.head != nil {
-		n -= s.acked
+	if i == 0 {
+		if s.head != nil {
+			n -= s.acked
+		}
+		s.head, s.acked = nil, 0
 	}
-	s.segs = s.segs[1:]
+	s.segs = slices.Delete(s.segs, i, i+1)
 	s.bytes -= seg.bytes
 	s.records -= n
-	s.head, s.acked = nil, 0
 	return n, s.remove(seg.seq)
 }
 
