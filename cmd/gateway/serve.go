@@ -193,7 +193,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	var sink telemetry.Sink
 	if s.FirehoseStream != "" {
-		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, telemetry.FirehoseOptions{}, logger, metrics)
+		o := telemetry.FirehoseOptions{SpoolDrainRate: s.UsageSpoolDrainRate}
+		if s.UsageSpoolDir != "" {
+			sp, err := telemetry.OpenSpool(s.UsageSpoolDir, telemetry.SpoolOptions{MaxBytes: int64(s.UsageSpoolBytes)})
+			if err != nil {
+				return fmt.Errorf("JETWAY_USAGE_SPOOL_DIR: %w", err)
+			}
+			o.Spool = sp
+		}
+		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, o, logger, metrics)
 	} else {
 		sink = telemetry.NewFileSink(s.UsageDir, telemetry.FileOptions{Server: s.ServerID, Metrics: metrics}, logger)
 	}
@@ -212,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	// Tracing (docs/operations.md, "Tracing"): off unless the OTEL_*
 	// variables ask for it; spans are flushed at the end of the drain.
-	traces, err := tracing.New(bg, getenv, semconv.ServiceInstanceID(instance), attribute.String("jetway.server_id", s.ServerID))
+	traces, err := tracing.New(bg, getenv, tracing.Options{Logger: logger, Observer: metrics}, semconv.ServiceInstanceID(instance), attribute.String("jetway.server_id", s.ServerID))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
 // settings are the server's environment-variable settings (docs/configuration.md).
@@ -100,6 +101,9 @@ type settings struct {
 	CacheMaxBytes        int
 	FirehoseStream       string
 	UsageDir             string
+	UsageSpoolDir        string
+	UsageSpoolBytes      int
+	UsageSpoolDrainRate  int
 	EMF                  string
 	bedrockEndpointIsSet bool
 }
@@ -327,6 +331,9 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.CacheMaxBytes, "JETWAY_CACHE_MAX_BYTES", router.DefaultCacheMaxBytes, "in-memory response cache bound in bytes")
 	str(&s.FirehoseStream, "JETWAY_FIREHOSE_STREAM", "", "Firehose stream for usage records (unset: local files)")
 	str(&s.UsageDir, "JETWAY_USAGE_DIR", "usage", "local usage records directory")
+	str(&s.UsageSpoolDir, "JETWAY_USAGE_SPOOL_DIR", "", "with a Firehose stream: directory of the local spool that keeps usage records through a Firehose outage (unset: no spool)")
+	num(&s.UsageSpoolBytes, "JETWAY_USAGE_SPOOL_BYTES", telemetry.DefaultSpoolBytes, "usage spool bound in bytes; when full its oldest records are dropped")
+	num(&s.UsageSpoolDrainRate, "JETWAY_USAGE_SPOOL_DRAIN_RATE", telemetry.DefaultSpoolDrainRate, "spooled usage records sent back to Firehose per second, at most")
 	str(&s.EMF, "JETWAY_EMF", "off", "CloudWatch EMF output: off or stdout")
 	serveDemo := env("JETWAY_SERVE_DEMO", "")
 	fs.StringVar(&serveDemo, "serve-demo", serveDemo, "serve the demo page at / (default: in dev mode) (JETWAY_SERVE_DEMO)")

@@ -416,6 +416,7 @@ func TestNamedQueriesOnGatewayRecords(t *testing.T) {
 	usage := gatewayUsageRecords(t)
 	recs := readUsage(t, usage)
 	checkRecordMix(t, recs)
+	copies := redeliver(t, usage, recs)
 
 	// The Glue table, column for column, in DuckDB.
 	cols := columnsOf(t, an, "usage_columns")
@@ -489,8 +490,8 @@ func TestNamedQueriesOnGatewayRecords(t *testing.T) {
 			t.Errorf("Parquet written under %s, which is no record's PartitionPath (%v)", p, wantPaths)
 		}
 	}
-	if got := cells(res["rows"]); len(got) != 1 || got[0] != strconv.Itoa(len(recs)) {
-		t.Errorf("the table holds %v rows, the files %d records", got, len(recs))
+	if got := cells(res["rows"]); len(got) != 1 || got[0] != strconv.Itoa(len(recs)+copies) {
+		t.Errorf("the table holds %v rows, the files %d records and %d second copies", got, len(recs), copies)
 	}
 
 	want := expectedAnswers(recs, time.Now().UTC())
@@ -505,6 +506,39 @@ func TestNamedQueriesOnGatewayRecords(t *testing.T) {
 			compareAnswer(t, name, r, w)
 		}
 	}
+}
+
+// redeliver writes a second copy of every other record into its partition,
+// as Firehose does when it stores a batch whose answer was lost and the
+// sink sends it again (or drains it from the spool): the same line, the
+// same record_id. The named queries must count each record once, so their
+// expected answers are computed from recs alone. It returns the copies.
+func redeliver(t *testing.T, dir string, recs []telemetry.UsageRecord) int {
+	t.Helper()
+	ids := map[string]bool{}
+	byPart := map[string][]byte{}
+	n := 0
+	for i, r := range recs {
+		if r.RecordID == "" || ids[r.RecordID] {
+			t.Fatalf("record %s has record_id %q: empty or not unique", r.RequestID, r.RecordID)
+		}
+		ids[r.RecordID] = true
+		if i%2 == 1 {
+			continue
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byPart[r.PartitionPath()] = append(append(byPart[r.PartitionPath()], line...), '\n')
+		n++
+	}
+	for part, data := range byPart {
+		if err := os.WriteFile(filepath.Join(dir, part, "usage-analytics-task-redelivered.json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
 }
 
 // cells is a one-column answer's values.

@@ -28,7 +28,7 @@ var requiredSettings = []string{
 
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
 var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency",
-	"Takeovers", "SessionsMoved", "InputTokens", "CacheReadTokens", "CacheWriteTokens", "CacheSavedMicroUSD"}
+	"Takeovers", "SessionsMoved", "InputTokens", "CacheReadTokens", "CacheWriteTokens", "CacheSavedMicroUSD", "UsageRecordsDropped"}
 
 // configurationDoc is docs/configuration.md, the server's own statement of
 // its settings and their defaults.

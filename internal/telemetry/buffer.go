@@ -25,8 +25,9 @@ var ErrUndelivered = errors.New("usage records undelivered")
 type SinkStats struct {
 	Sent     uint64 // written (file) or accepted by Firehose
 	Failed   uint64 // given up on after retries, or not encodable
-	Dropped  uint64 // refused because the buffer was full or Run had ended
+	Dropped  uint64 // refused because the buffer (or the spool) was full or Run had ended
 	Buffered int    // waiting in the buffer now
+	Spooled  int    // waiting in the spool now (Firehose sink with a spool)
 }
 
 // recordBuffer is the bounded, non-blocking queue in front of a sink:
@@ -64,8 +65,13 @@ type bufEntry struct {
 	ts   time.Time
 }
 
-// encodeLine is a record's wire form: JSON plus a newline.
+// encodeLine is a record's wire form: JSON plus a newline. A record
+// without a RecordID gets one here, once, so every copy of it (a resend, a
+// spooled copy) carries the same id and queries can count it once.
 func encodeLine(r UsageRecord) ([]byte, error) {
+	if r.RecordID == "" {
+		r.RecordID = NewRecordID()
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
@@ -77,17 +83,38 @@ func encodeLine(r UsageRecord) ([]byte, error) {
 // could not be encoded (failed reports which).
 func (b *recordBuffer) add(r UsageRecord) (ok, failed bool) {
 	line, err := encodeLine(r)
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if err != nil {
-		b.failed++
+		b.encodeFailed()
 		return false, true
 	}
-	if b.closed || len(b.lines)+1 > b.maxRecs || b.bytes+len(line) > b.maxBytes {
-		b.dropped++
+	if b.addLine(line, r.TS) != addOK {
+		b.countDropped(1)
 		return false, false
 	}
-	b.lines = append(b.lines, bufEntry{line: line, ts: r.TS})
+	return true, false
+}
+
+// addResult is what addLine did with a line.
+type addResult int
+
+const (
+	addOK     addResult = iota
+	addFull             // over a bound: not queued
+	addClosed           // Run has ended: not queued
+)
+
+// addLine queues an encoded line. A line it does not queue is not counted
+// anywhere: the caller drops it (countDropped) or puts it elsewhere.
+func (b *recordBuffer) addLine(line []byte, ts time.Time) addResult {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return addClosed
+	}
+	if len(b.lines)+1 > b.maxRecs || b.bytes+len(line) > b.maxBytes {
+		return addFull
+	}
+	b.lines = append(b.lines, bufEntry{line: line, ts: ts})
 	b.bytes += len(line)
 	if len(b.lines) >= b.kickRecs || b.bytes >= b.kickBytes {
 		select {
@@ -95,7 +122,25 @@ func (b *recordBuffer) add(r UsageRecord) (ok, failed bool) {
 		default:
 		}
 	}
-	return true, false
+	return addOK
+}
+
+func (b *recordBuffer) countDropped(n int) {
+	b.mu.Lock()
+	b.dropped += uint64(n)
+	b.mu.Unlock()
+}
+
+func (b *recordBuffer) encodeFailed() {
+	b.mu.Lock()
+	b.failed++
+	b.mu.Unlock()
+}
+
+func (b *recordBuffer) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
 // take empties the buffer and returns what it held, in arrival order.

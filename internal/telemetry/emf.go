@@ -51,14 +51,16 @@ func (o *EMFOptions) defaults() {
 //     dimensionless fleet-wide series autoscaling and alarms read):
 //     ActiveSessions, InFlight (gauges at write time), Takeovers (records
 //     of gone servers this one ended), SessionsMoved (sessions asked to
-//     move to another server), Requests, Errors (status >= 500),
+//     move to another server), UsageRecordsDropped (usage records lost:
+//     buffer or spool full, spool unwritable), Requests, Errors (status >= 500),
 //     QuotaRejections (status 429), InputTokens, CacheReadTokens,
 //     CacheWriteTokens (input tokens uncached, read from and written to
 //     the prompt cache), CacheSavedMicroUSD (what the prompt cache saved,
 //     UsageRecord.CacheSavedUSD in micro-dollars), TTFT, Latency;
 //   - one line per tenant/app with requests in the interval, Dimensions
 //     [["Tenant", "App"]] (summed over the fleet by CloudWatch): the same
-//     but ActiveSessions, InFlight, Takeovers and SessionsMoved.
+//     but ActiveSessions, InFlight, Takeovers, SessionsMoved and
+//     UsageRecordsDropped.
 //
 // Counts have unit Count and cover the interval. TTFT and Latency
 // (Milliseconds) are distributions written as an object with
@@ -90,6 +92,7 @@ type emfAgg struct {
 	inputTokens, cacheRead, cacheWrite, cacheSavedMicroUSD int64
 	takeovers                                              int64 // server line only: records of gone servers this one ended
 	moved                                                  int64 // server line only: sessions asked to move to another server
+	usageDropped                                           int64 // server line only: usage records lost (usage_records_dropped_total)
 	ttft, latency                                          dist
 }
 
@@ -143,6 +146,7 @@ func (e *EMF) Flush() error {
 	doc.count("InFlight", e.inflight.Load())
 	doc.count("Takeovers", server.takeovers)
 	doc.count("SessionsMoved", server.moved)
+	doc.count("UsageRecordsDropped", server.usageDropped)
 	server.put(&doc)
 	b, err := doc.marshal()
 	if err != nil {
@@ -198,6 +202,15 @@ func (e *EMF) addMoved() {
 	}
 	e.mu.Lock()
 	e.server.moved++
+	e.mu.Unlock()
+}
+
+func (e *EMF) addUsageDropped(n int64) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.server.usageDropped += n
 	e.mu.Unlock()
 }
 

@@ -124,7 +124,7 @@ func (s *FileSink) Record(r UsageRecord) {
 		s.failed.Add(1)
 		s.o.Metrics.UsageRecordsFailed(SinkFile, 1)
 	case !ok:
-		s.o.Metrics.UsageRecordsDropped(SinkFile, 1)
+		s.o.Metrics.UsageRecordsDropped(SinkFile, DropBufferFull, 1)
 	}
 }
 

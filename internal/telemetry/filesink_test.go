@@ -18,7 +18,7 @@ import (
 
 // runSink starts s.Run and returns a stop function that cancels it and
 // returns Run's error.
-func runSink(t *testing.T, s Sink) (stop func() error) {
+func runSink(t testing.TB, s Sink) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -196,7 +196,7 @@ func TestFileSinkOverflowCountedAndNonBlocking(t *testing.T) {
 	if st := s.Stats(); st.Dropped != 990 || st.Buffered != 10 {
 		t.Errorf("stats %+v, want 990 dropped, 10 buffered", st)
 	}
-	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFile)); v != 990 {
+	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFile, DropBufferFull)); v != 990 {
 		t.Errorf("dropped metric %v, want 990", v)
 	}
 }

@@ -56,7 +56,28 @@ type FirehoseOptions struct {
 	// DropLogInterval is the least time between two log lines about dropped
 	// records; default 10s.
 	DropLogInterval time.Duration
+	// Spool, when set, takes the records Firehose would lose: those that
+	// do not fit the buffer, those given up on after MaxAttempts, and those
+	// unsent when the final flush ends. While it holds records, new records
+	// go behind them, so they reach Firehose in the order recorded. Run
+	// drains it, oldest first, whenever Firehose accepts records (also the
+	// spool a previous process left), and closes it when it returns.
+	Spool *Spool
+	// SpoolDrainRate bounds how many spooled records a second Run sends
+	// back (so a fleet recovering at once does not throttle the stream)
+	// over the records arriving meanwhile, which go behind the spooled
+	// ones and are sent too; default DefaultSpoolDrainRate. The final
+	// flush drains unpaced.
+	SpoolDrainRate int
 }
+
+// DefaultSpoolDrainRate is the default FirehoseOptions.SpoolDrainRate:
+// 1,000 records/s (about 0.7 MB/s) per task, ten times a busy task's
+// request rate, so a backlog of 30 minutes at 100 requests/s drains in
+// about 3 minutes (the rate is over the records arriving meanwhile); 20 tasks draining at once stay well under a
+// stream's Direct PUT quota of 100,000 records/s (1,000 PutRecordBatch
+// calls/s at 2 batches per task per second).
+const DefaultSpoolDrainRate = 1000
 
 func (o *FirehoseOptions) defaults() {
 	if o.FlushInterval <= 0 {
@@ -92,6 +113,9 @@ func (o *FirehoseOptions) defaults() {
 	if o.DropLogInterval <= 0 {
 		o.DropLogInterval = 10 * time.Second
 	}
+	if o.SpoolDrainRate <= 0 {
+		o.SpoolDrainRate = DefaultSpoolDrainRate
+	}
 }
 
 // FirehoseSink sends usage records to an Amazon Data Firehose stream with
@@ -114,8 +138,11 @@ type FirehoseSink struct {
 	m      *Metrics
 	buf    *recordBuffer
 
-	sent   atomic.Uint64
-	failed atomic.Uint64
+	spool *Spool // nil: none
+
+	sent        atomic.Uint64
+	failed      atomic.Uint64
+	liveSpooled atomic.Int64 // records Record spooled since the drain last paced
 }
 
 // NewFirehoseSink returns a sink for the stream. m may be nil.
@@ -123,57 +150,177 @@ func NewFirehoseSink(client *firehose.Client, stream string, o FirehoseOptions, 
 	o.defaults()
 	return &FirehoseSink{
 		client: client, stream: stream, o: o, logger: logger, m: m,
-		buf: newRecordBuffer(o.MaxBufferedRecords, o.MaxBufferedBytes, o.MaxBatchRecords, o.MaxBatchBytes),
+		buf:   newRecordBuffer(o.MaxBufferedRecords, o.MaxBufferedBytes, o.MaxBatchRecords, o.MaxBatchBytes),
+		spool: o.Spool,
 	}
 }
 
 var _ Sink = (*FirehoseSink)(nil)
 
-// Record queues r; it never blocks. When the buffer is full (or Run has
-// ended) r is dropped and counted.
+// Record queues r; it never waits on the network. With a spool it writes
+// r to the spool when the buffer is full or the spool already holds
+// records (one small local file write, while Firehose is failing);
+// without one, or once Run has ended, a record that does not fit is
+// dropped and counted.
 func (s *FirehoseSink) Record(r UsageRecord) {
-	ok, failed := s.buf.add(r)
-	switch {
-	case failed:
+	line, err := encodeLine(r)
+	if err != nil {
+		s.buf.encodeFailed()
 		s.failed.Add(1)
 		s.m.UsageRecordsFailed(SinkFirehose, 1)
-	case !ok:
-		s.m.UsageRecordsDropped(SinkFirehose, 1)
+		return
 	}
+	if s.spool != nil && !s.buf.isClosed() {
+		if n, _ := s.spool.Len(); n > 0 {
+			s.liveSpooled.Add(1)
+			s.toSpool([][]byte{line})
+			return
+		}
+	}
+	switch s.buf.addLine(line, r.TS) {
+	case addOK:
+	case addFull:
+		if s.spool != nil {
+			s.toSpool([][]byte{line})
+			return
+		}
+		fallthrough
+	default:
+		s.buf.countDropped(1)
+		s.m.UsageRecordsDropped(SinkFirehose, DropBufferFull, 1)
+	}
+}
+
+// toSpool writes lines to the spool, counting what the spool dropped to
+// make room (its oldest records) or could not write.
+func (s *FirehoseSink) toSpool(lines [][]byte) {
+	dropped, err := s.spool.Append(lines)
+	s.m.UsageRecordsDropped(SinkFirehose, DropSpoolFull, dropped)
+	if err != nil {
+		s.m.UsageRecordsDropped(SinkFirehose, DropSpoolError, len(lines))
+		dropped += len(lines)
+		s.logger.Error("usage_spool_write_failed", zap.String("dir", s.spool.Dir()), zap.Int("records", len(lines)), zap.Error(err))
+	}
+	s.buf.countDropped(dropped) // in Stats and the usage_records_dropped log line
+	s.reportSpool()
+}
+
+func (s *FirehoseSink) reportSpool() {
+	if s.spool == nil {
+		return
+	}
+	recs, bytes := s.spool.Len()
+	s.m.UsageSpool(recs, bytes)
 }
 
 // Stats returns the sink's counters.
 func (s *FirehoseSink) Stats() SinkStats {
 	dropped, _ := s.buf.counts()
-	return SinkStats{Sent: s.sent.Load(), Failed: s.failed.Load(), Dropped: dropped, Buffered: s.buf.len()}
+	st := SinkStats{Sent: s.sent.Load(), Failed: s.failed.Load(), Dropped: dropped, Buffered: s.buf.len()}
+	if s.spool != nil {
+		st.Spooled, _ = s.spool.Len()
+	}
+	return st
 }
 
 // Run sends buffered records every FlushInterval, and at once whenever a
-// full batch is waiting, until ctx ends; then it stops taking records, sends
-// what is buffered within ShutdownTimeout, and returns. The error wraps
-// ErrUndelivered when records were left unsent at the end.
+// full batch is waiting, and drains the spool (at SpoolDrainRate) while
+// Firehose accepts records, until ctx ends; then it stops taking records,
+// sends what is buffered and then what is spooled within ShutdownTimeout,
+// and returns. The error wraps ErrUndelivered when records were left unsent
+// at the end: given up on, or left in the spool (logged as
+// usage_spool_left with the count and bytes).
 func (s *FirehoseSink) Run(ctx context.Context) error {
+	if s.spool != nil {
+		defer s.spool.Close()
+		if n, b := s.spool.Len(); n > 0 {
+			s.logger.Info("usage_spool_found", zap.String("dir", s.spool.Dir()), zap.Int("records", n), zap.Int64("bytes", b))
+		}
+		s.reportSpool()
+	}
 	t := time.NewTicker(s.o.FlushInterval)
 	defer t.Stop()
 	var lastDropLog time.Time
+	pace := newPacer(s.o.SpoolDrainRate)
 	for {
 		select {
 		case <-ctx.Done():
 			s.buf.close()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
 			failed := s.flush(fctx, true)
+			left, leftBytes := s.drainSpool(fctx, true, nil)
 			cancel()
 			s.logDrops(time.Time{}, &lastDropLog)
-			if failed > 0 {
-				return fmt.Errorf("firehose sink: %d records at shutdown: %w", failed, ErrUndelivered)
+			if left > 0 {
+				s.logger.Warn("usage_spool_left", zap.String("dir", s.spool.Dir()), zap.Int("records", left), zap.Int64("bytes", leftBytes))
+			}
+			if failed > 0 || left > 0 {
+				return fmt.Errorf("firehose sink: %d records given up on, %d left in the spool at shutdown: %w", failed, left, ErrUndelivered)
 			}
 			return nil
 		case <-t.C:
 		case <-s.buf.kick:
 		}
 		s.flush(ctx, false)
+		s.drainSpool(ctx, false, pace)
 		s.logDrops(time.Now(), &lastDropLog)
 	}
+}
+
+// drainSpool sends spooled records, oldest first, batch by batch, until
+// the spool is empty, a batch cannot be delivered (Firehose still down:
+// the records stay) or ctx ends; pace (nil in the final flush) spaces
+// the batches to SpoolDrainRate. It returns what is left in the spool.
+// Records of a batch that were delivered are acknowledged; when only some
+// were, the others are appended again at the end (so nothing is sent
+// twice and nothing lost, at the cost of their order).
+func (s *FirehoseSink) drainSpool(ctx context.Context, final bool, pace *pacer) (left int, leftBytes int64) {
+	if s.spool == nil {
+		return 0, 0
+	}
+	defer s.reportSpool()
+	for ctx.Err() == nil {
+		if n, _ := s.spool.Len(); n == 0 {
+			break
+		}
+		batch, cur, err := s.spool.Peek(s.o.MaxBatchRecords, s.o.MaxBatchBytes)
+		if err != nil {
+			s.logger.Error("usage_spool_read_failed", zap.String("dir", s.spool.Dir()), zap.Error(err))
+			break
+		}
+		if len(batch) == 0 {
+			break
+		}
+		var sendable [][]byte
+		for _, l := range batch {
+			if len(l) > FirehoseMaxRecordBytes {
+				s.giveUp(1, "record_too_large", nil)
+				continue
+			}
+			sendable = append(sendable, l)
+		}
+		pending, _, _ := s.sendBatch(ctx, sendable, final)
+		if len(pending) == len(sendable) && len(sendable) > 0 {
+			break // nothing delivered: try again later
+		}
+		// Acknowledge first: appending the undelivered ones may make room
+		// by dropping the oldest segment, which must not be this one.
+		ackErr := s.spool.Ack(cur, cur.Len())
+		if len(pending) > 0 {
+			s.toSpool(pending)
+		}
+		if ackErr != nil {
+			s.logger.Error("usage_spool_delete_failed", zap.String("dir", s.spool.Dir()), zap.Error(ackErr))
+			break
+		}
+		// Records that arrived meanwhile (spooled by Record) do not use up
+		// the rate: the backlog shrinks at SpoolDrainRate whatever the
+		// task's own rate.
+		if pace != nil && !pace.wait(ctx, len(batch)-int(s.liveSpooled.Swap(0))) {
+			break
+		}
+	}
+	return s.spool.Len()
 }
 
 func (s *FirehoseSink) logDrops(now time.Time, last *time.Time) {
@@ -187,7 +334,8 @@ func (s *FirehoseSink) logDrops(now time.Time, last *time.Time) {
 	*last = now
 	s.logger.Warn("usage_records_dropped", zap.String("sink", SinkFirehose), zap.String("stream", s.stream),
 		zap.Uint64("dropped", dropped), zap.Uint64("unencodable", failed),
-		zap.Int("max_buffered_records", s.o.MaxBufferedRecords), zap.Int("max_buffered_bytes", s.o.MaxBufferedBytes))
+		zap.Int("max_buffered_records", s.o.MaxBufferedRecords), zap.Int("max_buffered_bytes", s.o.MaxBufferedBytes),
+		zap.Bool("spool", s.spool != nil))
 }
 
 // flush sends everything buffered, batch by batch, and returns how many
@@ -210,16 +358,32 @@ func (s *FirehoseSink) flush(ctx context.Context, final bool) (failed int) {
 		}
 		batches := splitBatches(lines, s.o.MaxBatchRecords, s.o.MaxBatchBytes)
 		for i, b := range batches {
-			n, left := s.sendBatch(ctx, b, final)
-			failed += n
-			if len(left) > 0 || ctx.Err() != nil {
+			pending, code, err := s.sendBatch(ctx, b, final)
+			if len(pending) > 0 && ctx.Err() == nil && s.spool != nil {
+				// Firehose is failing: the rest goes to the spool behind
+				// these, and so does what arrived meanwhile, in order; the
+				// spool drains once Firehose takes records again.
+				back := pending
+				for _, rest := range batches[i+1:] {
+					back = append(back, rest...)
+				}
+				for _, e := range s.buf.take() {
+					back = append(back, e.line)
+				}
+				return failed + s.undeliverable(back, code, err)
+			}
+			if len(pending) > 0 && ctx.Err() == nil {
+				failed += s.giveUp(len(pending), code, err)
+				continue
+			}
+			if ctx.Err() != nil {
 				var back [][]byte
-				back = append(back, left...)
+				back = append(back, pending...)
 				for _, rest := range batches[i+1:] {
 					back = append(back, rest...)
 				}
 				if final {
-					failed += s.giveUp(len(back), "shutdown_timeout", ctx.Err())
+					failed += s.undeliverable(back, "shutdown_timeout", ctx.Err())
 				} else {
 					s.buf.requeue(back)
 				}
@@ -227,6 +391,19 @@ func (s *FirehoseSink) flush(ctx context.Context, final bool) (failed int) {
 			}
 		}
 	}
+}
+
+// undeliverable is where records go that Firehose did not take: the spool
+// when there is one (returns 0), else they are given up on (returns how
+// many).
+func (s *FirehoseSink) undeliverable(lines [][]byte, code string, err error) int {
+	if s.spool == nil {
+		return s.giveUp(len(lines), code, err)
+	}
+	s.logger.Warn("usage_records_spooled", zap.String("sink", SinkFirehose), zap.String("stream", s.stream),
+		zap.Int("records", len(lines)), zap.String("code", code), zap.Error(err))
+	s.toSpool(lines)
+	return 0
 }
 
 // splitBatches cuts lines into PutRecordBatch-sized batches, in order.
@@ -253,16 +430,17 @@ func splitBatches(lines [][]byte, maxRecs, maxBytes int) [][][]byte {
 func noSDKRetries(o *firehose.Options) { o.Retryer = aws.NopRetryer{} }
 
 // sendBatch delivers one batch, resending only failed records. It returns
-// how many records were given up on and, when ctx ended before the batch
-// was settled, the records still pending (not counted anywhere yet).
-func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool) (failed int, left [][]byte) {
-	pending := batch
+// the records still pending (not counted anywhere yet) when it stopped:
+// after MaxAttempts, on an error another attempt cannot fix (code and err
+// say which), or when ctx ended (err is nil then; check ctx).
+func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool) (pending [][]byte, code string, err error) {
+	pending = batch
 	var lastCode string
 	var lastErr error
 	retry := backoff.Policy{Base: s.o.BaseBackoff, Max: s.o.MaxBackoff, Jitter: backoff.Equal, Attempts: s.o.MaxAttempts}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
-			return 0, pending
+			return pending, "", nil
 		}
 		recs := make([]types.Record, len(pending))
 		for i, l := range pending {
@@ -276,11 +454,11 @@ func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, pending
+				return pending, "", nil
 			}
 			lastErr, lastCode = err, errorCode(err)
 			if !retryableCallError(err) {
-				return s.giveUp(len(pending), lastCode, err), nil
+				return pending, lastCode, err
 			}
 			s.logger.Debug("firehose_put_failed", zap.Int("attempt", attempt), zap.Int("records", len(pending)),
 				zap.String("code", lastCode), zap.Error(err))
@@ -290,7 +468,7 @@ func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool
 			s.sent.Add(uint64(ok))
 			s.m.UsageRecordsSent(SinkFirehose, ok)
 			if len(next) == 0 {
-				return 0, nil
+				return nil, "", nil
 			}
 			lastErr, lastCode = nil, code
 			s.logger.Debug("firehose_records_failed", zap.Int("attempt", attempt), zap.Int("failed", len(next)),
@@ -298,9 +476,9 @@ func (s *FirehoseSink) sendBatch(ctx context.Context, batch [][]byte, final bool
 			pending = next
 		}
 		if err := retry.Wait(ctx, attempt); errors.Is(err, backoff.ErrExhausted) {
-			return s.giveUp(len(pending), lastCode, lastErr), nil
+			return pending, lastCode, lastErr
 		} else if err != nil {
-			return 0, pending
+			return pending, "", nil
 		}
 	}
 }

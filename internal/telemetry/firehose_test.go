@@ -211,7 +211,7 @@ func TestFirehoseOverflowCountedAndRecordNeverBlocks(t *testing.T) {
 	if st.Dropped != 950 || st.Buffered != 50 {
 		t.Fatalf("stats %+v, want 950 dropped and 50 buffered", st)
 	}
-	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFirehose)); v != 950 {
+	if v := counterValue(t, m.usageDropped.WithLabelValues(SinkFirehose, DropBufferFull)); v != 950 {
 		t.Errorf("dropped metric %v, want 950", v)
 	}
 	close(release)

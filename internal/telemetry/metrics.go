@@ -80,8 +80,11 @@ type Metrics struct {
 	breaker           *prometheus.GaugeVec     // model
 	usageSent         *prometheus.CounterVec   // sink
 	usageFailed       *prometheus.CounterVec   // sink
-	usageDropped      *prometheus.CounterVec   // sink
-	connRejected      *prometheus.CounterVec   // reason
+	usageDropped      *prometheus.CounterVec   // sink, reason
+	spoolRecords      prometheus.Gauge
+	spoolBytes        prometheus.Gauge
+	spansFailed       prometheus.Counter
+	connRejected      *prometheus.CounterVec // reason
 	retainedBytes     prometheus.Gauge
 	retainedEvicted   prometheus.Counter
 	refusalsLimited   prometheus.Counter
@@ -117,7 +120,10 @@ type Metrics struct {
 //	breaker_state                         gauge     model (0 closed, 1 half-open, 2 open)
 //	usage_records_sent_total              counter   sink
 //	usage_records_failed_total            counter   sink
-//	usage_records_dropped_total           counter   sink
+//	usage_records_dropped_total           counter   sink, reason (buffer_full|spool_full|spool_error)
+//	usage_spool_records                   gauge
+//	usage_spool_bytes                     gauge
+//	trace_spans_export_failed_total       counter
 //	connections_rejected_total            counter   reason
 //	retained_answer_bytes                 gauge
 //	retained_answers_evicted_total        counter
@@ -162,7 +168,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open."}, []string{"model"}),
 		usageSent:    counter("usage_records_sent_total", "Usage records delivered by the sink.", "sink"),
 		usageFailed:  counter("usage_records_failed_total", "Usage records the sink gave up on.", "sink"),
-		usageDropped: counter("usage_records_dropped_total", "Usage records dropped because the sink's buffer was full.", "sink"),
+		usageDropped: counter("usage_records_dropped_total", "Usage records lost: the sink's buffer was full (no spool), the spool was full (its oldest records) or could not be written.", "sink", "reason"),
+		spoolRecords: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "usage_spool_records", Help: "Usage records waiting in the local spool for Firehose."}),
+		spoolBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "usage_spool_bytes", Help: "Bytes of the local spool's segment files."}),
+		spansFailed:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_spans_export_failed_total", Help: "Spans in OTLP exports that failed (the collector down or refusing): lost."}),
 		connRejected: counter("connections_rejected_total", "WebSocket connections refused before the upgrade, by reason.", "reason"),
 		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "retained_answer_bytes",
 			Help: "Estimated memory of the finished answers kept for resume (bounded by JETWAY_RETAINED_ANSWER_BYTES)."}),
@@ -188,7 +197,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
-			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped,
+			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes, m.spansFailed,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
 			m.unauthenticated, m.sessionsMoved, m.authCache)
 	}
@@ -403,13 +412,38 @@ func (m *Metrics) UsageRecordsFailed(sink string, n int) {
 	m.usageFailed.WithLabelValues(label(sink)).Add(float64(n))
 }
 
-// UsageRecordsDropped counts records a sink refused because its buffer was
-// full.
-func (m *Metrics) UsageRecordsDropped(sink string, n int) {
+// Reasons a usage record is dropped (usage_records_dropped_total's reason).
+const (
+	DropBufferFull = "buffer_full" // the sink's buffer was full (no spool) or Run had ended
+	DropSpoolFull  = "spool_full"  // the spool was full: its oldest records made room
+	DropSpoolError = "spool_error" // the spool could not be written
+)
+
+// UsageRecordsDropped counts records a sink lost, and why (a Drop*
+// reason).
+func (m *Metrics) UsageRecordsDropped(sink, reason string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.usageDropped.WithLabelValues(label(sink)).Add(float64(n))
+	m.usageDropped.WithLabelValues(label(sink), label(reason)).Add(float64(n))
+	m.emf.Load().addUsageDropped(int64(n))
+}
+
+// SpansExportFailed counts the spans of a failed trace export.
+func (m *Metrics) SpansExportFailed(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.spansFailed.Add(float64(n))
+}
+
+// UsageSpool records what the local spool holds.
+func (m *Metrics) UsageSpool(records int, bytes int64) {
+	if m == nil {
+		return
+	}
+	m.spoolRecords.Set(float64(records))
+	m.spoolBytes.Set(float64(bytes))
 }
 
 // RetainedAnswerBytes records the estimated memory of the finished answers

@@ -95,7 +95,7 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 	m.SetBreakerState("haiku", BreakerOpen)
 	m.UsageRecordsSent(SinkFirehose, 7)
 	m.UsageRecordsFailed(SinkFirehose, 2)
-	m.UsageRecordsDropped(SinkFile, 3)
+	m.UsageRecordsDropped(SinkFile, DropBufferFull, 3)
 	m.AttachmentBytesInFlight(5 << 20)
 	m.AttachmentFrameRefused()
 	m.SessionMoved(MoveBalance)
@@ -140,7 +140,7 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 		{"moved balance", counter("jetway_sessions_moved_total", map[string]string{"reason": "balance"}), 2},
 		{"moved busy", counter("jetway_sessions_moved_total", map[string]string{"reason": "busy"}), 1},
 		{"moved other", counter("jetway_sessions_moved_total", map[string]string{"reason": "other"}), 1},
-		{"usage dropped", counter("jetway_usage_records_dropped_total", map[string]string{"sink": "file"}), 3},
+		{"usage dropped", counter("jetway_usage_records_dropped_total", map[string]string{"sink": "file", "reason": "buffer_full"}), 3},
 		{"attachment bytes in flight", gauge("jetway_attachment_bytes_in_flight", nil), 5 << 20},
 		{"attachment frames refused", counter("jetway_attachment_frames_refused_total", nil), 1},
 		{"unauthenticated refusals", counter("jetway_unauthenticated_refusals_total", map[string]string{"door": "openai"}), 2},
@@ -204,7 +204,7 @@ func TestNilMetricsIsNoOp(t *testing.T) {
 	m.SetBreakerState("m", BreakerClosed)
 	m.UsageRecordsSent("file", 1)
 	m.UsageRecordsFailed("file", 1)
-	m.UsageRecordsDropped("file", 1)
+	m.UsageRecordsDropped("file", DropBufferFull, 1)
 	m.SetEMF(nil)
 }
 

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // UsageRecord is the one record Jetway writes per request, whatever its
@@ -84,6 +86,20 @@ type UsageRecord struct {
 	// the trace of its spans when tracing is on (docs/operations.md,
 	// "Tracing"), else the client's traceparent's; empty when neither.
 	TraceID string `json:"trace_id"`
+	// RecordID identifies this record: a UUID (version 7, time-ordered)
+	// made when the record is first encoded (NewRecordID), so every copy
+	// Firehose may deliver (a resent batch, a record drained from the
+	// spool after a lost answer) has the same id; queries count distinct
+	// record ids (docs/analytics.md, "Duplicates").
+	RecordID string `json:"record_id"`
+}
+
+// NewRecordID returns a new UsageRecord.RecordID.
+func NewRecordID() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString() // NewV7 fails only when the random source does
 }
 
 // usageTimeLayout is RFC 3339 with milliseconds; TS is always written in UTC.

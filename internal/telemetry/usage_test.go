@@ -21,7 +21,7 @@ var wantFields = []string{
 	"request_id", "session_id", "ts", "tenant", "app", "user", "client_id", "model", "fallback_from",
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
 	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls",
-	"cache_read_input_tokens", "cache_write_input_tokens", "cache_saved_usd", "trace_id",
+	"cache_read_input_tokens", "cache_write_input_tokens", "cache_saved_usd", "trace_id", "record_id",
 }
 
 func sampleRecord() UsageRecord {

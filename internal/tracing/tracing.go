@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -26,6 +27,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // DefaultSampleRatio is the share of new traces sampled when
@@ -41,6 +44,33 @@ const DefaultSampleRatio = 0.05
 // ServiceName is the service.name of the spans unless OTEL_SERVICE_NAME
 // (or OTEL_RESOURCE_ATTRIBUTES) says otherwise.
 const ServiceName = "jetway"
+
+// Options are what New reports to. Zero values are allowed: a nil Logger
+// discards the SDK's errors, a nil Observer counts nothing.
+type Options struct {
+	// Logger takes the OpenTelemetry SDK's errors (an unreachable
+	// collector, a refused export) as otel_error lines, sampled: at most
+	// ErrorLogBurst lines a second with the same message, then one in
+	// ErrorLogThereafter. Without it the SDK writes plain-text lines to
+	// stderr, in the middle of the JSON log.
+	Logger *zap.Logger
+	// Observer counts the spans of exports that failed.
+	Observer Observer
+}
+
+// Observer counts spans the exporter could not deliver
+// (*telemetry.Metrics is one).
+type Observer interface {
+	SpansExportFailed(n int)
+}
+
+// The sampling of otel_error lines: a collector that is down fails every
+// export (one each OTEL_BSP_SCHEDULE_DELAY), so a few lines a second say
+// it and the rest are counted by jetway_trace_spans_export_failed_total.
+const (
+	ErrorLogBurst      = 3
+	ErrorLogThereafter = 100
+)
 
 // Provider is the process's tracer provider; its zero value (and nil) is
 // tracing off: a no-op tracer.
@@ -73,7 +103,11 @@ type Provider struct {
 // the batch span processor (the other OTEL_BSP_*) and the resource
 // (OTEL_RESOURCE_ATTRIBUTES). attrs are added to the resource (the
 // server's id and instance).
-func New(ctx context.Context, getenv func(string) string, attrs ...attribute.KeyValue) (*Provider, error) {
+//
+// When tracing is on, New installs o's error handler as OpenTelemetry's
+// global one (the SDK has only a global), and its exporter counts failed
+// exports on o.Observer.
+func New(ctx context.Context, getenv func(string) string, o Options, attrs ...attribute.KeyValue) (*Provider, error) {
 	on, err := enabled(getenv)
 	if err != nil || !on {
 		return &Provider{}, err
@@ -88,9 +122,14 @@ func New(ctx context.Context, getenv func(string) string, attrs ...attribute.Key
 	} else if u := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
 		opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(u, "/")+"/v1/traces"))
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	otel.SetErrorHandler(errorHandler(o.Logger))
+	otlp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
+	}
+	var exp sdktrace.SpanExporter = otlp
+	if o.Observer != nil {
+		exp = countingExporter{SpanExporter: otlp, obs: o.Observer}
 	}
 	var batch []sdktrace.BatchSpanProcessorOption
 	if v := getenv("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
@@ -110,6 +149,33 @@ func New(ctx context.Context, getenv func(string) string, attrs ...attribute.Key
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
 	return &Provider{tp: tp}, nil
+}
+
+// errorHandler logs the SDK's errors through logger, sampled per message.
+func errorHandler(logger *zap.Logger) otel.ErrorHandler {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	sampled := logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, ErrorLogBurst, ErrorLogThereafter)
+	}))
+	return otel.ErrorHandlerFunc(func(err error) {
+		sampled.Warn("otel_error", zap.Error(err))
+	})
+}
+
+// countingExporter counts the spans of failed exports.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	obs Observer
+}
+
+func (e countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.obs.SpansExportFailed(len(spans))
+	}
+	return err
 }
 
 // envResource is what OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES say

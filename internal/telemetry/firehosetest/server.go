@@ -3,7 +3,7 @@
 // (application/x-amz-json-1.1, X-Amz-Target: Firehose_20150804.PutRecordBatch
 // and .PutRecord) that the real aws-sdk-go-v2 firehose client talks to when
 // its BaseEndpoint points here. It stores what arrives and has fault knobs:
-// per-record failures, throttled calls, failed calls.
+// per-record failures, throttled calls, failed calls, an outage (SetDown).
 //
 // It enforces Firehose's PutRecordBatch limits (500 records, 4 MiB per call,
 // 1,000 KiB per record) and answers a violation with HTTP 400
@@ -60,6 +60,7 @@ type Server struct {
 	failRecords int               // next records to fail per-record
 	failMatch   func([]byte) bool // nil: any record
 	callFaults  []fault           // next calls to fail whole
+	down        bool              // every call fails whole (SetDown)
 	nextID      int64
 	changed     chan struct{} // closed and replaced on every stored record
 }
@@ -136,6 +137,15 @@ func (s *Server) FailNextCalls(n, status int, errorType string) {
 	}
 }
 
+// SetDown makes every call that arrives fail whole with HTTP 503
+// ServiceUnavailableException (nothing stored; its Call has no record
+// counts) until SetDown(false): an outage of any length.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
 // Records returns a copy of the records stored for the stream, in arrival
 // order.
 func (s *Server) Records(stream string) [][]byte {
@@ -193,6 +203,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "UnknownOperationException", "unsupported target "+r.Header.Get("X-Amz-Target"))
 		return
 	}
+	// Down is decided when the call arrives, before its body is read: a
+	// call the client gave up on while the server was down (its deadline
+	// passed while a slow handler read the body) must not be stored once
+	// the test brings the server back up.
+	s.mu.Lock()
+	if s.down {
+		s.calls = append(s.calls, Call{Operation: op, ErrorType: "ServiceUnavailableException"})
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "down (firehosetest SetDown)")
+		return
+	}
+	s.mu.Unlock()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "SerializationException", err.Error())
@@ -237,9 +259,7 @@ func (s *Server) putRecordBatch(w http.ResponseWriter, body []byte) {
 	}
 
 	s.mu.Lock()
-	if len(s.callFaults) > 0 {
-		f := s.callFaults[0]
-		s.callFaults = s.callFaults[1:]
+	if f, ok := s.faultLocked(); ok {
 		call.ErrorType = f.typ
 		s.calls = append(s.calls, call)
 		s.mu.Unlock()
@@ -283,9 +303,7 @@ func (s *Server) putRecord(w http.ResponseWriter, body []byte) {
 		return
 	}
 	s.mu.Lock()
-	if len(s.callFaults) > 0 {
-		f := s.callFaults[0]
-		s.callFaults = s.callFaults[1:]
+	if f, ok := s.faultLocked(); ok {
 		call.ErrorType = f.typ
 		s.calls = append(s.calls, call)
 		s.mu.Unlock()
@@ -331,6 +349,17 @@ func validateBatch(stream string, recs []wireRecord, total int) string {
 		}
 	}
 	return ""
+}
+
+// faultLocked is the whole-call failure the next call gets, if any; s.mu
+// must be held.
+func (s *Server) faultLocked() (fault, bool) {
+	if len(s.callFaults) == 0 {
+		return fault{}, false
+	}
+	f := s.callFaults[0]
+	s.callFaults = s.callFaults[1:]
+	return f, true
 }
 
 func (s *Server) record(c Call) {

@@ -43,6 +43,7 @@ locals {
     { name = "cache_write_input_tokens", type = "bigint" },
     { name = "cache_saved_usd", type = "double" },
     { name = "trace_id", type = "string" },
+    { name = "record_id", type = "string" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).
@@ -446,6 +447,12 @@ locals {
   # Rates use DOUBLE literals (1e0): a literal like 1.0 is a DECIMAL on
   # Athena, and avg keeps its one decimal place. deploy/terraform's
   # TestNamedQueriesOnGatewayRecords runs each query on DuckDB.
+  #
+  # Each query counts a record once: Firehose may store one twice (a batch
+  # resent after a lost answer, a spooled record drained after a timeout),
+  # and every copy carries the same record_id, so the inner query keeps one
+  # row per record_id (delivery = 1) of the partitions asked for. The test
+  # delivers some records twice and checks no answer counts them twice.
   named_queries = {
     tokens-by-tenant-app-day = {
       description = "Tokens, requests and cost per tenant and app per day (last 30 days)"
@@ -455,9 +462,13 @@ locals {
                sum(input_tokens) AS input_tokens,
                sum(output_tokens) AS output_tokens,
                round(sum(cost_usd), 4) AS cost_usd
-        FROM ${local.table}
-        WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '30' day, '%Y'))
-          AND year || month || day >= date_format(current_date - interval '30' day, '%Y%m%d')
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY record_id) AS delivery
+          FROM ${local.table}
+          WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '30' day, '%Y'))
+            AND year || month || day >= date_format(current_date - interval '30' day, '%Y%m%d')
+        )
+        WHERE delivery = 1
         GROUP BY 1, 2, 3
         ORDER BY 1 DESC, cost_usd DESC
       SQL
@@ -471,11 +482,15 @@ locals {
                approx_percentile(ttft_ms, 0.95) AS ttft_p95_ms,
                approx_percentile(latency_ms, 0.5) AS latency_p50_ms,
                approx_percentile(latency_ms, 0.95) AS latency_p95_ms
-        FROM ${local.table}
-        WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '1' day, '%Y'))
-          AND year || month || day >= date_format(current_date - interval '1' day, '%Y%m%d')
-          AND from_iso8601_timestamp(ts) > now() - interval '24' hour
-          AND outcome = 'done' AND NOT cached
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY record_id) AS delivery
+          FROM ${local.table}
+          WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '1' day, '%Y'))
+            AND year || month || day >= date_format(current_date - interval '1' day, '%Y%m%d')
+            AND from_iso8601_timestamp(ts) > now() - interval '24' hour
+            AND outcome = 'done' AND NOT cached
+        )
+        WHERE delivery = 1
         GROUP BY model
         ORDER BY requests DESC
       SQL
@@ -485,9 +500,13 @@ locals {
       query       = <<-SQL
         SELECT year || '-' || month || '-' || day || 'T' || hour AS hour, outcome, status,
                count(*) AS requests
-        FROM ${local.table}
-        WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '2' day, '%Y'))
-          AND year || month || day >= date_format(current_date - interval '2' day, '%Y%m%d')
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY record_id) AS delivery
+          FROM ${local.table}
+          WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '2' day, '%Y'))
+            AND year || month || day >= date_format(current_date - interval '2' day, '%Y%m%d')
+        )
+        WHERE delivery = 1
         GROUP BY 1, 2, 3
         ORDER BY 1 DESC, requests DESC
       SQL
@@ -499,8 +518,12 @@ locals {
                count(*) AS requests,
                sum(input_tokens + output_tokens) AS tokens,
                round(sum(cost_usd), 4) AS cost_usd
-        FROM ${local.table}
-        WHERE year = date_format(current_date, '%Y') AND month = date_format(current_date, '%m')
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY record_id) AS delivery
+          FROM ${local.table}
+          WHERE year = date_format(current_date, '%Y') AND month = date_format(current_date, '%m')
+        )
+        WHERE delivery = 1
         GROUP BY 1, 2, 3
         ORDER BY cost_usd DESC
         LIMIT 50
@@ -514,9 +537,13 @@ locals {
                round(avg(CASE WHEN fallback_from <> '' THEN 1e0 ELSE 0e0 END), 4) AS fallback_rate,
                round(avg(CASE WHEN cached THEN 1e0 ELSE 0e0 END), 4) AS cache_hit_rate,
                sum(CASE WHEN outcome = 'interrupted' THEN 1 ELSE 0 END) AS interrupted
-        FROM ${local.table}
-        WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '7' day, '%Y'))
-          AND year || month || day >= date_format(current_date - interval '7' day, '%Y%m%d')
+        FROM (
+          SELECT *, row_number() OVER (PARTITION BY record_id) AS delivery
+          FROM ${local.table}
+          WHERE year IN (date_format(current_date, '%Y'), date_format(current_date - interval '7' day, '%Y'))
+            AND year || month || day >= date_format(current_date - interval '7' day, '%Y%m%d')
+        )
+        WHERE delivery = 1
         GROUP BY 1, 2
         ORDER BY requests DESC
       SQL

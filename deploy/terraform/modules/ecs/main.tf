@@ -25,6 +25,8 @@ locals {
     JETWAY_CACHE_TABLE             = var.cache_table_name
     JETWAY_MEMBERS_TABLE           = var.members_table_name
     JETWAY_FIREHOSE_STREAM         = var.firehose_stream_name
+    JETWAY_USAGE_SPOOL_DIR         = local.usage_spool_dir
+    JETWAY_USAGE_SPOOL_BYTES       = tostring(var.usage_spool_gib * 1073741824)
     JETWAY_EMF                     = "stdout"
     JETWAY_MAX_INFLIGHT            = tostring(var.max_inflight)
     AWS_REGION                     = data.aws_region.current.region
@@ -36,6 +38,12 @@ locals {
   }
 
   tracing = var.otel_collector_image != ""
+
+  # The usage spool (docs/operations.md, "Usage records through a Firehose
+  # outage") on a task-scoped volume, which Fargate keeps on the task's
+  # ephemeral storage: it survives a restart of the gateway container, not
+  # the task.
+  usage_spool_dir = "/var/spool/jetway-usage"
 
   # The AWS Distro for OpenTelemetry collector: OTLP/HTTP in on loopback,
   # X-Ray out. The request id, tenant and app become X-Ray annotations
@@ -151,9 +159,17 @@ resource "aws_ecs_task_definition" "this" {
     cpu_architecture        = var.cpu_architecture
   }
 
+  ephemeral_storage {
+    size_in_gib = var.ephemeral_storage_gib
+  }
+
   # Task-scoped scratch volumes: the root filesystem is read-only.
   volume {
     name = "config"
+  }
+
+  volume {
+    name = "usage-spool"
   }
 
   volume {
@@ -195,6 +211,7 @@ resource "aws_ecs_task_definition" "this" {
       mountPoints = [
         { sourceVolume = "config", containerPath = local.config_dir, readOnly = true },
         { sourceVolume = "tmp", containerPath = "/tmp", readOnly = false },
+        { sourceVolume = "usage-spool", containerPath = local.usage_spool_dir, readOnly = false },
       ]
 
       logConfiguration = { logDriver = "awslogs", options = local.log_options }
@@ -204,6 +221,10 @@ resource "aws_ecs_task_definition" "this" {
   tags = var.tags
 
   lifecycle {
+    precondition {
+      condition     = var.usage_spool_gib <= var.ephemeral_storage_gib - 10
+      error_message = "usage_spool_gib must leave 10 GiB of ephemeral_storage_gib to the image and the scratch volumes."
+    }
     precondition {
       condition     = var.drain_timeout_seconds < var.stop_timeout
       error_message = "drain_timeout_seconds must be below stop_timeout, or ECS kills the task before its drain ends."

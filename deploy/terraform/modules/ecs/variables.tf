@@ -157,6 +157,28 @@ variable "stop_timeout" {
   }
 }
 
+variable "ephemeral_storage_gib" {
+  description = "Fargate ephemeral storage of a task in GiB (21 to 200; 20 without the setting): the image, the scratch volumes and the usage spool share it."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.ephemeral_storage_gib >= 21 && var.ephemeral_storage_gib <= 200
+    error_message = "ephemeral_storage_gib must be between 21 and 200 (the Fargate range)."
+  }
+}
+
+variable "usage_spool_gib" {
+  description = "JETWAY_USAGE_SPOOL_BYTES in GiB: the usage records a task keeps on its ephemeral storage through a Firehose outage (about 1.5 million records a GiB, over 4 hours at 100 requests/s); when full the oldest are dropped and the usage-records-dropped alarm fires. At most ephemeral_storage_gib - 10."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.usage_spool_gib >= 1
+    error_message = "usage_spool_gib must be at least 1."
+  }
+}
+
 variable "max_inflight" {
   description = "JETWAY_MAX_INFLIGHT: model calls in flight per task before new requests get busy."
   type        = number

@@ -329,6 +329,27 @@ resource "aws_cloudwatch_metric_alarm" "takeovers" {
   tags = var.tags
 }
 
+# Billing data lost: a task dropped usage records because its spool was full
+# (a Firehose outage longer than the spool holds: usage_spool_gib), could
+# not be written, or there was no spool and the buffer was full. Any drop
+# alarms (docs/operations.md, "Usage records through a Firehose outage").
+resource "aws_cloudwatch_metric_alarm" "usage_records_dropped" {
+  alarm_name          = "${var.name}-usage-records-dropped"
+  alarm_description   = "Usage records (billing data) were dropped (Jetway UsageRecordsDropped > 0 in 5 minutes): the local spool is full or unwritable during a Firehose outage. Check the Firehose stream and the tasks' usage_spool logs. See docs/operations.md."
+  namespace           = local.ns
+  metric_name         = "UsageRecordsDropped"
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.actions
+  ok_actions          = local.actions
+
+  tags = var.tags
+}
+
 # Busy tasks ask idle sessions to move at a bounded rate; many moves minute
 # after minute mean the fleet keeps reshuffling instead of settling.
 resource "aws_cloudwatch_metric_alarm" "sessions_moved" {
