@@ -20,6 +20,7 @@ import (
 //	streams       N     load: model calls in flight
 //	in_flight     N     load: accepted requests not ended
 //	draining      BOOL  the server takes no new sessions
+//	serving       BOOL  the server is seen serving (checked by the load balancer, or held a session)
 //	gone          BOOL  left (clean stop) or judged dead; Put never clears it
 //	expires_at    N     TTL, epoch seconds: an hour past the last write
 //
@@ -35,6 +36,7 @@ const (
 	attrStreams   = "streams"
 	attrInFlight  = "in_flight"
 	attrDraining  = "draining"
+	attrServing   = "serving"
 	attrGone      = "gone"
 	attrExpires   = "expires_at"
 )
@@ -65,6 +67,7 @@ func (s *DynamoStore) Put(ctx context.Context, it Item) error {
 		attrStreams:   dynamotable.N(int64(it.Load.Streams)),
 		attrInFlight:  dynamotable.N(int64(it.Load.InFlight)),
 		attrDraining:  dynamotable.BOOL(it.Draining),
+		attrServing:   dynamotable.BOOL(it.Serving),
 		attrExpires:   dynamotable.N(it.Expires.Unix()),
 	}
 	err := s.table.Put(ctx, "put", item, "attribute_not_exists(#gone)", map[string]string{"#gone": attrGone}, nil)
@@ -116,6 +119,7 @@ func (s *DynamoStore) MarkGone(ctx context.Context, id string, heartbeat, expire
 func decode(item dynamotable.Item) Item {
 	it := Item{Gone: dynamotable.Bool(item, attrGone)}
 	it.ID, it.Draining = dynamotable.String(item, attrPK), dynamotable.Bool(item, attrDraining)
+	it.Serving = dynamotable.Bool(item, attrServing)
 	ms := func(name string) time.Time {
 		if n, ok := dynamotable.Int(item, name); ok && n > 0 {
 			return time.UnixMilli(n)
