@@ -25,9 +25,10 @@ import (
 //	expires_at    N     TTL, epoch seconds: an hour past the last write
 //
 // Writes: one PutItem per heartbeat per server, whatever the load; one
-// UpdateItem when a server leaves or is judged gone. Reads: one Scan per
+// UpdateItem when a server leaves or is judged gone; one DeleteItem per
+// gone item GoneRetention after it was seen gone. Reads: one Scan per
 // heartbeat per server (the table holds one item per live server plus the
-// gone ones of the last hour).
+// gone ones of the last GoneRetention).
 const (
 	attrPK        = dynamotable.PK
 	attrStarted   = "started_ms"
@@ -54,7 +55,7 @@ func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 }
 
 // SetObserver reports every call to obs (table role "members", ops
-// put|list|mark_gone); call it before the store is used.
+// put|list|mark_gone|forget); call it before the store is used.
 func (s *DynamoStore) SetObserver(obs dynamotable.Observer) { s.table.SetObserver(obs) }
 
 // Put implements Store: PutItem IF attribute_not_exists(gone).
@@ -112,6 +113,19 @@ func (s *DynamoStore) MarkGone(ctx context.Context, id string, heartbeat, expire
 	}
 	if err != nil {
 		return fmt.Errorf("mark %s gone: %w: %w", id, ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Forget implements Store: DeleteItem IF gone = true.
+func (s *DynamoStore) Forget(ctx context.Context, id string) error {
+	err := s.table.Delete(ctx, "forget", id, "#gone = :t", map[string]string{"#gone": attrGone},
+		dynamotable.Item{":t": dynamotable.BOOL(true)})
+	if _, refused := dynamotable.Refused(err); refused {
+		return fmt.Errorf("forget %s: %w", id, ErrChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("forget %s: %w: %w", id, ErrUnavailable, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,4 +187,88 @@ func TestForgedStaleItemsDoNotStarveTheHeartbeat(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The heartbeat's Scan with 5,000 gone items in the table (a crashed
+// deploy's leftovers, marked gone), before and after the members forget
+// them: the table shrinks back to the live items. The durations are
+// logged for docs/benchmarks.md, not asserted.
+func TestGoneItemsLeaveTheScan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 gone items")
+	}
+	const gone = 5000
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	table := dynalitetest.TableName(t)
+	if err := fleet.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	store := fleet.NewDynamoStore(client, table)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < gone; i += 16 {
+				if err := store.MarkGone(ctx, fmt.Sprintf("left-%04d", i), time.Time{}, time.Now().Add(time.Hour)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	skip := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	m := fleet.NewMembership(store, fleet.Options{ID: "scan-a", Now: clock}, zaptest.NewLogger(t))
+	if err := m.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scan := func() (time.Duration, int) {
+		var took []time.Duration
+		n := 0
+		for range 5 {
+			start := time.Now()
+			items, err := store.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+			n = len(items)
+		}
+		slices.Sort(took)
+		return took[2], n
+	}
+	before, items := scan()
+	reads := 0
+	for {
+		skip(fleet.DefaultHeartbeat)
+		m.Refresh(ctx)
+		reads++
+		if reads%20 == 0 {
+			skip(fleet.GoneRetention) // the retention passes for what the view holds
+		}
+		got, err := store.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			break
+		}
+		if reads > 2*gone/fleet.MarksPerRead+100 {
+			t.Fatalf("%d items left after %d reads", len(got), reads)
+		}
+	}
+	after, left := scan()
+	t.Logf("Scan of %d items: median %s; after %d reads forgot the gone ones, Scan of %d: median %s",
+		items, before.Round(10*time.Microsecond), reads, left, after.Round(10*time.Microsecond))
 }

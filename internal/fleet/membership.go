@@ -32,8 +32,16 @@ const (
 	// MarksPerRead bounds the members one read marks gone (and hands to
 	// OnGone); the rest wait for the next read.
 	MarksPerRead = 64
-	// MarkConcurrency bounds the MarkGone calls in flight at once.
+	// MarkConcurrency bounds the MarkGone (and Forget) calls in flight at
+	// once.
 	MarkConcurrency = 4
+	// GoneRetention is how long a gone item stays in the table once this
+	// server has seen it gone; then this server deletes it (Forget), at
+	// most MarksPerRead a read. Every heartbeat's Scan reads every item,
+	// so gone items must not pile up for the TTL's hour (or the days
+	// DynamoDB may take to act on it). Far longer than any pause of a live
+	// server judged gone: it learns from its item that it was expelled.
+	GoneRetention = 10 * time.Minute
 )
 
 // Errors of a Store. Match them with errors.Is.
@@ -69,6 +77,8 @@ type Store interface {
 	// being heartbeat (ErrChanged otherwise); a zero heartbeat marks it
 	// unconditionally (a clean stop). expires is the item's new TTL.
 	MarkGone(ctx context.Context, id string, heartbeat, expires time.Time) error
+	// Forget deletes id's item if it is marked gone (ErrChanged if not).
+	Forget(ctx context.Context, id string) error
 }
 
 // Options configure a Membership. Zero values mean the defaults.
@@ -459,46 +469,77 @@ func (m *Membership) read(ctx context.Context) []string {
 			}
 		}
 	}
+	var forget []string
+	for id, s := range m.members {
+		if len(forget) == MarksPerRead {
+			break
+		}
+		if !s.missing && s.item.Gone && m.gone[id] && now.Sub(s.changedAt) >= GoneRetention {
+			forget = append(forget, id)
+		}
+	}
 	m.mu.Unlock()
 	changed := m.mark(ctx, marks, now.Add(time.Hour))
 	for _, id := range changed {
 		newlyGone = remove(newlyGone, id)
 	}
+	m.forget(ctx, forget)
 	return newlyGone
+}
+
+// forget deletes long-gone items, MarkConcurrency at a time.
+func (m *Membership) forget(ctx context.Context, ids []string) {
+	bounded(len(ids), func(i int) {
+		cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
+		err := m.store.Forget(cctx, ids[i])
+		cancel()
+		if err != nil && !errors.Is(err, ErrChanged) {
+			m.logger.Warn("fleet_forget_failed", zap.String("member", ids[i]), zap.Error(err))
+		}
+	})
+}
+
+// bounded calls f(0) ... f(n-1), MarkConcurrency at a time, and returns
+// when all have returned.
+func bounded(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, MarkConcurrency)
+	for i := range n {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // mark marks items gone, MarkConcurrency at a time, and returns the ids
 // that renewed after all (not gone).
 func (m *Membership) mark(ctx context.Context, marks []Item, expires time.Time) []string {
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
 		changed []string
-		slots   = make(chan struct{}, MarkConcurrency)
 	)
-	for _, it := range marks {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
-			err := m.store.MarkGone(cctx, it.ID, it.Heartbeat, expires)
-			cancel()
-			switch {
-			case errors.Is(err, ErrChanged):
-				// It renewed after all: not gone.
-				m.mu.Lock()
-				delete(m.gone, it.ID)
-				m.mu.Unlock()
-				mu.Lock()
-				changed = append(changed, it.ID)
-				mu.Unlock()
-			case err != nil:
-				m.logger.Warn("fleet_mark_gone_failed", zap.String("member", it.ID), zap.Error(err))
-			}
-		}()
-	}
-	wg.Wait()
+	bounded(len(marks), func(i int) {
+		it := marks[i]
+		cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
+		err := m.store.MarkGone(cctx, it.ID, it.Heartbeat, expires)
+		cancel()
+		switch {
+		case errors.Is(err, ErrChanged):
+			// It renewed after all: not gone.
+			m.mu.Lock()
+			delete(m.gone, it.ID)
+			m.mu.Unlock()
+			mu.Lock()
+			changed = append(changed, it.ID)
+			mu.Unlock()
+		case err != nil:
+			m.logger.Warn("fleet_mark_gone_failed", zap.String("member", it.ID), zap.Error(err))
+		}
+	})
 	return changed
 }
 

@@ -61,6 +61,19 @@ func (s *memStore) MarkGone(_ context.Context, id string, hb, exp time.Time) err
 	return nil
 }
 
+func (s *memStore) Forget(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ErrUnavailable
+	}
+	if !s.items[id].Gone {
+		return ErrChanged
+	}
+	delete(s.items, id)
+	return nil
+}
+
 func (s *memStore) setDown(d bool) {
 	s.mu.Lock()
 	s.down = d
@@ -283,5 +296,40 @@ func TestFleetOfOne(t *testing.T) {
 	cancel()
 	if err := m.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// Gone items do not stay in the table for the TTL's hour: GoneRetention
+// after a server saw one gone, it deletes it, MarksPerRead a read; the
+// live ones stay.
+func TestGoneItemsAreForgotten(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a := member(t, s, c, "a")
+	now := c.Now()
+	const gone = 3 * MarksPerRead
+	for i := range gone {
+		id := "left-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		s.items[id] = Item{Member: Member{ID: id, Started: now, Heartbeat: now}, Gone: true}
+	}
+	rounds(c, 4, a) // all in the view (64 new ids a read)
+	c.advance(GoneRetention)
+	reads := 0
+	for {
+		s.mu.Lock()
+		n := len(s.items)
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if reads++; reads > 10 {
+			t.Fatalf("%d items left after %d reads", n, reads)
+		}
+		rounds(c, 1, a)
+	}
+	if reads < gone/MarksPerRead {
+		t.Fatalf("forgot %d items in %d reads: more than %d a read", gone, reads, MarksPerRead)
+	}
+	if _, ok := s.items["a"]; !ok {
+		t.Fatal("the live item was deleted")
 	}
 }
