@@ -470,7 +470,10 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 	endpoint := dynalitetest.Start(t)
 	// Members only: one dynalite on a shared 2-core machine does not carry
 	// a requests table at this load (tried: busy refusals and timeouts),
-	// and what this test is about is the balancer's view.
+	// and what this test is about is the balancer's view. So a request
+	// reset after its `accepted` and resumed on another gateway is
+	// unknown there (not_found; counted, not a failure), and one reset
+	// before it may run again there.
 	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint,
 		"JETWAY_MEMBERS_TABLE": dynalitetest.TableName(t) + "-members"}
 	w.runCommand(env, "tables", "create")
@@ -493,6 +496,7 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 		served   atomic.Int64
 		resets   atomic.Int64
 		busy     atomic.Int64
+		unknown  atomic.Int64
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
@@ -536,6 +540,8 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 				switch {
 				case errors.As(err, &je) && je.Code == protocol.CodeBusy && je.Retryable:
 					busy.Add(1) // a retryable refusal (the store behind a busy machine): ask again
+				case errors.As(err, &je) && je.Code == protocol.CodeNotFound:
+					unknown.Add(1) // its answer is in another gateway's memory (no requests table)
 				case err != nil:
 					fail("%s: %v", call.ID, err)
 					return
@@ -565,8 +571,8 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 		counts = append(counts, activeSessions(t, g.Admin))
 		moved += metricValue(t, g.Admin, "jetway_sessions_moved_total")
 	}
-	t.Logf("%d requests served, %d refused busy, %d resets; sessions per gateway %v; sessions moved %.0f",
-		served.Load(), busy.Load(), resets.Load(), counts, moved)
+	t.Logf("%d requests served, %d refused busy, %d unknown after a reset, %d resets; sessions per gateway %v; sessions moved %.0f",
+		served.Load(), busy.Load(), unknown.Load(), resets.Load(), counts, moved)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(failures) > 0 {
@@ -580,9 +586,6 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 		}
 		t.Fatalf("%d failed requests (of %d served), first: %v", len(failures), served.Load(), failures[:min(5, len(failures))])
 	}
-	// Without a shared requests table a request reset before its
-	// `accepted` and sent again through the load balancer may run again on
-	// another gateway: model calls are at least the requests served.
 	if calls := w.mock.Requests("mock-a"); calls < served.Load() {
 		t.Fatalf("%d model calls for %d requests served", calls, served.Load())
 	}

@@ -65,12 +65,14 @@ const (
 	// DefaultMoveMinAge: a session younger than this is never moved. A
 	// fresh session is most often a reconnect the fleet's view has not
 	// counted yet (membership load is a heartbeat old), and its client is
-	// likely sending `resume`s right now.
-	DefaultMoveMinAge = 10 * time.Second
+	// likely sending `resume`s right now. Longer than a heartbeat (2 s);
+	// short enough that a moved session the load balancer sent back here
+	// can move again soon.
+	DefaultMoveMinAge = 3 * time.Second
 	// DefaultMoveQuiet: a session that sent a frame within this is never
 	// moved: its client is talking, and the answer to a frame it sent must
-	// not race the move.
-	DefaultMoveQuiet = time.Second
+	// not race the move. Many round trips.
+	DefaultMoveQuiet = 250 * time.Millisecond
 	// DefaultMoveLinger: a moved session closes (1001) only after it has
 	// been idle this long since its `draining` frame or its last inbound
 	// frame: a frame the client sent before it read `draining` arrives
