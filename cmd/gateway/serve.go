@@ -164,11 +164,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	var hub *session.Hub
 	var gw *gateway.Gateway
+	// Seen serving: the load balancer's health checks reach this server
+	// (set at /readyz), or it has held a session. With self-drain off
+	// there is no such signal, and a member always says it serves.
+	var serving atomic.Bool
+	serving.Store(s.selfDrainMisses() < 0)
 	members := fleet.NewMembership(fleetStore, fleet.Options{ID: instance, Heartbeat: s.FleetHeartbeat, StaleAfter: s.FleetStaleAfter,
 		Load: func() fleet.Load {
 			n := gw.Inflight()
 			// Sessions asked to move are leaving: the balancer counts what stays.
 			return fleet.Load{Sessions: hub.Staying(), Streams: n, InFlight: n}
+		},
+		Serving: func() bool {
+			if hub.Sessions() > 0 {
+				serving.Store(true)
+			}
+			return serving.Load()
 		}}, logger)
 
 	var qstore quota.Store = quota.NewMemoryStore()
@@ -333,6 +344,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// Only the load balancer's own checks arm the self-drain watch;
 		// anyone else asking gets the same answer and arms nothing.
 		if healthChecks.Checked(r.UserAgent()) {
+			serving.Store(true)
 			logger.Info("self_drain_armed", zap.String("user_agent", s.HealthCheckUserAgent),
 				zap.Duration("silence", healthChecks.Silence()))
 		}

@@ -113,3 +113,21 @@ func pages[O any](ctx context.Context, t *Table, op string, p interface {
 	}
 	return nil
 }
+
+// Delete deletes the item whose partition key is key, when cond is not
+// empty only if it holds (a refused condition: see Refused); names and
+// values bind cond's placeholders.
+func (t *Table) Delete(ctx context.Context, op, key, cond string, names map[string]string, values Item) error {
+	in := &dynamodb.DeleteItemInput{TableName: aws.String(t.name), Key: Item{PK: S(key)}}
+	if cond != "" {
+		in.ConditionExpression = aws.String(cond)
+		in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, values
+	}
+	start := time.Now()
+	_, err := t.client.DeleteItem(ctx, in, t.opts...)
+	t.observe(op, start, err)
+	if err != nil {
+		return fmt.Errorf("dynamodb DeleteItem %s: %w", key, err)
+	}
+	return nil
+}

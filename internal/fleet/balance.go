@@ -41,6 +41,20 @@ const (
 	// transit (see decide): far longer than any live member's heartbeat
 	// age, and it bounds the memory to one entry per step or busy move.
 	movesRemembered = time.Minute
+	// ConfirmViews: the balancer moves only on an excess seen in this many
+	// consecutive fresh views (every counted sibling's heartbeat newer
+	// than in the view before). A reconnect storm shows this server's live
+	// count against siblings' counts a heartbeat old; an imbalance that
+	// is only that lag is gone by the next fresh view.
+	ConfirmViews = 2
+	// BackoffFirst and BackoffMost bound the balancer's back-off: when a
+	// fresh view after its moves shows an excess no smaller (the moved
+	// sessions came back: a sibling that takes none, or a load balancer
+	// that sends them here), it pauses its balance moves for BackoffFirst,
+	// doubling each time up to BackoffMost, until its moves reduce the
+	// excess again.
+	BackoffFirst = 5 * time.Second
+	BackoffMost  = 2 * time.Minute
 )
 
 // Spread is this server's sessions against the fleet's, as the balancer
@@ -108,6 +122,13 @@ type Balancer struct {
 	last   verdict   // the latest decision
 	recent []moved   // this server's moves within movesRemembered, oldest first
 	warned map[string]string
+
+	beats      map[string]time.Time // the siblings' heartbeats at the last fresh view
+	confirmed  int                  // consecutive fresh views that showed an excess
+	freshAt    int                  // the excess at the last fresh view
+	movedSince bool                 // balance moves since the last fresh view
+	backoff    time.Duration        // the current back-off; 0 while moves reduce the excess
+	pausedTill time.Time            // no balance moves before this
 }
 
 // moved is n sessions asked to move at a time.
@@ -119,7 +140,8 @@ type moved struct {
 // NewBalancer returns a balancer of mover's sessions over roster's members.
 func NewBalancer(roster Roster, mover Mover, logger *zap.Logger, o BalanceOptions) *Balancer {
 	o.defaults()
-	return &Balancer{roster: roster, mover: mover, logger: logger, o: o, filled: o.Now(), warned: map[string]string{}}
+	return &Balancer{roster: roster, mover: mover, logger: logger, o: o, filled: o.Now(), warned: map[string]string{},
+		beats: map[string]time.Time{}}
 }
 
 // Run decides and moves every interval until ctx ends; it returns nil.
@@ -146,9 +168,15 @@ func (b *Balancer) step() int {
 	v := decide(b.roster.Self(), staying, members, b.recent, b.o.Margin)
 	b.last = v
 	b.refill(now)
-	n := min(v.excess, int(b.tokens))
-	b.tokens -= float64(n)
 	b.noteIgnored(v.ignored)
+	if b.fresh(members) {
+		b.judgeView(v, now)
+	}
+	n := 0
+	if b.confirmed >= ConfirmViews && !now.Before(b.pausedTill) {
+		n = min(v.excess, int(b.tokens))
+	}
+	b.tokens -= float64(n)
 	b.mu.Unlock()
 	if n == 0 {
 		return 0
@@ -157,6 +185,7 @@ func (b *Balancer) step() int {
 	b.mu.Lock()
 	if k > 0 {
 		b.recent = append(b.recent, moved{at: now, n: k})
+		b.movedSince = true
 	}
 	if k < n {
 		// Fewer idle sessions than allowed: the rest of the allowance stays.
@@ -164,6 +193,47 @@ func (b *Balancer) step() int {
 	}
 	b.mu.Unlock()
 	return k
+}
+
+// fresh reports whether members is a fresh view: every counted sibling
+// (live, not draining, seen serving) has a heartbeat newer than at the
+// last fresh view, so none of its load figures is one already judged. It
+// then remembers these heartbeats. Call with mu held.
+func (b *Balancer) fresh(members []Member) bool {
+	self := b.roster.Self()
+	for _, m := range members {
+		if joinsMean(self, m) && !m.Heartbeat.After(b.beats[m.ID]) {
+			return false
+		}
+	}
+	clear(b.beats)
+	for _, m := range members {
+		if joinsMean(self, m) {
+			b.beats[m.ID] = m.Heartbeat
+		}
+	}
+	return true
+}
+
+// judgeView counts a fresh view's excess toward ConfirmViews and backs
+// off when the moves since the last fresh view did not reduce it. Call
+// with mu held.
+func (b *Balancer) judgeView(v verdict, now time.Time) {
+	switch {
+	case v.excess == 0:
+		b.confirmed, b.backoff = 0, 0
+	case b.movedSince && v.excess >= b.freshAt:
+		b.backoff = min(BackoffMost, max(BackoffFirst, 2*b.backoff))
+		b.pausedTill = now.Add(b.backoff)
+		b.logger.Warn("fleet_balance_backoff", zap.Int("excess", v.excess), zap.Int("excess_before", b.freshAt),
+			zap.Duration("pause", b.backoff))
+	default:
+		b.confirmed++
+		if b.movedSince {
+			b.backoff = 0
+		}
+	}
+	b.freshAt, b.movedSince = v.excess, false
 }
 
 // forget drops the moves older than movesRemembered. Call with mu held.
@@ -247,7 +317,8 @@ type verdict struct {
 // The estimate errs high (a moved session that came back is counted
 // twice), which only slows the balance: the next step, on fresher
 // reports, moves the rest. Draining members take no new sessions and are
-// left out; so are items with no id or an impossible load.
+// left out; so are members never seen serving, and items with no id or an
+// impossible load.
 func decide(self string, staying int, members []Member, recent []moved, margin float64) verdict {
 	v := verdict{}
 	total, counted := staying, 1
@@ -266,7 +337,7 @@ func decide(self string, staying int, members []Member, recent []moved, margin f
 			selfSeen, selfInFlight = true, m.Load.InFlight
 			continue
 		}
-		if m.Draining {
+		if !joinsMean(self, m) {
 			continue
 		}
 		total += m.Load.Sessions
@@ -289,6 +360,14 @@ func decide(self string, staying int, members []Member, recent []moved, margin f
 		v.excess = staying - int(math.Ceil(mean))
 	}
 	return v
+}
+
+// joinsMean reports whether sibling m joins the mean: live (the roster has
+// only those), not draining, and seen serving. A member that heartbeats
+// but was never seen serving (not registered with the load balancer, or
+// an item written by hand) would take no sessions that moved to it.
+func joinsMean(self string, m Member) bool {
+	return m.ID != self && !m.Draining && m.Serving && implausible(m) == ""
 }
 
 // implausible says why a member's item cannot be counted, or "". The

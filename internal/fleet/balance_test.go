@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 // loaded is a live member with sessions and requests in flight.
 func loaded(id string, sessions, inflight int) Member {
 	return Member{ID: id, Started: t0.Add(-time.Hour), Heartbeat: t0.Add(-time.Second),
-		Load: Load{Sessions: sessions, InFlight: inflight, Streams: inflight}}
+		Load: Load{Sessions: sessions, InFlight: inflight, Streams: inflight}, Serving: true}
 }
 
 func TestDecide(t *testing.T) {
@@ -26,6 +27,8 @@ func TestDecide(t *testing.T) {
 	huge := loaded("h", MaxLoad+1, 0)
 	negative := loaded("n", -5, 0)
 	noID := loaded("", 0, 0)
+	unseen := loaded("u", 0, 0)
+	unseen.Serving = false
 	// Moves of this server: 100 after the siblings' heartbeats (in
 	// transit: not in their reports yet), 50 before (already counted).
 	inTransit := []moved{{at: t0.Add(-10 * time.Second), n: 50}, {at: t0, n: 100}}
@@ -58,6 +61,8 @@ func TestDecide(t *testing.T) {
 			members: []Member{loaded("me", 50, 0), loaded("a", 125, 0), loaded("b", 125, 0)}, mean: 100},
 		{name: "a draining sibling takes no sessions and is not counted", staying: 150,
 			members: []Member{loaded("me", 150, 10), loaded("a", 150, 20), draining}, mean: 150},
+		{name: "a sibling never seen serving is not counted", staying: 150,
+			members: []Member{loaded("me", 150, 10), loaded("a", 150, 20), unseen}, mean: 150},
 		{name: "bad items are ignored", staying: 300,
 			members: []Member{loaded("me", 300, 5), loaded("a", 0, 0), huge, negative, noID},
 			excess:  150, mean: 150, room: true, nIgnored: 3},
@@ -82,16 +87,28 @@ func TestDecide(t *testing.T) {
 
 // fakeRoster and fakeHub are the balancer's world: a roster the test sets,
 // and a hub whose sessions leave when asked to move.
+// Unless frozen, every read of the roster is a fresh view: each sibling's
+// heartbeat is a nanosecond newer (the siblings renew), while its load
+// stays as set (older than any move).
 type fakeRoster struct {
 	mu      sync.Mutex
 	members []Member
+	frozen  bool
+	reads   time.Duration
 }
 
 func (r *fakeRoster) Self() string { return "me" }
 func (r *fakeRoster) Members() []Member {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Member(nil), r.members...)
+	if !r.frozen {
+		r.reads++
+	}
+	out := append([]Member(nil), r.members...)
+	for i := range out {
+		out[i].Heartbeat = out[i].Heartbeat.Add(r.reads)
+	}
+	return out
 }
 
 type fakeHub struct {
@@ -139,6 +156,10 @@ func TestBalancerMovesAtTheRateUntilTheMean(t *testing.T) {
 	h := hub(300, 300)
 	b := NewBalancer(r, h, zaptest.NewLogger(t), BalanceOptions{Interval: time.Second, MovesPerSecond: 20, Now: clk.Now})
 	var steps []int
+	clk.advance(time.Second)
+	if n := b.step(); n != 0 {
+		t.Fatalf("moved %d on the first fresh view, want none before %d views", n, ConfirmViews)
+	}
 	for i := 0; i < 30; i++ {
 		clk.advance(time.Second)
 		steps = append(steps, b.step())
@@ -169,6 +190,7 @@ func TestBalancerBurstIsOneInterval(t *testing.T) {
 	h := hub(3000, 3000)
 	b := NewBalancer(roster(loaded("me", 3000, 0), loaded("a", 0, 0)), h, zaptest.NewLogger(t),
 		BalanceOptions{Interval: 500 * time.Millisecond, MovesPerSecond: 20, Now: clk.Now})
+	b.step() // the first fresh view
 	clk.advance(time.Hour)
 	if n := b.step(); n != 10 {
 		t.Fatalf("after an hour's pause one step moved %d, want one interval's 10", n)
@@ -187,6 +209,7 @@ func TestBalancerMovesOnlyIdleSessions(t *testing.T) {
 	b := NewBalancer(roster(loaded("me", 300, 0), loaded("a", 0, 0), loaded("b", 0, 0)), h, zaptest.NewLogger(t),
 		BalanceOptions{Interval: time.Second, MovesPerSecond: 20, Now: clk.Now})
 	clk.advance(time.Second)
+	b.step() // the first fresh view
 	if n := b.step(); n != 5 {
 		t.Fatalf("moved %d, want the 5 idle sessions", n)
 	}
@@ -247,5 +270,98 @@ func TestIgnoredMemberLoggedOnce(t *testing.T) {
 	}
 	if n := logs.FilterMessage("fleet_member_ignored").Len(); n != 1 {
 		t.Fatalf("%d fleet_member_ignored lines, want 1", n)
+	}
+}
+
+// An excess seen on one view only, or on views whose siblings' loads were
+// already judged (no new heartbeat), moves nothing: a reconnect storm
+// against a stale roster is not an imbalance.
+func TestBalancerMovesOnlyOnConsecutiveFreshViews(t *testing.T) {
+	clk := newClock()
+	r := roster(loaded("me", 300, 0), loaded("a", 0, 0), loaded("b", 0, 0))
+	h := hub(300, 300)
+	b := NewBalancer(r, h, zaptest.NewLogger(t), BalanceOptions{Now: clk.Now})
+	clk.advance(time.Second)
+	b.step() // one fresh view
+	r.mu.Lock()
+	r.frozen = true // the siblings' heartbeats stop: every view is the one already seen
+	r.mu.Unlock()
+	for range 20 {
+		clk.advance(time.Second)
+		if n := b.step(); n != 0 {
+			t.Fatalf("moved %d on a view with no new heartbeat", n)
+		}
+	}
+	// Fresh again, but the excess is gone on that view: still nothing.
+	h.mu.Lock()
+	h.staying = 0
+	h.mu.Unlock()
+	r.mu.Lock()
+	r.frozen = false
+	r.mu.Unlock()
+	clk.advance(time.Second)
+	if n := b.step(); n != 0 {
+		t.Fatalf("moved %d with no excess", n)
+	}
+	h.mu.Lock()
+	h.staying = 300
+	h.mu.Unlock()
+	clk.advance(time.Second)
+	if n := b.step(); n != 0 {
+		t.Fatalf("moved %d on the first fresh view of a new excess", n)
+	}
+	clk.advance(time.Second)
+	if n := b.step(); n == 0 {
+		t.Fatal("an excess on two consecutive fresh views moved nothing")
+	}
+}
+
+// comebackHub is a hub whose moved sessions all come back (a sibling
+// that takes none, or a load balancer that sends every reconnect here).
+type comebackHub struct{ fakeHub }
+
+func (h *comebackHub) MoveIdle(n int, reason string, at Spread) int {
+	n = h.fakeHub.MoveIdle(n, reason, at)
+	h.mu.Lock()
+	h.staying += n
+	h.idle += n
+	h.mu.Unlock()
+	return n
+}
+
+// 200 members that heartbeat with 0 sessions (never seen serving) draw
+// nothing; when they claim to serve but every moved session comes back,
+// the balancer backs off: far fewer moves than its rate allows.
+func TestBalancerBacksOffWhenMovesComeBack(t *testing.T) {
+	members := []Member{loaded("me", 300, 0)}
+	for i := range 200 {
+		m := loaded(fmt.Sprintf("empty-%d", i), 0, 0)
+		m.Serving = false
+		members = append(members, m)
+	}
+	clk := newClock()
+	r := roster(members...)
+	h := &comebackHub{fakeHub{staying: 300, idle: 300}}
+	b := NewBalancer(r, h, zap.NewNop(), BalanceOptions{Now: clk.Now})
+	for range 60 {
+		clk.advance(time.Second)
+		b.step()
+	}
+	if moved := sum(h.moves); moved != 0 {
+		t.Fatalf("moved %d sessions toward members never seen serving", moved)
+	}
+	r.mu.Lock()
+	for i := range r.members {
+		r.members[i].Serving = true
+	}
+	r.mu.Unlock()
+	for range 120 {
+		clk.advance(time.Second)
+		b.step()
+	}
+	t.Logf("moves %v", h.moves)
+	// Unchecked, 20 a second for 2 minutes: 2,400.
+	if moved := sum(h.moves); moved == 0 || moved > 200 {
+		t.Fatalf("moved %d sessions in 2 minutes of moves that all came back, want some but few (back-off)", moved)
 	}
 }

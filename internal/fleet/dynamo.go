@@ -20,13 +20,15 @@ import (
 //	streams       N     load: model calls in flight
 //	in_flight     N     load: accepted requests not ended
 //	draining      BOOL  the server takes no new sessions
+//	serving       BOOL  the server is seen serving (checked by the load balancer, or held a session)
 //	gone          BOOL  left (clean stop) or judged dead; Put never clears it
 //	expires_at    N     TTL, epoch seconds: an hour past the last write
 //
 // Writes: one PutItem per heartbeat per server, whatever the load; one
-// UpdateItem when a server leaves or is judged gone. Reads: one Scan per
+// UpdateItem when a server leaves or is judged gone; one DeleteItem per
+// gone item GoneRetention after it was seen gone. Reads: one Scan per
 // heartbeat per server (the table holds one item per live server plus the
-// gone ones of the last hour).
+// gone ones of the last GoneRetention).
 const (
 	attrPK        = dynamotable.PK
 	attrStarted   = "started_ms"
@@ -35,6 +37,7 @@ const (
 	attrStreams   = "streams"
 	attrInFlight  = "in_flight"
 	attrDraining  = "draining"
+	attrServing   = "serving"
 	attrGone      = "gone"
 	attrExpires   = "expires_at"
 )
@@ -52,7 +55,7 @@ func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
 }
 
 // SetObserver reports every call to obs (table role "members", ops
-// put|list|mark_gone); call it before the store is used.
+// put|list|mark_gone|forget); call it before the store is used.
 func (s *DynamoStore) SetObserver(obs dynamotable.Observer) { s.table.SetObserver(obs) }
 
 // Put implements Store: PutItem IF attribute_not_exists(gone).
@@ -65,6 +68,7 @@ func (s *DynamoStore) Put(ctx context.Context, it Item) error {
 		attrStreams:   dynamotable.N(int64(it.Load.Streams)),
 		attrInFlight:  dynamotable.N(int64(it.Load.InFlight)),
 		attrDraining:  dynamotable.BOOL(it.Draining),
+		attrServing:   dynamotable.BOOL(it.Serving),
 		attrExpires:   dynamotable.N(it.Expires.Unix()),
 	}
 	err := s.table.Put(ctx, "put", item, "attribute_not_exists(#gone)", map[string]string{"#gone": attrGone}, nil)
@@ -113,9 +117,23 @@ func (s *DynamoStore) MarkGone(ctx context.Context, id string, heartbeat, expire
 	return nil
 }
 
+// Forget implements Store: DeleteItem IF gone = true.
+func (s *DynamoStore) Forget(ctx context.Context, id string) error {
+	err := s.table.Delete(ctx, "forget", id, "#gone = :t", map[string]string{"#gone": attrGone},
+		dynamotable.Item{":t": dynamotable.BOOL(true)})
+	if _, refused := dynamotable.Refused(err); refused {
+		return fmt.Errorf("forget %s: %w", id, ErrChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("forget %s: %w: %w", id, ErrUnavailable, err)
+	}
+	return nil
+}
+
 func decode(item dynamotable.Item) Item {
 	it := Item{Gone: dynamotable.Bool(item, attrGone)}
 	it.ID, it.Draining = dynamotable.String(item, attrPK), dynamotable.Bool(item, attrDraining)
+	it.Serving = dynamotable.Bool(item, attrServing)
 	ms := func(name string) time.Time {
 		if n, ok := dynamotable.Int(item, name); ok && n > 0 {
 			return time.UnixMilli(n)

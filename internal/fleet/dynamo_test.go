@@ -61,6 +61,13 @@ func TestDynamoStore(t *testing.T) {
 	if err := s.Put(ctx, renewed); !errors.Is(err, fleet.ErrGone) {
 		t.Fatalf("Put after gone = %v, want ErrGone", err)
 	}
+	// Only a gone item is forgotten (deleted).
+	if err := s.Forget(ctx, a.ID); !errors.Is(err, fleet.ErrChanged) {
+		t.Fatalf("Forget of a live item = %v, want ErrChanged", err)
+	}
+	if err := s.Forget(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
 	// A clean stop marks itself gone unconditionally.
 	if err := s.MarkGone(ctx, a.ID, time.Time{}, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -68,6 +75,9 @@ func TestDynamoStore(t *testing.T) {
 	items, err = s.List(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(items) != 1 {
+		t.Fatalf("%d items listed, want a's alone (b forgotten)", len(items))
 	}
 	for _, it := range items {
 		if !it.Gone {

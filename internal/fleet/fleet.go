@@ -38,6 +38,13 @@ type Member struct {
 	// Draining: the member is shutting down or self-draining and takes no
 	// new sessions.
 	Draining bool
+	// Serving: the member has been seen serving: the load balancer checks
+	// it, or it has held a session. Only a member seen serving joins the
+	// balancer's mean, so a task that heartbeats but gets no traffic (not
+	// registered with the load balancer, or an item written by hand) never
+	// draws sessions off the others. In a roster it is sticky: once seen
+	// serving, a member stays counted.
+	Serving bool
 }
 
 // Roster is the fleet as this server knows it: every consumer reads it

@@ -24,6 +24,24 @@ const (
 	// MaxLoad bounds each load figure an item may claim; a larger one is
 	// a malformed item and is ignored.
 	MaxLoad = 1_000_000
+	// NewMembersPerRead bounds the ids one read takes into the view that
+	// it did not know: a table filled with thousands of items (a crashed
+	// deploy's leftovers, or forged) enters the view, and is judged, a
+	// bounded slice per heartbeat, never all at once.
+	NewMembersPerRead = 64
+	// MarksPerRead bounds the members one read marks gone (and hands to
+	// OnGone); the rest wait for the next read.
+	MarksPerRead = 64
+	// MarkConcurrency bounds the MarkGone (and Forget) calls in flight at
+	// once.
+	MarkConcurrency = 4
+	// GoneRetention is how long a gone item stays in the table once this
+	// server has seen it gone; then this server deletes it (Forget), at
+	// most MarksPerRead a read. Every heartbeat's Scan reads every item,
+	// so gone items must not pile up for the TTL's hour (or the days
+	// DynamoDB may take to act on it). Far longer than any pause of a live
+	// server judged gone: it learns from its item that it was expelled.
+	GoneRetention = 10 * time.Minute
 )
 
 // Errors of a Store. Match them with errors.Is.
@@ -59,6 +77,8 @@ type Store interface {
 	// being heartbeat (ErrChanged otherwise); a zero heartbeat marks it
 	// unconditionally (a clean stop). expires is the item's new TTL.
 	MarkGone(ctx context.Context, id string, heartbeat, expires time.Time) error
+	// Forget deletes id's item if it is marked gone (ErrChanged if not).
+	Forget(ctx context.Context, id string) error
 }
 
 // Options configure a Membership. Zero values mean the defaults.
@@ -74,6 +94,10 @@ type Options struct {
 	StaleAfter time.Duration
 	// Load reports this server's load for its item (default: zero).
 	Load func() Load
+	// Serving reports whether this server is seen serving (the load
+	// balancer checks it, or it has held a session) for its item
+	// (default: true).
+	Serving func() bool
 	// Now replaces the clock in tests.
 	Now func() time.Time
 }
@@ -94,6 +118,7 @@ type Membership struct {
 	members   map[string]*seen
 	observing time.Time // first successful read since the last failed one
 	listedAt  time.Time // start of the last successful read
+	readAt    time.Time // end of the last successful read
 	wroteAt   time.Time // last successful write of our own item
 	gone      map[string]bool
 	draining  bool
@@ -106,6 +131,8 @@ type Membership struct {
 type seen struct {
 	item      Item
 	changedAt time.Time // local time its heartbeat was seen to change
+	missing   bool      // absent from the last read (deleted): judged as a heartbeat that stopped
+	served    bool      // it has been seen serving (Member.Serving or a session): it joins the mean
 	malformed string    // why its item is not trusted for the load view; "" when it is
 	warned    bool      // a malformed item was logged
 }
@@ -128,6 +155,9 @@ func NewMembership(store Store, o Options, logger *zap.Logger) *Membership {
 	}
 	if o.Load == nil {
 		o.Load = func() Load { return Load{} }
+	}
+	if o.Serving == nil {
+		o.Serving = func() bool { return true }
 	}
 	return &Membership{store: store, o: o, logger: logger, members: map[string]*seen{}, gone: map[string]bool{}}
 }
@@ -172,25 +202,29 @@ func (m *Membership) Healthy() bool {
 func (m *Membership) Members() []Member {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	self := Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: m.wroteAt, Load: m.o.Load(), Draining: m.draining}
+	self := Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: m.wroteAt, Load: m.o.Load(), Draining: m.draining, Serving: true}
 	out := []Member{self}
 	if m.store == nil {
 		return out
 	}
 	now := m.o.Now()
 	for id, s := range m.members {
-		if id == m.o.ID || s.malformed != "" || s.item.Gone || m.gone[id] || m.staleLocked(s, now) {
+		if id == m.o.ID || s.missing || s.malformed != "" || s.item.Gone || m.gone[id] || m.staleLocked(s, now) {
 			continue
 		}
-		out = append(out, s.item.Member)
+		mem := s.item.Member
+		mem.Serving = s.served
+		out = append(out, mem)
 	}
 	return out
 }
 
 // Gone reports whether server is known to be gone, for a question about
 // something it owned since `since` (by the owner's clock: it wrote its
-// item before that). Unknown ids are gone only once a read that started
-// after since did not list them.
+// item before that). A member whose item disappeared (deleted by hand, or
+// never seen) is gone only once reads that did not list it have covered
+// the stale bound: a deleted item is rewritten by a live owner at its
+// next heartbeat, so one read without it proves nothing.
 func (m *Membership) Gone(server string, since time.Time) bool {
 	if m.store == nil || server == m.o.ID {
 		return false
@@ -200,11 +234,19 @@ func (m *Membership) Gone(server string, since time.Time) bool {
 	if m.gone[server] {
 		return true
 	}
+	now := m.o.Now()
 	s, ok := m.members[server]
 	if !ok {
-		return !m.listedAt.IsZero() && m.listedAt.After(since)
+		if m.listedAt.IsZero() || !m.listedAt.After(since) {
+			return false
+		}
+		from := since
+		if m.observing.After(from) {
+			from = m.observing
+		}
+		return now.Sub(from) >= m.o.StaleAfter
 	}
-	return s.item.Gone || m.staleLocked(s, m.o.Now())
+	return s.item.Gone || m.staleLocked(s, now)
 }
 
 // staleLocked: the heartbeat stayed unchanged for StaleAfter of
@@ -242,31 +284,57 @@ func (m *Membership) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Run renews this server's item and reads the others' every heartbeat
-// until ctx ends. The two are separate calls on purpose: a failed write
-// does not stop the reads, and the reverse.
+// Run renews this server's item and reads and judges the others' every
+// heartbeat until ctx ends. Renewing and judging run on separate
+// goroutines on purpose: however long judging takes (a table full of
+// stale items, a slow store), this server's own renewal keeps its period,
+// and a failed write does not stop the reads, nor the reverse.
 func (m *Membership) Run(ctx context.Context) error {
 	if m.store == nil {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	tick := time.NewTicker(m.o.Heartbeat)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		every(ctx, m.o.Heartbeat, func() {
+			if err := m.beat(ctx); err != nil {
+				m.logger.Warn("fleet_heartbeat_failed", zap.Error(err))
+			}
+		})
+	}()
+	every(ctx, m.o.Heartbeat, func() { m.judge(ctx) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// every calls f each period until ctx ends; a call longer than the
+// period delays only the next call of f.
+func every(ctx context.Context, period time.Duration, f func()) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return
 		case <-tick.C:
 		}
-		m.Refresh(ctx)
+		f()
 	}
 }
 
-// Refresh does one round of Run: renew, read, judge.
+// Refresh does one round of Run in order: renew, then read and judge.
 func (m *Membership) Refresh(ctx context.Context) {
 	if err := m.beat(ctx); err != nil {
 		m.logger.Warn("fleet_heartbeat_failed", zap.Error(err))
 	}
+	m.judge(ctx)
+}
+
+// judge reads the table, marks the members newly judged gone, and hands
+// each to OnGone.
+func (m *Membership) judge(ctx context.Context) {
 	for _, id := range m.read(ctx) {
 		m.logger.Warn("fleet_member_gone", zap.String("member", id))
 		for _, f := range m.onGone {
@@ -281,7 +349,7 @@ func (m *Membership) callTimeout() time.Duration { return m.o.Heartbeat }
 func (m *Membership) beat(ctx context.Context) error {
 	now := m.o.Now()
 	m.mu.Lock()
-	it := Item{Member: Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: now, Load: m.o.Load(), Draining: m.draining},
+	it := Item{Member: Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: now, Load: m.o.Load(), Draining: m.draining, Serving: m.o.Serving()},
 		Expires: now.Add(time.Hour)}
 	expelled := m.expelled
 	m.mu.Unlock()
@@ -312,7 +380,11 @@ func (m *Membership) beat(ctx context.Context) error {
 
 // read lists the items and returns the members newly judged gone (each
 // marked gone in the store, so that a server judged dead while alive
-// learns it).
+// learns it). It takes at most NewMembersPerRead unknown ids into the
+// view and judges at most MarksPerRead members, MarkConcurrency marks at
+// a time. It judges nobody while this server's own item is not renewed
+// in time, or after a gap in its reads: then the slowness may be this
+// server's or the store's, not the others'.
 func (m *Membership) read(ctx context.Context) []string {
 	start := m.o.Now()
 	cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
@@ -326,25 +398,32 @@ func (m *Membership) read(ctx context.Context) []string {
 		m.logger.Warn("fleet_read_failed", zap.Error(err))
 		return nil
 	}
-	if m.observing.IsZero() {
+	if m.observing.IsZero() || now.Sub(m.readAt) > 2*m.o.Heartbeat+m.callTimeout() {
+		// Not observed in between (this server was busy or paused): a
+		// heartbeat unchanged across the gap proves nothing.
 		m.observing = now
 	}
-	m.listedAt = start
-	present := make(map[string]bool, len(items))
+	m.listedAt, m.readAt = start, now
+	present := make(map[string]bool, len(m.members))
+	admitted := 0
 	for _, it := range items {
 		if it.ID == "" || it.ID == m.o.ID {
 			continue
 		}
-		present[it.ID] = true
 		s := m.members[it.ID]
 		if s == nil {
+			if admitted == NewMembersPerRead {
+				continue // the next read takes it
+			}
+			admitted++
 			s = &seen{changedAt: now}
 			m.members[it.ID] = s
 		}
+		present[it.ID] = true
 		if !it.Heartbeat.Equal(s.item.Heartbeat) || it.Gone != s.item.Gone {
 			s.changedAt = now
 		}
-		s.item = it
+		s.item, s.missing = it, false
 		// A malformed item still tells whether its server renews it (so
 		// liveness holds), but its load and start are not trusted.
 		s.malformed = malformed(it, now, m.o.StaleAfter)
@@ -352,16 +431,29 @@ func (m *Membership) read(ctx context.Context) []string {
 			s.warned = true
 			m.logger.Warn("fleet_member_ignored", zap.String("member", it.ID), zap.String("why", s.malformed))
 		}
+		if s.malformed == "" && !it.Gone && (it.Serving || it.Load.Sessions > 0) {
+			s.served = true
+		}
 	}
-	for id := range m.members {
-		if !present[id] {
-			delete(m.members, id) // TTL deleted it long after it went
+	for id, s := range m.members {
+		if present[id] {
+			continue
+		}
+		// Missing: its heartbeat is as stopped; it is judged at the stale
+		// bound like any silent member, and forgotten once long gone.
+		s.missing = true
+		if m.gone[id] && now.Sub(s.changedAt) > 2*m.o.StaleAfter {
+			delete(m.members, id)
 			delete(m.gone, id)
 		}
 	}
+	judging := m.o.Now().Sub(m.wroteAt) < m.o.StaleAfter/2
 	var newlyGone []string
 	var marks []Item
 	for id, s := range m.members {
+		if !judging || len(newlyGone) == MarksPerRead {
+			break
+		}
 		if m.gone[id] {
 			continue
 		}
@@ -369,27 +461,86 @@ func (m *Membership) read(ctx context.Context) []string {
 			m.gone[id] = true
 			newlyGone = append(newlyGone, id)
 			if !s.item.Gone {
-				marks = append(marks, s.item)
+				it := s.item
+				if s.missing {
+					it = Item{Member: Member{ID: id}} // no item to match: mark it unconditionally
+				}
+				marks = append(marks, it)
 			}
 		}
 	}
+	var forget []string
+	for id, s := range m.members {
+		if len(forget) == MarksPerRead {
+			break
+		}
+		if !s.missing && s.item.Gone && m.gone[id] && now.Sub(s.changedAt) >= GoneRetention {
+			forget = append(forget, id)
+		}
+	}
 	m.mu.Unlock()
-	for _, it := range marks {
+	changed := m.mark(ctx, marks, now.Add(time.Hour))
+	for _, id := range changed {
+		newlyGone = remove(newlyGone, id)
+	}
+	m.forget(ctx, forget)
+	return newlyGone
+}
+
+// forget deletes long-gone items, MarkConcurrency at a time.
+func (m *Membership) forget(ctx context.Context, ids []string) {
+	bounded(len(ids), func(i int) {
 		cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
-		err := m.store.MarkGone(cctx, it.ID, it.Heartbeat, now.Add(time.Hour))
+		err := m.store.Forget(cctx, ids[i])
 		cancel()
 		if err != nil && !errors.Is(err, ErrChanged) {
-			m.logger.Warn("fleet_mark_gone_failed", zap.String("member", it.ID), zap.Error(err))
+			m.logger.Warn("fleet_forget_failed", zap.String("member", ids[i]), zap.Error(err))
 		}
-		if errors.Is(err, ErrChanged) {
+	})
+}
+
+// bounded calls f(0) ... f(n-1), MarkConcurrency at a time, and returns
+// when all have returned.
+func bounded(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, MarkConcurrency)
+	for i := range n {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// mark marks items gone, MarkConcurrency at a time, and returns the ids
+// that renewed after all (not gone).
+func (m *Membership) mark(ctx context.Context, marks []Item, expires time.Time) []string {
+	var (
+		mu      sync.Mutex
+		changed []string
+	)
+	bounded(len(marks), func(i int) {
+		it := marks[i]
+		cctx, cancel := context.WithTimeout(ctx, m.callTimeout())
+		err := m.store.MarkGone(cctx, it.ID, it.Heartbeat, expires)
+		cancel()
+		switch {
+		case errors.Is(err, ErrChanged):
 			// It renewed after all: not gone.
 			m.mu.Lock()
 			delete(m.gone, it.ID)
 			m.mu.Unlock()
-			newlyGone = remove(newlyGone, it.ID)
+			mu.Lock()
+			changed = append(changed, it.ID)
+			mu.Unlock()
+		case err != nil:
+			m.logger.Warn("fleet_mark_gone_failed", zap.String("member", it.ID), zap.Error(err))
 		}
-	}
-	return newlyGone
+	})
+	return changed
 }
 
 func remove(ids []string, id string) []string {

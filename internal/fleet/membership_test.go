@@ -61,6 +61,19 @@ func (s *memStore) MarkGone(_ context.Context, id string, hb, exp time.Time) err
 	return nil
 }
 
+func (s *memStore) Forget(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ErrUnavailable
+	}
+	if !s.items[id].Gone {
+		return ErrChanged
+	}
+	delete(s.items, id)
+	return nil
+}
+
 func (s *memStore) setDown(d bool) {
 	s.mu.Lock()
 	s.down = d
@@ -186,15 +199,71 @@ func TestCleanLeaveIsGoneAtOnce(t *testing.T) {
 	}
 }
 
-func TestUnknownMemberIsGoneOnlyAfterAReadLaterThanTheQuestion(t *testing.T) {
+func TestUnknownMemberIsGoneOnlyAfterTheStaleBound(t *testing.T) {
 	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
 	a := member(t, s, c, "a")
 	rounds(c, 1, a)
 	if a.Gone("ghost", c.Now()) {
 		t.Fatal("no read since the question: not known gone")
 	}
-	if !a.Gone("ghost", c.Now().Add(-2*time.Second)) {
-		t.Fatal("absent from a read after the question: gone")
+	if a.Gone("ghost", c.Now().Add(-2*time.Second)) {
+		t.Fatal("absent from reads covering 2 s of a 5 s bound: not yet gone")
+	}
+	rounds(c, 5, a)
+	if !a.Gone("ghost", c.Now().Add(-6*time.Second)) {
+		t.Fatal("absent from every read for the stale bound: gone")
+	}
+}
+
+// A live member's item deleted (by hand, or by anyone with write access
+// to the table) is not a death: the member rewrites it at its next
+// heartbeat, and nobody judges it gone, nor ends what it owns, meanwhile.
+func TestDeletedItemIsNotGoneBeforeTheStaleBound(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a, b := member(t, s, c, "a"), member(t, s, c, "bb")
+	var gone []string
+	a.OnGone(func(id string) { gone = append(gone, id) })
+	rounds(c, 2, a, b)
+	since := c.Now().Add(-time.Second)
+	s.mu.Lock()
+	delete(s.items, "bb")
+	s.mu.Unlock()
+	rounds(c, 1, a) // a reads before b renews
+	if a.Gone("bb", since) || len(gone) != 0 {
+		t.Fatal("bb judged gone at the first read without its item")
+	}
+	rounds(c, 8, a, b) // b renews: its item is back
+	if a.Gone("bb", since) || len(gone) != 0 || !b.Healthy() {
+		t.Fatalf("bb gone = %v (%v), healthy %v", a.Gone("bb", since), gone, b.Healthy())
+	}
+	// Deleted and silent for the stale bound: gone, once.
+	s.mu.Lock()
+	delete(s.items, "bb")
+	s.mu.Unlock()
+	rounds(c, 7, a)
+	if !a.Gone("bb", since) || !slices.Equal(gone, []string{"bb"}) {
+		t.Fatalf("gone = %v: a deleted, silent member is gone after the stale bound", gone)
+	}
+}
+
+// A member seen serving (the load balancer checks it, or it held a
+// session) is marked so in the roster; one that only heartbeats is not.
+func TestServingIsSticky(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a := member(t, s, c, "a")
+	now := c.Now()
+	s.items["idle"] = Item{Member: Member{ID: "idle", Started: now, Heartbeat: now}}
+	s.items["busy"] = Item{Member: Member{ID: "busy", Started: now, Heartbeat: now, Load: Load{Sessions: 3}}}
+	rounds(c, 1, a)
+	s.items["busy"] = Item{Member: Member{ID: "busy", Started: now, Heartbeat: c.Now()}}
+	s.items["idle"] = Item{Member: Member{ID: "idle", Started: now, Heartbeat: c.Now()}}
+	rounds(c, 1, a)
+	serving := map[string]bool{}
+	for _, m := range a.Members() {
+		serving[m.ID] = m.Serving
+	}
+	if !serving["a"] || !serving["busy"] || serving["idle"] {
+		t.Fatalf("serving = %v, want a and busy (sticky), not idle", serving)
 	}
 }
 
@@ -227,5 +296,40 @@ func TestFleetOfOne(t *testing.T) {
 	cancel()
 	if err := m.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// Gone items do not stay in the table for the TTL's hour: GoneRetention
+// after a server saw one gone, it deletes it, MarksPerRead a read; the
+// live ones stay.
+func TestGoneItemsAreForgotten(t *testing.T) {
+	s, c := newMemStore(), &clock{now: time.Unix(1_900_000_000, 0)}
+	a := member(t, s, c, "a")
+	now := c.Now()
+	const gone = 3 * MarksPerRead
+	for i := range gone {
+		id := "left-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		s.items[id] = Item{Member: Member{ID: id, Started: now, Heartbeat: now}, Gone: true}
+	}
+	rounds(c, 4, a) // all in the view (64 new ids a read)
+	c.advance(GoneRetention)
+	reads := 0
+	for {
+		s.mu.Lock()
+		n := len(s.items)
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if reads++; reads > 10 {
+			t.Fatalf("%d items left after %d reads", n, reads)
+		}
+		rounds(c, 1, a)
+	}
+	if reads < gone/MarksPerRead {
+		t.Fatalf("forgot %d items in %d reads: more than %d a read", gone, reads, MarksPerRead)
+	}
+	if _, ok := s.items["a"]; !ok {
+		t.Fatal("the live item was deleted")
 	}
 }

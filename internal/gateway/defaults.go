@@ -37,6 +37,7 @@ const (
 	persistBackoff     = 50 * time.Millisecond
 	maxStoreBackoff    = 2 * time.Second  // between retries of a terminal's write, and polls of a record after store errors
 	sweepTimeout       = 30 * time.Second // listing and adopting a gone server's running records
+	sweepConcurrency   = 4                // sweeps of gone servers run at once; the rest wait their turn
 	drainPersistMargin = time.Second      // Wait's extra time, past StoreTimeout, for stopped requests to persist
 )
 

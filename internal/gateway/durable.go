@@ -244,6 +244,14 @@ func (g *Gateway) Sweep(server string) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		// Many servers can be judged gone at once (a table of leftovers):
+		// at most sweepConcurrency sweeps load the store at a time.
+		select {
+		case g.sweeps <- struct{}{}:
+			defer func() { <-g.sweeps }()
+		case <-g.base.Done():
+			return
+		}
 		ctx, cancel := context.WithTimeout(g.base, sweepTimeout)
 		defer cancel()
 		keys, err := g.records.Owned(ctx, server, stream.Running)

@@ -90,6 +90,7 @@ type Gateway struct {
 	stopSettle context.CancelFunc
 	wg         sync.WaitGroup // requests running
 	refusals   *refusals      // per-user refusal budgets
+	sweeps     chan struct{}  // one slot per sweep running (sweepConcurrency)
 
 	mu        sync.Mutex
 	draining  bool
@@ -124,7 +125,7 @@ func New(d Deps, o Options) *Gateway {
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}, late: map[lateKey]*lateWatch{},
-		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
+		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now), sweeps: make(chan struct{}, sweepConcurrency),
 	}
 }
 

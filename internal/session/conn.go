@@ -39,6 +39,8 @@ type Session struct {
 	draining  bool
 	moved     bool               // asked to move to another server (guarded by hub.mu, not mu)
 	activeAt  time.Time          // when a request was last delivered, or the session opened
+	openedAt  time.Time          // when the session opened
+	heardAt   time.Time          // when the client's last frame began to arrive (or the session opened)
 	follows   map[string]*follow // request id -> the follower delivering it
 	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
@@ -82,8 +84,10 @@ func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share
 	s := &Session{
 		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
 		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
-		follows: map[string]*follow{}, activeAt: h.opts.Now(),
+		follows: map[string]*follow{},
 	}
+	s.activeAt = h.opts.Now()
+	s.openedAt, s.heardAt = s.activeAt, s.activeAt
 	s.queue = newSendQueue(h.opts.SendQueueFrames, h.opts.SendQueueBytes, s.writeLoop)
 	return s
 }
@@ -152,12 +156,27 @@ func (s *Session) readLoop() {
 	_ = s.conn.SetReadDeadline(deadline())
 	// Called on this goroutine, from inside the reads below.
 	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
+	// From a frame's first byte to its handling the frame is pending (see
+	// admitting): a move decided meanwhile does not take the session, so
+	// the frame is answered here, never cut off by the move's close.
+	reading := false
+	defer func() {
+		if reading {
+			s.admitting(false)
+		}
+	}()
 	for {
+		if reading {
+			reading = false
+			s.admitting(false)
+		}
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
 			s.readFailed(err, false)
 			return
 		}
+		s.heard()
+		reading = true
 		frameDue = time.Now().Add(opts.FrameReadTimeout)
 		_ = s.conn.SetReadDeadline(deadline())
 		data, held, err := s.hub.frames.read(r, s.share)
@@ -654,6 +673,15 @@ func (s *Session) admitting(start bool) (draining bool) {
 	return false
 }
 
+// heard marks an inbound frame arriving: pending until readLoop has
+// handled it, and the session's last sign of a talking client.
+func (s *Session) heard() {
+	s.mu.Lock()
+	s.pending++
+	s.heardAt = s.hub.opts.Now()
+	s.mu.Unlock()
+}
+
 // moveIfBusy moves the session when err is a busy at this server's
 // capacity and another server has room: the `draining` frame goes out
 // before the refusal, so the client sends the request again on its new
@@ -675,6 +703,15 @@ func (s *Session) idleSince() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.activeAt, len(s.follows) == 0 && s.pending == 0 && !s.draining && !s.closing
+}
+
+// movable is idleSince for a move: also false while the session is
+// younger than minAge or heard a frame within quiet.
+func (s *Session) movable(now time.Time, minAge, quiet time.Duration) (time.Time, bool) {
+	since, idle := s.idleSince()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return since, idle && now.Sub(s.openedAt) >= minAge && now.Sub(s.heardAt) >= quiet
 }
 
 // drain tells the client to move to another server.
@@ -709,6 +746,41 @@ func (s *Session) signalIdle() {
 	case <-s.idle:
 	default:
 		close(s.idle)
+	}
+}
+
+// closeWhenQuiet is closeWhenIdle for a moved session: it closes with
+// 1001 only once the session has been idle for linger since its
+// `draining` frame and since its last inbound frame, so a frame its
+// client sent before reading `draining` is answered, not cut off.
+func (s *Session) closeWhenQuiet(linger time.Duration) {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	for {
+		select {
+		case <-idle:
+		case <-s.ctx.Done():
+			return
+		}
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+		now := s.hub.opts.Now()
+		s.mu.Lock()
+		busy := len(s.follows) > 0 || s.pending > 0
+		wait := linger - now.Sub(s.heardAt)
+		if !busy && wait <= 0 {
+			s.mu.Unlock()
+			s.closeAfterQueue(protocol.DisconnectShutdown)
+			return
+		}
+		s.mu.Unlock()
+		t.Reset(max(wait, linger/10))
 	}
 }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,12 +56,22 @@ func waitStaying(t *testing.T, h *Hub, n int) {
 	}
 }
 
+// laterClock is the real clock plus an offset a test moves on: time
+// still runs (the order of events holds) and a test can skip ahead past
+// the move bounds.
+type laterClock struct{ offset atomic.Int64 }
+
+func (c *laterClock) Now() time.Time            { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *laterClock) skip(d time.Duration)      { c.offset.Add(int64(d)) }
+func (c *laterClock) options(o Options) Options { o.Now = c.Now; return o }
+
 // MoveIdle moves idle sessions only, those idle longest first, each with a
 // draining frame and then a close with 1001, as at shutdown.
 func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	g := &logsByID{logs: map[string]*stream.Log{}}
-	h, url := serve(t, g.gateway(), zap.New(core), Options{})
+	clock := &laterClock{}
+	h, url := serve(t, g.gateway(), zap.New(core), clock.options(Options{}))
 	oldest := dial(t, url)
 	busy := dial(t, url)
 	newest := dial(t, url)
@@ -71,6 +82,10 @@ func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 		t.Fatalf("got %v, want accepted", f)
 	}
 	at := fleet.Spread{Sessions: 3, Mean: 1, Members: 3}
+	if n := h.MoveIdle(3, telemetry.MoveBalance, at); n != 0 {
+		t.Fatalf("MoveIdle moved %d sessions younger than the move bound", n)
+	}
+	clock.skip(DefaultMoveMinAge)
 
 	if n := h.MoveIdle(1, telemetry.MoveBalance, at); n != 1 {
 		t.Fatalf("MoveIdle(1) moved %d", n)
@@ -162,5 +177,90 @@ func TestBusyWithRoomElsewhereMovesTheSession(t *testing.T) {
 	}
 	if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
 		t.Fatalf("closed with %d, want 1001 once its request ended", code)
+	}
+}
+
+// A frame the server has begun to read when the balancer decides keeps
+// its session: the move passes it by, and the frame is answered there.
+func TestMoveSparesASessionWhoseFrameIsBeingHandled(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	g := fakeGateway{submit: func(_ gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
+		once.Do(func() { close(entered) })
+		<-release // the frame is read, not yet followed
+		l := stream.NewLog("u1", r.RequestID, "", time.Now())
+		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID}))
+		finish(l)
+		return l, 0, nil
+	}}
+	clock := &laterClock{}
+	h, url := serve(t, g, nil, clock.options(Options{}))
+	ws := dial(t, url)
+	clock.skip(DefaultMoveMinAge + DefaultMoveQuiet)
+	if err := ws.WriteJSON(request("race-before-1")); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	clock.skip(DefaultMoveQuiet) // even once quiet by the clock, the frame in hand keeps it
+	if n := h.MoveIdle(1, telemetry.MoveBalance, fleet.Spread{Sessions: 1, Members: 2}); n != 0 {
+		t.Fatalf("moved %d sessions with a frame being handled", n)
+	}
+	close(release)
+	for _, want := range []string{protocol.TypeAccepted, protocol.TypeChunk, protocol.TypeDone} {
+		if f := read(t, ws); f["type"] != want {
+			t.Fatalf("got %v, want %s", f, want)
+		}
+	}
+}
+
+// Frames the client sent before it read `draining` (it sent them as the
+// move was decided) are answered before the move's close: the resume is
+// served, the new request refused `draining`; then 1001.
+func TestFramesRacingAMoveAreAnswered(t *testing.T) {
+	done := stream.NewLog("u1", "race-resume-1", "", time.Now())
+	done.Accept(stream.NewAccepted(protocol.Accepted{RequestID: "race-resume-1"}))
+	finish(done)
+	g := fakeGateway{resume: func(_ gateway.Caller, id string) (*stream.Log, error) {
+		if id == done.RequestID {
+			return done, nil
+		}
+		return nil, errNoSuchRequest
+	}}
+	for range 5 {
+		clock := &laterClock{}
+		h, url := serve(t, g, nil, clock.options(Options{}))
+		ws := dial(t, url)
+		clock.skip(DefaultMoveMinAge + DefaultMoveQuiet)
+		if n := h.MoveIdle(1, telemetry.MoveBalance, fleet.Spread{Sessions: 1, Members: 2}); n != 1 {
+			t.Fatalf("moved %d, want the idle session", n)
+		}
+		// Written without reading first: the client has not seen draining.
+		if err := ws.WriteJSON(map[string]any{"type": "resume", "request_id": "race-resume-1", "after_seq": 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.WriteJSON(request("race-new-1")); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for !got["done"] || !got["draining-error"] {
+			f := read(t, ws)
+			switch {
+			case f["type"] == protocol.TypeDraining:
+				got["draining"] = true
+			case f["type"] == protocol.TypeDone && f["request_id"] == "race-resume-1":
+				got["done"] = true
+			case f["type"] == protocol.TypeError && f["request_id"] == "race-new-1":
+				if f["code"] != protocol.CodeDraining {
+					t.Fatalf("the new request got %v, want error draining", f)
+				}
+				got["draining-error"] = true
+			}
+		}
+		if !got["draining"] {
+			t.Fatal("no draining frame")
+		}
+		if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
+			t.Fatalf("closed with %d, want 1001", code)
+		}
 	}
 }

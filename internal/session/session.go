@@ -62,6 +62,23 @@ const (
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultMaxConnsPerUser  = 16
 	DefaultReconnectAfter   = time.Second
+	// DefaultMoveMinAge: a session younger than this is never moved. A
+	// fresh session is most often a reconnect the fleet's view has not
+	// counted yet (membership load is a heartbeat old), and its client is
+	// likely sending `resume`s right now. Longer than a heartbeat (2 s);
+	// short enough that a moved session the load balancer sent back here
+	// can move again soon.
+	DefaultMoveMinAge = 3 * time.Second
+	// DefaultMoveQuiet: a session that sent a frame within this is never
+	// moved: its client is talking, and the answer to a frame it sent must
+	// not race the move. Many round trips.
+	DefaultMoveQuiet = 250 * time.Millisecond
+	// DefaultMoveLinger: a moved session closes (1001) only after it has
+	// been idle this long since its `draining` frame or its last inbound
+	// frame: a frame the client sent before it read `draining` arrives
+	// meanwhile and is answered (a request with `error draining`, a
+	// resume served), never cut off by the close.
+	DefaultMoveLinger = time.Second
 )
 
 // Options bound every session. Zero values mean the Default constants.
@@ -94,6 +111,9 @@ type Options struct {
 	// move rate allows a move (the balancer's RoomElsewhere). The session
 	// is then moved, and its busy says so (a short retry_after_ms).
 	RoomElsewhere func() (fleet.Spread, bool)
+	MoveMinAge    time.Duration // a session younger than this is not moved (DefaultMoveMinAge)
+	MoveQuiet     time.Duration // a session that sent a frame within this is not moved (DefaultMoveQuiet)
+	MoveLinger    time.Duration // a moved session closes after this long idle (DefaultMoveLinger)
 	Now           func() time.Time
 }
 
@@ -130,6 +150,15 @@ func (o *Options) defaults() {
 	}
 	if o.ReconnectAfter <= 0 {
 		o.ReconnectAfter = DefaultReconnectAfter
+	}
+	if o.MoveMinAge <= 0 {
+		o.MoveMinAge = DefaultMoveMinAge
+	}
+	if o.MoveQuiet <= 0 {
+		o.MoveQuiet = DefaultMoveQuiet
+	}
+	if o.MoveLinger <= 0 {
+		o.MoveLinger = DefaultMoveLinger
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -388,9 +417,11 @@ func (h *Hub) Staying() int {
 
 // MoveIdle asks up to n idle sessions (no request being delivered) to move
 // to another server, those idle longest first, and returns how many it
-// asked. A moved session is drained as at shutdown: a `draining` frame,
-// new requests on it refused `draining`, and a close with 1001 once what
-// it delivers has ended (its answers stay resumable). reason is
+// asked. Sessions younger than MoveMinAge, or that sent a frame within
+// MoveQuiet, stay. A moved session is drained as at shutdown: a
+// `draining` frame, new requests on it refused `draining`, and a close
+// with 1001 once what it delivers has ended and it has been quiet for
+// MoveLinger (its answers stay resumable). reason is
 // telemetry.MoveBalance or telemetry.MoveBusy; at is logged with each move.
 func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
 	if n <= 0 {
@@ -412,9 +443,10 @@ func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
 		s     *Session
 		since time.Time
 	}
+	now := h.opts.Now()
 	idle := make([]candidate, 0, len(all))
 	for _, s := range all {
-		if since, ok := s.idleSince(); ok {
+		if since, ok := s.movable(now, h.opts.MoveMinAge, h.opts.MoveQuiet); ok {
 			idle = append(idle, candidate{s, since})
 		}
 	}
@@ -432,7 +464,8 @@ func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
 }
 
 // move drains one session for a move (with idleOnly, only if it has
-// nothing in flight), counts and logs it; false if it was not moved.
+// nothing in flight and no frame being read), counts and logs it; false
+// if it was not moved.
 func (h *Hub) move(s *Session, reason string, at fleet.Spread, idleOnly bool) bool {
 	if !s.startDrain(idleOnly) {
 		return false
@@ -446,7 +479,7 @@ func (h *Hub) move(s *Session, reason string, at fleet.Spread, idleOnly bool) bo
 	h.metrics.SessionMoved(reason)
 	s.logger.Info("session_moved", zap.String("reason", reason), zap.Int("sessions", at.Sessions),
 		zap.Float64("fleet_mean", math.Round(at.Mean*10)/10), zap.Int("members", at.Members))
-	go s.closeWhenIdle(context.Background())
+	go s.closeWhenQuiet(h.opts.MoveLinger)
 	return true
 }
 
