@@ -3,8 +3,8 @@
 //	gateway [serve] [flags]       run the server (settings: docs/configuration.md)
 //	gateway chat [flags] [prompt] talk to a gateway from the terminal
 //	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
-//	gateway tables create         create the DynamoDB tables (local and test use)
-//	gateway usage [--dir] [--since 24h] [--by tenant,app,model]
+//	gateway tables create [--aws] create the DynamoDB tables at AWS_ENDPOINT_URL_DYNAMODB (--aws: real AWS)
+//	gateway usage [--dir] [--since 24h|7d] [--by tenant,app,model,user,door]
 package main
 
 import (
@@ -44,8 +44,9 @@ commands:
   chat [prompt]     talk to a gateway from the terminal: streams the answer, resumes after a
                     dropped connection; without a prompt, one prompt per line from stdin
   token             mint a dev-mode token (--sub alice --tenant contoso --app support-assistant)
-  tables create     create the DynamoDB tables, idempotently (local and test use)
-  usage             report of the local usage records (--since 24h --by tenant,app,model)
+  tables create     create the DynamoDB tables, idempotently, at AWS_ENDPOINT_URL_DYNAMODB
+                    (--aws: in real AWS, AWS_REGION)
+  usage             report of the local usage records (--since 24h or 7d, --by tenant,app,model,user,door)
 
 `
 
