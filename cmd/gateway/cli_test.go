@@ -195,3 +195,38 @@ func TestCommandLineNewcomer(t *testing.T) {
 		}
 	}
 }
+
+// gateway -h groups the server's flags (dev, production, tuning): every
+// flag once, and every name the groups list is a flag.
+func TestHelpGroupsServeFlags(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-h"}, func(k string) string { return env[k] }, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	text := out.String()
+	s := &settings{}
+	fs, _, _ := s.flags("gateway serve", func(k string) string { return env[k] })
+	fs.VisitAll(func(f *flag.Flag) {
+		if n := strings.Count(text, "\n  -"+f.Name+" ") + strings.Count(text, "\n  -"+f.Name+"\n"); n != 1 {
+			t.Errorf("-%s is listed %d times", f.Name, n)
+		}
+	})
+	for _, g := range serveFlagGroups {
+		for _, n := range g.names {
+			if fs.Lookup(n) == nil {
+				t.Errorf("group %q names -%s, which is no flag", g.title, n)
+			}
+		}
+	}
+	dev, prod, tuning := strings.Index(text, "\ndev ("), strings.Index(text, "\nproduction ("), strings.Index(text, "\ntuning (")
+	if dev < 0 || prod < dev || tuning < prod {
+		t.Errorf("-h has no dev, production and tuning groups in that order:\n%s", text)
+	}
+	if i := strings.Index(text, "\n  -listen "); i < dev || i > prod {
+		t.Errorf("-listen is not in the dev group")
+	}
+	if i := strings.Index(text, "\n  -auth-issuer "); i < prod || i > tuning {
+		t.Errorf("-auth-issuer is not in the production group")
+	}
+}
