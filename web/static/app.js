@@ -264,8 +264,13 @@ function startChat(getToken, models) {
   client = connect({ urls: wsURLs, getToken });
   demo.client = client;
   client.on('state', renderConnection);
+  client.on('state', (ev) => {
+    if ((ev.state === 'connecting' || ev.state === 'reconnecting') && ev.error && ev.url) explainFailure(getToken, ev.url);
+  });
   client.on('ready', (r) => {
     $('who').textContent = `${r.user} · ${r.tenant} / ${r.app}`;
+    explaining = false;
+    delete $('conn').dataset.why;
     hideBanner();
   });
   client.on('error', (e) => showBanner(e.message || e.code));
@@ -273,8 +278,34 @@ function startChat(getToken, models) {
   /** @type {HTMLTextAreaElement} */ ($('prompt')).focus();
 }
 
+/**
+ * The call whose answer is streaming, if any: while it streams the
+ * composer's button is Stop (Enter does not send over it), then Send again.
+ * @type {Call|null}
+ */
+let streaming = null;
+
+/** @param {Call|null} call the call now streaming, or null */
+function setStreaming(call) {
+  streaming = call;
+  const b = /** @type {HTMLButtonElement} */ ($('send'));
+  b.dataset.mode = call ? 'stop' : 'send';
+  b.title = call ? 'Stop this answer' : 'Send (Enter)';
+  b.querySelector('.visually-hidden').textContent = call ? 'Stop' : 'Send';
+  b.querySelector('svg').outerHTML = call ? icons.stopLarge : icons.send;
+}
+
+// While an answer streams the button stops it (before the form would check
+// the empty box); Enter in the box sends nothing and keeps the text.
+$('send').addEventListener('click', (ev) => {
+  if (!streaming) return;
+  ev.preventDefault();
+  streaming.cancel();
+});
+
 $('ask').addEventListener('submit', (ev) => {
   ev.preventDefault();
+  if (streaming) return;
   const input = /** @type {HTMLTextAreaElement} */ ($('prompt'));
   const text = input.value.trim();
   if (!text || !client) return;
@@ -472,6 +503,7 @@ function answer(c, question, messages, round) {
         turns = [...question.before, question.message, { role: 'assistant', content: done.text }];
         offerActions();
       }
+      if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
     },
     onError: (err) => {
@@ -497,11 +529,13 @@ function answer(c, question, messages, round) {
       // Retry (for an interrupted answer too: the server died mid-answer)
       // asks the question again as a new request.
       offerActions();
+      if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
     },
   });
   turnCalls.set(a, call);
   stop.addEventListener('click', () => call.cancel());
+  setStreaming(call);
 }
 
 /**
@@ -523,6 +557,8 @@ function action(cls, label, title, icon) {
 /** Icons of the answer actions (fixed markup, never model text). */
 const icons = {
   stop: '<svg aria-hidden="true" viewBox="0 0 24 24" width="14" height="14"><rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/></svg>',
+  stopLarge: '<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/></svg>',
+  send: '<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round"><path d="M12 19V5M5 12l7-7 7 7"/></svg>',
   copy: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><rect x="9" y="9" width="12" height="12" rx="2"/><path d="M5 15H4a1 1 0 0 1-1-1V4a1 1 0 0 1 1-1h10a1 1 0 0 1 1 1v1"/></svg>',
   retry: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M3 12a9 9 0 0 1 15.5-6.2L21 8"/><path d="M21 3v5h-5"/><path d="M21 12a9 9 0 0 1-15.5 6.2L3 16"/><path d="M3 21v-5h5"/></svg>',
 };
@@ -844,6 +880,49 @@ function renderConnection(ev) {
       text = 'Signed out';
   }
   $('conn-text').textContent = text;
+}
+
+/** An explanation of failing attempts is on its way or shown (until `ready`). */
+let explaining = false;
+
+/**
+ * Says why connecting fails: a browser shows a refused WebSocket upgrade
+ * (401, 403) as a bare close, so the page asks the same gateway's HTTP door
+ * with the same token, once per run of failures. A refused token reads as
+ * the gateway's reason; a token that is accepted there points at the
+ * Origin; no answer at all, at the address or the Origin (CORS).
+ * @param {GetToken} getToken
+ * @param {string} wsURL
+ */
+async function explainFailure(getToken, wsURL) {
+  if (explaining) return;
+  explaining = true;
+  const where = host(wsURL);
+  const origin = `this page's origin (${location.origin}) may not be in its JETWAY_ALLOWED_ORIGINS`;
+  /** @type {string} */
+  let why;
+  try {
+    const token = await getToken({ force: false, reason: 'connect' });
+    const probe = new URL(wsURL);
+    probe.protocol = probe.protocol === 'wss:' ? 'https:' : 'http:';
+    probe.pathname = '/v1/models';
+    probe.search = '';
+    try {
+      const r = await fetch(probe, { headers: { authorization: `Bearer ${token}` } });
+      if (r.status === 401 || r.status === 403) why = `${where} refused the sign-in: ${await errorText(r)}`;
+      else if (r.ok) why = `${where} accepts the sign-in but refused the connection: ${origin}`;
+      else why = `${where} answered ${r.status}: ${await errorText(r)}`;
+    } catch {
+      why = `${where} refused the connection, and its HTTP door did not answer this page to say why: it cannot be reached, or ${origin}`;
+    }
+  } catch (err) {
+    why = `${err instanceof Error ? err.message : err}`;
+    if (!/^sign-in failed/i.test(why)) why = `sign-in failed: ${why}`;
+  }
+  if (client && client.state !== 'connected' && explaining) {
+    $('conn').dataset.why = why;
+    showBanner(`Cannot connect: ${why}. Still trying.`);
+  }
 }
 
 // ---------------------------------------------------------------------------
