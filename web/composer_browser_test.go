@@ -33,3 +33,42 @@ func TestPageComposerStops(t *testing.T) {
 	}
 	p.noProblems()
 }
+
+// An example card asks with the model and options it names (issue 30).
+func TestPageExamplesApplyOptions(t *testing.T) {
+	g := browserGateway(t, "examples")
+	p := openPage(t, g.HTTP()+"/", 1280, 800)
+	p.signIn("contoso/support-assistant", "alice")
+	p.waitJS(`[...document.getElementById('model').options].some((o) => o.value === 'mock-reasoning')`, "the app's models", 15*time.Second)
+	p.do(chromedp.Click(chromedp.CSS("#examples li:nth-child(4) .example")))
+	set := eval[map[string]any](p, `({model: document.getElementById('model').value, tools: document.getElementById('use-tools').checked,
+		reasoning: document.getElementById('use-reasoning').checked})`)
+	if set["model"] != "mock-reasoning" || set["tools"] != false || set["reasoning"] != true {
+		t.Errorf("the reasoning card set %v, want mock-reasoning with Reasoning on", set)
+	}
+	p.waitFinished(1, 30*time.Second)
+	if got := p.lastTurn(); got.State != "done" || got.Who != "Assistant · mock-reasoning" {
+		t.Errorf("the reasoning card's answer: %+v", got)
+	}
+	p.noProblems()
+}
+
+// At 375 px every option of the composer (model, Calculator, Reasoning) is
+// on screen: the row wraps instead of hiding them past its edge (issue 30).
+func TestPageOptionsFitPhone(t *testing.T) {
+	g := browserGateway(t, "phone")
+	p := openPage(t, g.HTTP()+"/", 375, 800)
+	p.signIn("contoso/support-assistant", "alice")
+	outside := eval[[]string](p, `(() => {
+		const box = document.querySelector('.composer-box').getBoundingClientRect();
+		return [...document.querySelectorAll('.options > *')].filter((e) => {
+			const r = e.getBoundingClientRect();
+			return r.width > 0 && (r.left < box.left || r.right > box.right || r.right > window.innerWidth);
+		}).map((e) => e.textContent.trim() || e.id);
+	})()`)
+	if len(outside) > 0 {
+		t.Errorf("at 375 px these options are past the composer's edge: %q", outside)
+	}
+	p.screenshot("composer-phone")
+	p.noProblems()
+}

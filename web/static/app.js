@@ -110,12 +110,12 @@ const reasoningBudget = 1024;
 const maxImageBytes = 150_000;
 /** The longest side of a scaled-down image, in pixels. */
 const scaledImageSide = 1024;
-/** The questions an empty conversation offers. */
+/** The questions an empty conversation offers, with the options each sets (a model the app does not allow: its default). */
 const examples = [
-  { text: 'Where is gate B12?', note: 'Markdown with mock-markdown' },
-  { text: 'How long does boarding take?', note: 'a streamed answer' },
-  { text: '12 * 7 please', note: 'with Calculator and mock-tools' },
-  { text: 'Which gate for Oslo?', note: 'with Reasoning and mock-reasoning' },
+  { text: 'Where is gate B12?', note: 'Markdown with mock-markdown', model: 'mock-markdown', tools: false, reasoning: false },
+  { text: 'How long does boarding take?', note: 'a streamed answer', model: '', tools: false, reasoning: false },
+  { text: '12 * 7 please', note: 'with Calculator and mock-tools', model: 'mock-tools', tools: true, reasoning: false },
+  { text: 'Which gate for Oslo?', note: 'with Reasoning and mock-reasoning', model: 'mock-reasoning', tools: false, reasoning: true },
 ];
 /** The tallest the message box grows, in pixels, before it scrolls. */
 const maxPromptHeight = 192;
@@ -595,6 +595,11 @@ function showExamples() {
     b.type = 'button';
     b.append(el('small', '', ex.note));
     b.addEventListener('click', () => {
+      // The card asks what it says: its model (when the app allows it), its tools and reasoning.
+      const select = /** @type {HTMLSelectElement} */ ($('model'));
+      select.value = [...select.options].some((o) => o.value === ex.model) ? ex.model : '';
+      /** @type {HTMLInputElement} */ ($('use-tools')).checked = ex.tools;
+      /** @type {HTMLInputElement} */ ($('use-reasoning')).checked = ex.reasoning;
       /** @type {HTMLTextAreaElement} */ ($('prompt')).value = ex.text;
       /** @type {HTMLFormElement} */ ($('ask')).requestSubmit();
     });
