@@ -72,3 +72,28 @@ func TestPageOptionsFitPhone(t *testing.T) {
 	p.screenshot("composer-phone")
 	p.noProblems()
 }
+
+// A code block in an answer names its language and copies its own text
+// (issue 30).
+func TestPageCodeBlocks(t *testing.T) {
+	g := browserGateway(t, "code")
+	p := openPage(t, g.HTTP()+"/", 1280, 900)
+	p.signIn("contoso/support-assistant", "alice")
+	p.do(chromedp.SetValue(chromedp.CSS("#model"), "mock-markdown"))
+	if got := p.ask("Where is gate B12?"); got.State != "done" {
+		t.Fatalf("the Markdown answer: %+v", got)
+	}
+	p.do(chromedp.Evaluate[chromedp.Void](`navigator.clipboard.writeText = async (text) => { window.__copied = text; }`))
+	blocks := eval[[]map[string]string](p, `[...document.querySelectorAll('.turn.assistant .code-block')].map((b) => ({
+		lang: b.querySelector('.code-lang').textContent, code: b.querySelector('pre code').textContent}))`)
+	if len(blocks) != 1 || blocks[0]["lang"] != "js" || blocks[0]["code"] == "" {
+		t.Fatalf("code blocks %v, want one labelled js", blocks)
+	}
+	p.do(chromedp.Click(chromedp.CSS(".turn.assistant .code-block .code-copy")))
+	p.waitJS(`window.__copied !== undefined`, "the code to be copied", 5*time.Second)
+	if copied := eval[string](p, `window.__copied`); copied != blocks[0]["code"] {
+		t.Errorf("copied %q, want the block's code %q", copied, blocks[0]["code"])
+	}
+	p.screenshot("code-block")
+	p.noProblems()
+}

@@ -583,6 +583,26 @@ async function copyAnswer(button, text) {
   }, copiedForMs);
 }
 
+/**
+ * Gives every code block of a rendered answer a header: its language (the
+ * fence's info string, as marked puts it in the class) and a Copy button
+ * for its text.
+ * @param {Element} box
+ */
+function labelCode(box) {
+  for (const code of box.querySelectorAll('pre > code')) {
+    const pre = /** @type {HTMLElement} */ (code.parentElement);
+    const lang = /language-([\w+#.-]{1,24})/.exec(code.className)?.[1] ?? 'code';
+    const head = el('div', 'code-head');
+    const copy = action('code-copy', 'Copy', 'Copy this code', icons.copy);
+    copy.addEventListener('click', () => copyAnswer(copy, code.textContent ?? ''));
+    head.append(el('span', 'code-lang', lang), copy);
+    const block = el('div', 'code-block');
+    pre.replaceWith(block);
+    block.append(head, pre);
+  }
+}
+
 /** How long a Copy button says Copied. */
 const copiedForMs = 1500;
 
@@ -660,6 +680,7 @@ class AnswerView {
     if (markdown === this.shown) return;
     this.shown = markdown;
     renderMarkdown(this.body, markdown);
+    labelCode(this.body);
   }
 
   /** @param {Call} call */
