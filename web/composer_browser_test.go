@@ -97,3 +97,35 @@ func TestPageCodeBlocks(t *testing.T) {
 	p.screenshot("code-block")
 	p.noProblems()
 }
+
+// A reload keeps the sign-in and the conversation (sessionStorage), and the
+// conversation goes on from it; Sign out forgets both (issue 30).
+func TestPageReloadKeepsConversation(t *testing.T) {
+	g := browserGateway(t, "reload")
+	p := openPage(t, g.HTTP()+"/", 1280, 800)
+	p.signIn("contoso/support-assistant", "alice")
+	p.do(chromedp.SetValue(chromedp.CSS("#model"), "mock-a"))
+	first := p.ask("Hello")
+	if first.State != "done" || first.Text == "" {
+		t.Fatalf("the first answer: %+v", first)
+	}
+	p.do(chromedp.Reload())
+	p.waitJS(`document.getElementById('conn').dataset.state === 'connected'`, "connected again after the reload", 30*time.Second)
+	kept := eval[[]string](p, `[...document.querySelectorAll('#conversation .turn')].map((l) => l.querySelector('.text').textContent.trim())`)
+	if len(kept) != 2 || kept[0] != "Hello" || kept[1] != first.Text {
+		t.Fatalf("after the reload the conversation is %q, want the question and its answer", kept)
+	}
+	if who := eval[string](p, `document.getElementById('who').textContent`); who != "alice · contoso / support-assistant" {
+		t.Errorf("after the reload signed in as %q", who)
+	}
+	if got := p.ask("And then?"); got.State != "done" {
+		t.Errorf("the question after the reload: %+v", got)
+	}
+	p.screenshot("reload-kept")
+	p.do(chromedp.Click(chromedp.CSS("#signout")))
+	p.do(chromedp.WaitVisible(chromedp.CSS("#signin-form")))
+	if n := eval[int](p, `document.querySelectorAll('#conversation .turn').length`); n != 0 {
+		t.Errorf("after Sign out %d turns are shown", n)
+	}
+	p.noProblems()
+}

@@ -162,6 +162,7 @@ function showDevSignIn(apps) {
     const sub = /** @type {HTMLInputElement} */ ($('user')).value.trim();
     const app = apps.find((a) => `${a.tenant}/${a.app}` === select.value);
     if (!sub || !app) return;
+    saved.signIn({ sub, tenantApp: select.value });
     /** @type {{value: string, exp: number}|null} */
     let cached = null;
     const getToken = async (/** @type {{force: boolean}} */ { force }) => {
@@ -179,8 +180,60 @@ function showDevSignIn(apps) {
     $('signin').hidden = true;
     startChat(getToken, app.models);
   });
+  // A reload keeps the dev sign-in of this tab (and its conversation: startChat).
+  const last = saved.lastSignIn();
+  if (last && apps.some((a) => `${a.tenant}/${a.app}` === last.tenantApp)) {
+    select.value = last.tenantApp;
+    /** @type {HTMLInputElement} */ ($('user')).value = last.sub;
+    /** @type {HTMLFormElement} */ ($('signin-form')).requestSubmit();
+    return;
+  }
   /** @type {HTMLInputElement} */ ($('user')).focus();
 }
+
+/**
+ * What a reload of this tab keeps (sessionStorage: the tab's own, gone
+ * with it): the dev sign-in and the finished turns of the conversation. A
+ * full storage or one the browser refuses keeps nothing, quietly.
+ */
+const saved = {
+  /** @param {{sub: string, tenantApp: string}} who */
+  signIn(who) {
+    const before = saved.lastSignIn();
+    if (before && (before.sub !== who.sub || before.tenantApp !== who.tenantApp)) saved.forget();
+    saved.put('jetway.signin', who);
+  },
+  /** @returns {{sub: string, tenantApp: string}|null} */
+  lastSignIn: () => saved.get('jetway.signin'),
+  /** @param {Message[]} t */
+  turns: (t) => saved.put('jetway.turns', t),
+  /** @returns {Message[]} */
+  lastTurns: () => saved.get('jetway.turns') ?? [],
+  forget() {
+    try {
+      sessionStorage.removeItem('jetway.signin');
+      sessionStorage.removeItem('jetway.turns');
+    } catch {
+      // nothing kept, nothing to forget
+    }
+  },
+  /** @param {string} key @param {unknown} v */
+  put(key, v) {
+    try {
+      sessionStorage.setItem(key, JSON.stringify(v));
+    } catch {
+      // over the quota (an image, say): this reload starts afresh
+    }
+  },
+  /** @param {string} key */
+  get(key) {
+    try {
+      return JSON.parse(sessionStorage.getItem(key) ?? 'null');
+    } catch {
+      return null;
+    }
+  },
+};
 
 /** @param {CognitoSettings} cfg */
 async function showCognito(cfg) {
@@ -258,6 +311,7 @@ function startChat(getToken, models) {
   $('conversation').replaceChildren();
   $('quota').textContent = '';
   showExamples();
+  restoreTurns(saved.lastTurns());
   $('chat').hidden = false;
   $('account').hidden = false;
 
@@ -338,6 +392,7 @@ $('prompt').addEventListener('keydown', (ev) => {
 });
 
 $('signout').addEventListener('click', () => {
+  saved.forget();
   client?.close();
   location.reload();
 });
@@ -417,6 +472,36 @@ function ask(c, text, image, opts) {
   /** @type {Question} */
   const question = { li: q, before: turns, message, tools: opts.tools ? [calculator] : undefined, opts };
   answer(c, question, [...turns, message], 0);
+}
+
+/**
+ * Shows the finished turns a reload kept, and continues the conversation
+ * from them.
+ * @param {Message[]} kept
+ */
+function restoreTurns(kept) {
+  if (kept.length === 0) return;
+  for (const m of kept) {
+    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content ?? [];
+    const text = blocks.filter((b) => b.type === 'text').map((b) => /** @type {{text: string}} */ (b).text).join('\n');
+    const li = el('li', `turn ${m.role === 'user' ? 'user' : 'assistant'}`);
+    if (m.role === 'user') {
+      li.append(el('p', 'who visually-hidden', 'You'), el('div', 'text', text));
+    } else {
+      li.dataset.state = 'done';
+      li.dataset.restored = '';
+      const body = el('div', 'text markdown');
+      renderMarkdown(body, text);
+      labelCode(body);
+      const actions = el('div', 'actions');
+      actions.append(el('p', 'meta', 'Kept from before the reload'));
+      li.append(el('p', 'who', 'Assistant'), body, actions);
+    }
+    $('conversation').append(li);
+  }
+  turns = kept;
+  $('empty').hidden = true;
+  scrollToEnd();
 }
 
 /**
@@ -501,6 +586,7 @@ function answer(c, question, messages, round) {
         }
       } else {
         turns = [...question.before, question.message, { role: 'assistant', content: done.text }];
+        saved.turns(turns);
         offerActions();
       }
       if (streaming === call) setStreaming(null);
