@@ -14,7 +14,7 @@ build:
 	$(BUILD)
 
 NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || \
-	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || \
+	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || \
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 

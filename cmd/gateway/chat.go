@@ -69,6 +69,7 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 	wait := fs.Duration("wait", defaultChatConnectWait, "how long to wait for a gateway that is not listening yet (just started)")
 	var u devUser
 	u.flags(fs, getenv, false)
+	u.CreateKey = true // chat may start before the gateway, which then loads the key chat made
 	// Flags may come after the prompt's words too: `gateway chat Hello --model mock-tools`.
 	var words []string
 	for {
@@ -111,7 +112,7 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 			}
 		}})
 	if err != nil {
-		return fmt.Errorf("chat: connect %s: %w (is the gateway running?)", *url, err)
+		return fmt.Errorf("chat: connect %s: %w%s", *url, err, connectHint(*url, err))
 	}
 	defer c.Close()
 	s.client = c
@@ -125,6 +126,7 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	lines := bufio.NewScanner(stdin)
 	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	turns := 0
 	for {
 		if interactive {
 			fmt.Fprint(stderr, "> ")
@@ -136,6 +138,16 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 		if prompt == "" {
 			continue
 		}
+		// Turns are told apart: a blank line between answers, and, when
+		// the prompts come from a pipe rather than the user's typing, each
+		// prompt before its answer.
+		if turns > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if !interactive {
+			fmt.Fprintf(stdout, "> %s\n", prompt)
+		}
+		turns++
 		if err := s.ask(ctx, prompt); err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -165,6 +177,20 @@ func dialGateway(ctx context.Context, wait time.Duration, stderr io.Writer, o cl
 		case <-time.After(chatConnectRetry):
 		}
 	}
+}
+
+// connectHint is what chat adds to a failed connection: why the URL is
+// wrong, or a guess only when no gateway answered (a refusal such as a 401
+// came from a running gateway).
+func connectHint(url string, err error) string {
+	var refused *client.HTTPError
+	switch {
+	case errors.As(err, &refused):
+		return ""
+	case !strings.HasPrefix(url, "ws://") && !strings.HasPrefix(url, "wss://"):
+		return " (--url takes the WebSocket endpoint, such as " + defaultChatURL + ")"
+	}
+	return " (is the gateway running?)"
 }
 
 // chatConnectRetry is the pause between connection attempts while waiting.

@@ -120,8 +120,8 @@ func TestChat(t *testing.T) {
 		ended := runChat(t, home, []string{"--url", g.URL(), "--model", "mock-a"}, "Hello\n\nAnd then?\n", out, errOut)
 		awaitChat(t, ended, errOut)
 		second := strings.Join(mockmodel.Tokens("mock-a", "", []string{"Hello", want, "And then?"}, 300), "")
-		if got := out.String(); got != want+"\n"+second+"\n" {
-			t.Fatalf("two prompts printed\n%q\nwant the two answers, the second to the whole conversation", got)
+		if got := out.String(); got != "> Hello\n"+want+"\n\n> And then?\n"+second+"\n" {
+			t.Fatalf("two prompts printed\n%q\nwant each prompt, then its answer (the second to the whole conversation), a blank line between", got)
 		}
 	})
 

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/jetway-gateway/jetway/client"
 )
 
 // The command line: help is not an error, bad flags say what is wrong in
@@ -126,5 +130,103 @@ func TestCommandLineEdges(t *testing.T) {
 	_, err = runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
 	if want := bad + ": line 3: did not find expected '-' indicator"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a YAML syntax error on line 3: %v, want %q", err, want)
+	}
+}
+
+// What a new user tripped over (issue 30, section 5): a token minted with a
+// key no gateway has, tables created in real AWS by default, usage that
+// could not group by user or door nor go back 7d, a chat error guessing
+// "is the gateway running?" where the gateway had answered.
+func TestCommandLineNewcomer(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"HOME": home}
+	getenv := func(k string) string { return env[k] }
+	runArgs := func(args ...string) (string, error) {
+		var out strings.Builder
+		err := run(context.Background(), args, getenv, &out)
+		return out.String(), err
+	}
+
+	key := filepath.Join(home, ".cache", "jetway", "dev-signing-key.pem")
+	_, err := runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
+	if err == nil || !strings.Contains(err.Error(), "no dev issuer key at "+key) || !strings.Contains(err.Error(), "--create-key") {
+		t.Errorf("token without a key file: %v, want a refusal naming %s", err, key)
+	}
+	if _, err := os.Stat(key); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("token created the key file anyway: %v", err)
+	}
+	if tok, err := runArgs("token", "--create-key", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant"); err != nil || strings.Count(tok, ".") != 2 {
+		t.Errorf("token --create-key: %v, printed %q", err, tok)
+	}
+	if tok, err := runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant"); err != nil || strings.Count(tok, ".") != 2 {
+		t.Errorf("token with the key file there: %v, printed %q", err, tok)
+	}
+
+	out, err := runArgs("tables", "create")
+	if err == nil || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_DYNAMODB is not set") || !strings.Contains(err.Error(), "--aws") || out != "" {
+		t.Errorf("tables create without an endpoint: %v, printed %q; want a refusal before anything is done", err, out)
+	}
+
+	usageDir := filepath.Join(home, "usage")
+	if err := os.MkdirAll(usageDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runArgs("usage", "--dir", usageDir, "--since", "7d", "--by", "user,door"); err != nil || !strings.Contains(out, "(168h0m0s)") {
+		t.Errorf("usage --since 7d --by user,door: %v\n%s", err, out)
+	}
+	if _, err := runArgs("usage", "--dir", usageDir, "--since", "1w"); err == nil || !strings.Contains(err.Error(), "whole days such as 7d") {
+		t.Errorf("usage --since 1w: %v", err)
+	}
+
+	_, err = runArgs("chat", "--wait", "0s", "--url", "http://127.0.0.1:1/v1/ws", "Hi")
+	if err == nil || !strings.Contains(err.Error(), "--url takes the WebSocket endpoint, such as ws://") || strings.Contains(err.Error(), "is the gateway running") {
+		t.Errorf("chat --url http://...: %v", err)
+	}
+	for _, c := range []struct {
+		url  string
+		err  error
+		hint string
+	}{
+		{"ws://127.0.0.1:8080/v1/ws", &client.HTTPError{Status: 401, Code: "unauthorized", Message: "token expired"}, ""},
+		{"ws://127.0.0.1:8080/v1/ws", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), " (is the gateway running?)"},
+	} {
+		if got := connectHint(c.url, c.err); got != c.hint {
+			t.Errorf("connectHint(%v) = %q, want %q", c.err, got, c.hint)
+		}
+	}
+}
+
+// gateway -h groups the server's flags (dev, production, tuning): every
+// flag once, and every name the groups list is a flag.
+func TestHelpGroupsServeFlags(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-h"}, func(k string) string { return env[k] }, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	text := out.String()
+	s := &settings{}
+	fs, _, _ := s.flags("gateway serve", func(k string) string { return env[k] })
+	fs.VisitAll(func(f *flag.Flag) {
+		if n := strings.Count(text, "\n  -"+f.Name+" ") + strings.Count(text, "\n  -"+f.Name+"\n"); n != 1 {
+			t.Errorf("-%s is listed %d times", f.Name, n)
+		}
+	})
+	for _, g := range serveFlagGroups {
+		for _, n := range g.names {
+			if fs.Lookup(n) == nil {
+				t.Errorf("group %q names -%s, which is no flag", g.title, n)
+			}
+		}
+	}
+	dev, prod, tuning := strings.Index(text, "\ndev ("), strings.Index(text, "\nproduction ("), strings.Index(text, "\ntuning (")
+	if dev < 0 || prod < dev || tuning < prod {
+		t.Errorf("-h has no dev, production and tuning groups in that order:\n%s", text)
+	}
+	if i := strings.Index(text, "\n  -listen "); i < dev || i > prod {
+		t.Errorf("-listen is not in the dev group")
+	}
+	if i := strings.Index(text, "\n  -auth-issuer "); i < prod || i > tuning {
+		t.Errorf("-auth-issuer is not in the production group")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ func mintToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	fs := flag.NewFlagSet("gateway token", flag.ContinueOnError)
 	var u devUser
 	u.flags(fs, getenv, true)
+	fs.BoolVar(&u.CreateKey, "create-key", false, "create the dev issuer's key file when it is missing (a gateway already running with another key refuses the token)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -48,6 +50,10 @@ type devUser struct {
 	Sub, Tenant, App, TokenUse string
 	TTL                        time.Duration
 	KeyFile, ConfigPath        string
+	// CreateKey lets mint create a missing key file; without it a missing
+	// key is an error, since a new key signs tokens no running gateway
+	// accepts (another HOME, a container, a gateway not started yet).
+	CreateKey bool
 }
 
 // flags declares the dev user's flags on fs; required leaves sub, tenant
@@ -84,6 +90,11 @@ func (u *devUser) mint(getenv func(string) string) (string, error) {
 	if !ok || len(a.ClientIDs) == 0 {
 		return "", fmt.Errorf("no app %q in tenant %q", u.App, u.Tenant)
 	}
+	if _, err := os.Stat(u.KeyFile); errors.Is(err, os.ErrNotExist) && !u.CreateKey {
+		return "", fmt.Errorf("no dev issuer key at %s: a dev-mode gateway creates it when it starts and verifies "+
+			"with it; start the gateway first with the same HOME (or JETWAY_DEV_KEY_FILE), point --dev-key-file at its key, "+
+			"or pass --create-key to make a new one", absPath(u.KeyFile))
+	}
 	dev, err := auth.LoadOrCreateDevIssuer(u.KeyFile, devIssuerName)
 	if err != nil {
 		return "", err
@@ -107,8 +118,8 @@ func envOr(getenv func(string) string, key, def string) string {
 	return def
 }
 
-// tables creates every DynamoDB table Jetway uses, idempotently, against
-// whatever endpoint the SDK is configured for (AWS_ENDPOINT_URL_DYNAMODB).
+// tables creates every DynamoDB table Jetway uses, idempotently, at
+// AWS_ENDPOINT_URL_DYNAMODB, or in real AWS with --aws only.
 func tables(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("gateway tables create", flag.ContinueOnError)
 	quotaTable := fs.String("quota-table", envOr(getenv, "JETWAY_QUOTA_TABLE", "jetway-quota"), "quota table (JETWAY_QUOTA_TABLE)")
@@ -116,6 +127,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
 	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet members table (JETWAY_MEMBERS_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
+	realAWS := fs.Bool("aws", false, "create the tables in real AWS (the account of the SDK's credentials) when no AWS_ENDPOINT_URL_DYNAMODB is set")
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			return parseFlags(fs, args, stdout) // prints the flags, flag.ErrHelp
@@ -125,11 +137,28 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
 	}
+	// The target is said before anything is created, and real AWS is only
+	// ever the target when asked for.
+	endpoint := envOr(getenv, "AWS_ENDPOINT_URL_DYNAMODB", getenv("AWS_ENDPOINT_URL"))
+	switch {
+	case endpoint != "":
+		fmt.Fprintf(stdout, "creating tables at %s (AWS_ENDPOINT_URL_DYNAMODB), region %s\n", endpoint, *region)
+	case *realAWS:
+		fmt.Fprintf(stdout, "creating tables in real AWS DynamoDB, region %s, in the account of the SDK's credentials\n", *region)
+	default:
+		return fmt.Errorf("tables create: AWS_ENDPOINT_URL_DYNAMODB is not set, so the tables would be created in real AWS "+
+			"(region %s); point AWS_ENDPOINT_URL_DYNAMODB at a local DynamoDB (for example http://127.0.0.1:8000), "+
+			"or pass --aws to create them in AWS", *region)
+	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(*region))
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	client := dynamodb.NewFromConfig(cfg)
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = &endpoint
+		}
+	})
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, t := range []struct {
@@ -149,8 +178,9 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 func usage(args []string, getenv func(string) string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("gateway usage", flag.ContinueOnError)
 	dir := flags.String("dir", envOr(getenv, "JETWAY_USAGE_DIR", "usage"), "usage records directory (JETWAY_USAGE_DIR)")
-	since := flags.Duration("since", 24*time.Hour, "how far back")
-	by := flags.String("by", "tenant,app,model", "group by any of tenant, app, model")
+	since := daysDuration(24 * time.Hour)
+	flags.Var(&since, "since", "how far back: a Go duration (90m, 24h) or whole days (7d)")
+	by := flags.String("by", "tenant,app,model", "group by any of tenant, app, model, user, door")
 	if err := parseFlags(flags, args, stdout); err != nil {
 		return err
 	}
@@ -164,5 +194,31 @@ func usage(args []string, getenv func(string) string, stdout io.Writer) error {
 			groups = append(groups, g)
 		}
 	}
-	return telemetry.Report(stdout, telemetry.ReportOptions{Dir: *dir, Since: *since, By: groups})
+	return telemetry.Report(stdout, telemetry.ReportOptions{Dir: *dir, Since: time.Duration(since), By: groups})
 }
+
+// daysDuration is a flag's duration that also takes whole days ("7d"),
+// which time.ParseDuration does not.
+type daysDuration time.Duration
+
+func (d *daysDuration) Set(v string) error {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("%q: want a duration such as 24h or whole days such as 7d", v)
+		}
+		*d = daysDuration(time.Duration(days) * 24 * time.Hour)
+		return nil
+	}
+	p, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration such as 24h or whole days such as 7d", v)
+	}
+	*d = daysDuration(p)
+	return nil
+}
+
+func (d *daysDuration) String() string { return time.Duration(*d).String() }
+
+// Get makes parseFlags refuse a negative value, as for every duration.
+func (d *daysDuration) Get() any { return time.Duration(*d) }

@@ -3,8 +3,8 @@
 //	gateway [serve] [flags]       run the server (settings: docs/configuration.md)
 //	gateway chat [flags] [prompt] talk to a gateway from the terminal
 //	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
-//	gateway tables create         create the DynamoDB tables (local and test use)
-//	gateway usage [--dir] [--since 24h] [--by tenant,app,model]
+//	gateway tables create [--aws] create the DynamoDB tables at AWS_ENDPOINT_URL_DYNAMODB (--aws: real AWS)
+//	gateway usage [--dir] [--since 24h|7d] [--by tenant,app,model,user,door]
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -44,8 +45,9 @@ commands:
   chat [prompt]     talk to a gateway from the terminal: streams the answer, resumes after a
                     dropped connection; without a prompt, one prompt per line from stdin
   token             mint a dev-mode token (--sub alice --tenant contoso --app support-assistant)
-  tables create     create the DynamoDB tables, idempotently (local and test use)
-  usage             report of the local usage records (--since 24h --by tenant,app,model)
+  tables create     create the DynamoDB tables, idempotently, at AWS_ENDPOINT_URL_DYNAMODB
+                    (--aws: in real AWS, AWS_REGION)
+  usage             report of the local usage records (--since 24h or 7d, --by tenant,app,model,user,door)
 
 `
 
@@ -60,6 +62,53 @@ func synopsis(name string) string {
 	return ""
 }
 
+// serveFlagGroups sorts the server's flags for -h: what a first run on
+// one machine touches, what a deployment sets, and the rest. A flag in
+// neither list is tuning, so a new setting needs no edit here to be listed.
+var serveFlagGroups = []struct {
+	title string
+	names []string
+}{
+	{"dev (one machine, no AWS account)", []string{"listen", "admin-listen", "config", "log-level", "serve-demo",
+		"dev-key-file", "dev-allow-remote", "mock-bedrock", "mock-ttft", "mock-per-token", "mock-per-input-token", "usage-dir", "pprof"}},
+	{"production (a deployment sets these)", []string{"auth-issuer", "auth-jwks-url", "allowed-origins", "aws-region", "server-id",
+		"cognito-domain", "cognito-client-id", "cognito-redirect-uri", "cognito-scopes", "quota-table", "requests-table",
+		"cache-table", "members-table", "firehose-stream", "emf", "drain-timeout", "health-check-interval",
+		"health-check-user-agent", "self-drain-misses"}},
+}
+
+// printFlags prints a command's -h: its synopsis and its flags, the
+// server's in groups (serveFlagGroups).
+func printFlags(fs *flag.FlagSet, out io.Writer) {
+	fmt.Fprint(out, synopsis(fs.Name()))
+	fmt.Fprintf(out, "usage of %s:\n", fs.Name())
+	if fs.Name() != "gateway serve" {
+		fs.PrintDefaults()
+		return
+	}
+	grouped := map[string]bool{}
+	for _, g := range serveFlagGroups {
+		for _, n := range g.names {
+			grouped[n] = true
+		}
+	}
+	print := func(title string, keep func(name string) bool) {
+		sub := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		sub.SetOutput(out)
+		fs.VisitAll(func(f *flag.Flag) {
+			if keep(f.Name) {
+				sub.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		fmt.Fprintf(out, "\n%s:\n", title)
+		sub.PrintDefaults()
+	}
+	for _, g := range serveFlagGroups {
+		print(g.title, func(name string) bool { return slices.Contains(g.names, name) })
+	}
+	print("tuning (bounds and timeouts; defaults and reasons in docs/configuration.md)", func(name string) bool { return !grouped[name] })
+}
+
 // parseFlags parses args into fs. -h and --help print the flags to out and
 // return flag.ErrHelp; a bad flag returns its error and a hint, not the
 // whole listing; a negative number or duration is refused, as the
@@ -70,9 +119,7 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(out)
-			fmt.Fprint(out, synopsis(fs.Name()))
-			fmt.Fprintf(out, "usage of %s:\n", fs.Name())
-			fs.PrintDefaults()
+			printFlags(fs, out)
 			return err
 		}
 		return fmt.Errorf("%w (see %s -h)", err, fs.Name())

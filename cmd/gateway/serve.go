@@ -135,7 +135,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("mock bedrock listen: %w", err)
 		}
 		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken,
-			PerInputToken: s.MockPerInputToken}),
+			PerInputToken: s.MockPerInputToken, Caching: mockCaching(cfg)}),
 			ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(gctx, mock, ln, time.Second) })
 		endpoint := "http://" + ln.Addr().String()
@@ -587,4 +587,18 @@ func pprofHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// mockCaching is the in-process mock's prompt caching: its own models', and
+// every Bedrock id the tenants file gives prompt_cache, with that rule, so a
+// tenants file written for Bedrock (docs/anthropic.md's Claude Code recipe)
+// runs in dev mode as it would on Bedrock.
+func mockCaching(cfg *config.Config) map[string]mockmodel.CacheRule {
+	rules := mockmodel.DefaultCaching()
+	for _, m := range cfg.Models {
+		if m.PromptCache != nil {
+			rules[m.BedrockID] = mockmodel.CacheRule{MinTokens: m.PromptCache.MinTokens, MaxPoints: m.PromptCache.MaxPoints}
+		}
+	}
+	return rules
 }

@@ -78,6 +78,37 @@ var (
 	ErrTenantMismatch = errors.New("user tenant does not own the app")
 )
 
+// refusalReasons are what a client is told of each 401 sentinel: what is
+// wrong with its own token, never a key id, an issuer's address or the
+// tenants file's contents, which it may not know.
+var refusalReasons = []struct {
+	err    error
+	reason string
+}{
+	{ErrMissingToken, "missing token"},
+	{ErrMalformed, "malformed token: want a JWT (header.payload.signature) with Cognito's claims"},
+	{ErrBadSignature, "token signature does not verify"},
+	{ErrUnknownKey, "token signed by an unknown key"},
+	{ErrExpired, "token expired"},
+	{ErrNotYetValid, "token not yet valid (check the clock)"},
+	{ErrWrongIssuer, "token from another issuer"},
+	{ErrWrongTokenUse, "token_use must be access or id"},
+	{ErrUnknownClient, "token's app client is not configured"},
+}
+
+// RefusalReason is the client's message for a Verify error that means 401:
+// which of the sentinels it is ("token expired", "token signed by an unknown
+// key", ...), or "invalid token" for anything else (a key set that could not
+// be fetched is the gateway's problem, told only to the log).
+func RefusalReason(err error) string {
+	for _, r := range refusalReasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return "invalid token"
+}
+
 // IsForbidden reports whether a Verify error means 403 (the token is genuine
 // but the user may not use this app) rather than 401.
 func IsForbidden(err error) bool {

@@ -73,10 +73,15 @@ func (p *Proxy) gate() <-chan struct{} {
 // Start listens on 127.0.0.1 (a free port) and forwards every connection
 // to upstream (host:port), delaying each direction by delay.
 func Start(upstream string, delay time.Duration) (*Proxy, error) {
+	return Listen("127.0.0.1:0", upstream, delay)
+}
+
+// Listen is Start on the address listen (host:port; port 0 for a free one).
+func Listen(listen, upstream string, delay time.Duration) (*Proxy, error) {
 	if delay < 0 {
 		return nil, fmt.Errorf("delayproxy: negative delay %v", delay)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("delayproxy: listen: %w", err)
 	}

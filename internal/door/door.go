@@ -115,7 +115,7 @@ func (s *SignIn) caller(r *http.Request, also []Source) (auth.Principal, *Refusa
 				Message: "user has no tenant or app here", Cause: err}
 		}
 		return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
-			Message: "invalid or expired token", Cause: err}
+			Message: auth.RefusalReason(err), Cause: err}
 	}
 	return p, nil
 }

@@ -23,6 +23,12 @@ func (v *verifier) Verify(_ context.Context, token string) (auth.Principal, erro
 		return auth.Principal{Subject: "u1", Tenant: "t", App: "a"}, nil
 	case "nobody":
 		return auth.Principal{}, fmt.Errorf("no tenant: %w", auth.ErrNoTenant)
+	case "expired":
+		return auth.Principal{}, fmt.Errorf("verify: %w", auth.ErrExpired)
+	case "other-client":
+		return auth.Principal{}, fmt.Errorf("client contoso-x: %w", auth.ErrUnknownClient)
+	case "other-key":
+		return auth.Principal{}, fmt.Errorf("kid k-secret-7: %w", auth.ErrUnknownKey)
 	}
 	return auth.Principal{}, errors.New("bad signature")
 }
@@ -47,7 +53,10 @@ func TestSignIn(t *testing.T) {
 		{name: "empty bearer", target: "/", headers: map[string]string{"Authorization": "Bearer  "}, status: 401, message: "Bearer <JWT>"},
 		{name: "token in the query string", target: "/?access_token=good", headers: map[string]string{"Authorization": "Bearer good"}, status: 401, message: "query string"},
 		{name: "api key in the query string", target: "/?x-api-key=good", status: 401, message: "query string"},
-		{name: "forged", target: "/", headers: map[string]string{"Authorization": "Bearer forged"}, status: 401, message: "invalid or expired token", verified: "forged"},
+		{name: "forged", target: "/", headers: map[string]string{"Authorization": "Bearer forged"}, status: 401, message: "invalid token", verified: "forged"},
+		{name: "expired", target: "/", headers: map[string]string{"Authorization": "Bearer expired"}, status: 401, message: "token expired", verified: "expired"},
+		{name: "unknown app client", target: "/", headers: map[string]string{"Authorization": "Bearer other-client"}, status: 401, message: "token's app client is not configured", verified: "other-client"},
+		{name: "unknown signing key", target: "/", headers: map[string]string{"Authorization": "Bearer other-key"}, status: 401, message: "token signed by an unknown key", verified: "other-key"},
 		{name: "no tenant", target: "/", headers: map[string]string{"Authorization": "Bearer nobody"}, status: 403, message: "no tenant or app", verified: "nobody"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +74,8 @@ func TestSignIn(t *testing.T) {
 				t.Fatalf("refusal %+v, want %d with %q", ref, tc.status, tc.message)
 			case ref != nil && (ref.Code != protocol.CodeUnauthorized) != (ref.Status == 403):
 				t.Fatalf("refusal code %q with status %d", ref.Code, ref.Status)
+			case ref != nil && (strings.Contains(ref.Message, "k-secret-7") || strings.Contains(ref.Message, "contoso-x")):
+				t.Fatalf("refusal %q tells the client the log's details", ref.Message)
 			case ref != nil && tc.verified != "" && ref.Cause == nil:
 				t.Fatal("a refused token's refusal has no cause for the log")
 			}

@@ -34,8 +34,12 @@ type ReportOptions struct {
 	Now time.Time
 }
 
-// reportKeys are the fields Report can group by.
-var reportKeys = []string{"tenant", "app", "model"}
+// reportKeys are the fields Report can group by; defaultReportKeys those
+// it groups by when none are given.
+var (
+	reportKeys        = []string{"tenant", "app", "model", "user", "door"}
+	defaultReportKeys = []string{"tenant", "app", "model"}
+)
 
 // Report reads the NDJSON usage files under o.Dir (the FileSink layout) and
 // writes an aligned table to w, one row per group plus a total row:
@@ -54,11 +58,11 @@ func Report(w io.Writer, o ReportOptions) error {
 		o.Since = 24 * time.Hour
 	}
 	if o.By == nil {
-		o.By = reportKeys
+		o.By = defaultReportKeys
 	}
 	for _, k := range o.By {
 		if !slices.Contains(reportKeys, k) {
-			return fmt.Errorf("usage report: cannot group by %q (want tenant, app or model)", k)
+			return fmt.Errorf("usage report: cannot group by %q (want tenant, app, model, user or door)", k)
 		}
 	}
 	if o.Now.IsZero() {
@@ -90,6 +94,10 @@ func Report(w io.Writer, o ReportOptions) error {
 					vals[i] = protocol.Clip(r.App)
 				case "model":
 					vals[i] = protocol.Clip(r.Model)
+				case "user":
+					vals[i] = protocol.Clip(r.User)
+				case "door":
+					vals[i] = protocol.Clip(r.Door)
 				}
 			}
 			key := strings.Join(vals, "\x00")

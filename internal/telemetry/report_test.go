@@ -125,8 +125,8 @@ func TestReport(t *testing.T) {
 }
 
 func TestReportErrors(t *testing.T) {
-	if err := Report(&strings.Builder{}, ReportOptions{Dir: t.TempDir(), By: []string{"user"}}); err == nil || !strings.Contains(err.Error(), `"user"`) {
-		t.Errorf("by user: %v", err)
+	if err := Report(&strings.Builder{}, ReportOptions{Dir: t.TempDir(), By: []string{"session"}}); err == nil || !strings.Contains(err.Error(), `"session"`) {
+		t.Errorf("by session: %v", err)
 	}
 	if err := Report(&strings.Builder{}, ReportOptions{}); err == nil {
 		t.Error("no dir: no error")
@@ -153,6 +153,37 @@ func TestReportClipsLongValues(t *testing.T) {
 	for _, l := range strings.Split(out.String(), "\n") {
 		if len(l) > 400 {
 			t.Fatalf("report line of %d bytes:\n%.300s...", len(l), l)
+		}
+	}
+}
+
+// The report groups by user and by door too (issue 30): one row each.
+func TestReportByUserAndDoor(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 5, 12, 30, 0, 0, time.UTC)
+	var recs []UsageRecord
+	for i, who := range []struct{ user, door string }{{"alice", "ws"}, {"alice", "anthropic"}, {"bob", "ws"}, {"alice", "ws"}} {
+		r := usage("contoso", "support", "haiku", "done", 200, 100, 200, 0.01, 100, 5, now.Add(-time.Duration(i+1)*time.Hour))
+		r.User, r.Door = who.user, who.door
+		recs = append(recs, r)
+	}
+	writeUsage(t, dir, recs)
+	var out strings.Builder
+	if err := Report(&out, ReportOptions{Dir: dir, Since: 7 * 24 * time.Hour, Now: now, By: []string{"user", "door"}}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Logf("\n%s", text)
+	for _, row := range [][]string{{"USER", "DOOR", "REQUESTS"}, {"alice", "ws", "2"}, {"alice", "anthropic", "1"}, {"bob", "ws", "1"}} {
+		found := false
+		for _, line := range strings.Split(text, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 3 && f[0] == row[0] && f[1] == row[1] && f[2] == row[2] {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no row %v in\n%s", row, text)
 		}
 	}
 }

@@ -110,12 +110,12 @@ const reasoningBudget = 1024;
 const maxImageBytes = 150_000;
 /** The longest side of a scaled-down image, in pixels. */
 const scaledImageSide = 1024;
-/** The questions an empty conversation offers. */
+/** The questions an empty conversation offers, with the options each sets (a model the app does not allow: its default). */
 const examples = [
-  { text: 'Where is gate B12?', note: 'Markdown with mock-markdown' },
-  { text: 'How long does boarding take?', note: 'a streamed answer' },
-  { text: '12 * 7 please', note: 'with Calculator and mock-tools' },
-  { text: 'Which gate for Oslo?', note: 'with Reasoning and mock-reasoning' },
+  { text: 'Where is gate B12?', note: 'Markdown with mock-markdown', model: 'mock-markdown', tools: false, reasoning: false },
+  { text: 'How long does boarding take?', note: 'a streamed answer', model: '', tools: false, reasoning: false },
+  { text: '12 * 7 please', note: 'with Calculator and mock-tools', model: 'mock-tools', tools: true, reasoning: false },
+  { text: 'Which gate for Oslo?', note: 'with Reasoning and mock-reasoning', model: 'mock-reasoning', tools: false, reasoning: true },
 ];
 /** The tallest the message box grows, in pixels, before it scrolls. */
 const maxPromptHeight = 192;
@@ -162,6 +162,7 @@ function showDevSignIn(apps) {
     const sub = /** @type {HTMLInputElement} */ ($('user')).value.trim();
     const app = apps.find((a) => `${a.tenant}/${a.app}` === select.value);
     if (!sub || !app) return;
+    saved.signIn({ sub, tenantApp: select.value });
     /** @type {{value: string, exp: number}|null} */
     let cached = null;
     const getToken = async (/** @type {{force: boolean}} */ { force }) => {
@@ -179,8 +180,60 @@ function showDevSignIn(apps) {
     $('signin').hidden = true;
     startChat(getToken, app.models);
   });
+  // A reload keeps the dev sign-in of this tab (and its conversation: startChat).
+  const last = saved.lastSignIn();
+  if (last && apps.some((a) => `${a.tenant}/${a.app}` === last.tenantApp)) {
+    select.value = last.tenantApp;
+    /** @type {HTMLInputElement} */ ($('user')).value = last.sub;
+    /** @type {HTMLFormElement} */ ($('signin-form')).requestSubmit();
+    return;
+  }
   /** @type {HTMLInputElement} */ ($('user')).focus();
 }
+
+/**
+ * What a reload of this tab keeps (sessionStorage: the tab's own, gone
+ * with it): the dev sign-in and the finished turns of the conversation. A
+ * full storage or one the browser refuses keeps nothing, quietly.
+ */
+const saved = {
+  /** @param {{sub: string, tenantApp: string}} who */
+  signIn(who) {
+    const before = saved.lastSignIn();
+    if (before && (before.sub !== who.sub || before.tenantApp !== who.tenantApp)) saved.forget();
+    saved.put('jetway.signin', who);
+  },
+  /** @returns {{sub: string, tenantApp: string}|null} */
+  lastSignIn: () => saved.get('jetway.signin'),
+  /** @param {Message[]} t */
+  turns: (t) => saved.put('jetway.turns', t),
+  /** @returns {Message[]} */
+  lastTurns: () => saved.get('jetway.turns') ?? [],
+  forget() {
+    try {
+      sessionStorage.removeItem('jetway.signin');
+      sessionStorage.removeItem('jetway.turns');
+    } catch {
+      // nothing kept, nothing to forget
+    }
+  },
+  /** @param {string} key @param {unknown} v */
+  put(key, v) {
+    try {
+      sessionStorage.setItem(key, JSON.stringify(v));
+    } catch {
+      // over the quota (an image, say): this reload starts afresh
+    }
+  },
+  /** @param {string} key */
+  get(key) {
+    try {
+      return JSON.parse(sessionStorage.getItem(key) ?? 'null');
+    } catch {
+      return null;
+    }
+  },
+};
 
 /** @param {CognitoSettings} cfg */
 async function showCognito(cfg) {
@@ -258,14 +311,20 @@ function startChat(getToken, models) {
   $('conversation').replaceChildren();
   $('quota').textContent = '';
   showExamples();
+  restoreTurns(saved.lastTurns());
   $('chat').hidden = false;
   $('account').hidden = false;
 
   client = connect({ urls: wsURLs, getToken });
   demo.client = client;
   client.on('state', renderConnection);
+  client.on('state', (ev) => {
+    if ((ev.state === 'connecting' || ev.state === 'reconnecting') && ev.error && ev.url) explainFailure(getToken, ev.url);
+  });
   client.on('ready', (r) => {
     $('who').textContent = `${r.user} · ${r.tenant} / ${r.app}`;
+    explaining = false;
+    delete $('conn').dataset.why;
     hideBanner();
   });
   client.on('error', (e) => showBanner(e.message || e.code));
@@ -273,8 +332,34 @@ function startChat(getToken, models) {
   /** @type {HTMLTextAreaElement} */ ($('prompt')).focus();
 }
 
+/**
+ * The call whose answer is streaming, if any: while it streams the
+ * composer's button is Stop (Enter does not send over it), then Send again.
+ * @type {Call|null}
+ */
+let streaming = null;
+
+/** @param {Call|null} call the call now streaming, or null */
+function setStreaming(call) {
+  streaming = call;
+  const b = /** @type {HTMLButtonElement} */ ($('send'));
+  b.dataset.mode = call ? 'stop' : 'send';
+  b.title = call ? 'Stop this answer' : 'Send (Enter)';
+  b.querySelector('.visually-hidden').textContent = call ? 'Stop' : 'Send';
+  b.querySelector('svg').outerHTML = call ? icons.stopLarge : icons.send;
+}
+
+// While an answer streams the button stops it (before the form would check
+// the empty box); Enter in the box sends nothing and keeps the text.
+$('send').addEventListener('click', (ev) => {
+  if (!streaming) return;
+  ev.preventDefault();
+  streaming.cancel();
+});
+
 $('ask').addEventListener('submit', (ev) => {
   ev.preventDefault();
+  if (streaming) return;
   const input = /** @type {HTMLTextAreaElement} */ ($('prompt'));
   const text = input.value.trim();
   if (!text || !client) return;
@@ -307,6 +392,7 @@ $('prompt').addEventListener('keydown', (ev) => {
 });
 
 $('signout').addEventListener('click', () => {
+  saved.forget();
   client?.close();
   location.reload();
 });
@@ -386,6 +472,36 @@ function ask(c, text, image, opts) {
   /** @type {Question} */
   const question = { li: q, before: turns, message, tools: opts.tools ? [calculator] : undefined, opts };
   answer(c, question, [...turns, message], 0);
+}
+
+/**
+ * Shows the finished turns a reload kept, and continues the conversation
+ * from them.
+ * @param {Message[]} kept
+ */
+function restoreTurns(kept) {
+  if (kept.length === 0) return;
+  for (const m of kept) {
+    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content ?? [];
+    const text = blocks.filter((b) => b.type === 'text').map((b) => /** @type {{text: string}} */ (b).text).join('\n');
+    const li = el('li', `turn ${m.role === 'user' ? 'user' : 'assistant'}`);
+    if (m.role === 'user') {
+      li.append(el('p', 'who visually-hidden', 'You'), el('div', 'text', text));
+    } else {
+      li.dataset.state = 'done';
+      li.dataset.restored = '';
+      const body = el('div', 'text markdown');
+      renderMarkdown(body, text);
+      labelCode(body);
+      const actions = el('div', 'actions');
+      actions.append(el('p', 'meta', 'Kept from before the reload'));
+      li.append(el('p', 'who', 'Assistant'), body, actions);
+    }
+    $('conversation').append(li);
+  }
+  turns = kept;
+  $('empty').hidden = true;
+  scrollToEnd();
 }
 
 /**
@@ -470,8 +586,10 @@ function answer(c, question, messages, round) {
         }
       } else {
         turns = [...question.before, question.message, { role: 'assistant', content: done.text }];
+        saved.turns(turns);
         offerActions();
       }
+      if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
     },
     onError: (err) => {
@@ -497,11 +615,13 @@ function answer(c, question, messages, round) {
       // Retry (for an interrupted answer too: the server died mid-answer)
       // asks the question again as a new request.
       offerActions();
+      if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
     },
   });
   turnCalls.set(a, call);
   stop.addEventListener('click', () => call.cancel());
+  setStreaming(call);
 }
 
 /**
@@ -523,6 +643,8 @@ function action(cls, label, title, icon) {
 /** Icons of the answer actions (fixed markup, never model text). */
 const icons = {
   stop: '<svg aria-hidden="true" viewBox="0 0 24 24" width="14" height="14"><rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/></svg>',
+  stopLarge: '<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><rect x="6" y="6" width="12" height="12" rx="2" fill="currentColor"/></svg>',
+  send: '<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round"><path d="M12 19V5M5 12l7-7 7 7"/></svg>',
   copy: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><rect x="9" y="9" width="12" height="12" rx="2"/><path d="M5 15H4a1 1 0 0 1-1-1V4a1 1 0 0 1 1-1h10a1 1 0 0 1 1 1v1"/></svg>',
   retry: '<svg aria-hidden="true" viewBox="0 0 24 24" width="15" height="15" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M3 12a9 9 0 0 1 15.5-6.2L21 8"/><path d="M21 3v5h-5"/><path d="M21 12a9 9 0 0 1-15.5 6.2L3 16"/><path d="M3 21v-5h5"/></svg>',
 };
@@ -547,6 +669,26 @@ async function copyAnswer(button, text) {
   }, copiedForMs);
 }
 
+/**
+ * Gives every code block of a rendered answer a header: its language (the
+ * fence's info string, as marked puts it in the class) and a Copy button
+ * for its text.
+ * @param {Element} box
+ */
+function labelCode(box) {
+  for (const code of box.querySelectorAll('pre > code')) {
+    const pre = /** @type {HTMLElement} */ (code.parentElement);
+    const lang = /language-([\w+#.-]{1,24})/.exec(code.className)?.[1] ?? 'code';
+    const head = el('div', 'code-head');
+    const copy = action('code-copy', 'Copy', 'Copy this code', icons.copy);
+    copy.addEventListener('click', () => copyAnswer(copy, code.textContent ?? ''));
+    head.append(el('span', 'code-lang', lang), copy);
+    const block = el('div', 'code-block');
+    pre.replaceWith(block);
+    block.append(head, pre);
+  }
+}
+
 /** How long a Copy button says Copied. */
 const copiedForMs = 1500;
 
@@ -559,6 +701,11 @@ function showExamples() {
     b.type = 'button';
     b.append(el('small', '', ex.note));
     b.addEventListener('click', () => {
+      // The card asks what it says: its model (when the app allows it), its tools and reasoning.
+      const select = /** @type {HTMLSelectElement} */ ($('model'));
+      select.value = [...select.options].some((o) => o.value === ex.model) ? ex.model : '';
+      /** @type {HTMLInputElement} */ ($('use-tools')).checked = ex.tools;
+      /** @type {HTMLInputElement} */ ($('use-reasoning')).checked = ex.reasoning;
       /** @type {HTMLTextAreaElement} */ ($('prompt')).value = ex.text;
       /** @type {HTMLFormElement} */ ($('ask')).requestSubmit();
     });
@@ -619,6 +766,7 @@ class AnswerView {
     if (markdown === this.shown) return;
     this.shown = markdown;
     renderMarkdown(this.body, markdown);
+    labelCode(this.body);
   }
 
   /** @param {Call} call */
@@ -844,6 +992,49 @@ function renderConnection(ev) {
       text = 'Signed out';
   }
   $('conn-text').textContent = text;
+}
+
+/** An explanation of failing attempts is on its way or shown (until `ready`). */
+let explaining = false;
+
+/**
+ * Says why connecting fails: a browser shows a refused WebSocket upgrade
+ * (401, 403) as a bare close, so the page asks the same gateway's HTTP door
+ * with the same token, once per run of failures. A refused token reads as
+ * the gateway's reason; a token that is accepted there points at the
+ * Origin; no answer at all, at the address or the Origin (CORS).
+ * @param {GetToken} getToken
+ * @param {string} wsURL
+ */
+async function explainFailure(getToken, wsURL) {
+  if (explaining) return;
+  explaining = true;
+  const where = host(wsURL);
+  const origin = `this page's origin (${location.origin}) may not be in its JETWAY_ALLOWED_ORIGINS`;
+  /** @type {string} */
+  let why;
+  try {
+    const token = await getToken({ force: false, reason: 'connect' });
+    const probe = new URL(wsURL);
+    probe.protocol = probe.protocol === 'wss:' ? 'https:' : 'http:';
+    probe.pathname = '/v1/models';
+    probe.search = '';
+    try {
+      const r = await fetch(probe, { headers: { authorization: `Bearer ${token}` } });
+      if (r.status === 401 || r.status === 403) why = `${where} refused the sign-in: ${await errorText(r)}`;
+      else if (r.ok) why = `${where} accepts the sign-in but refused the connection: ${origin}`;
+      else why = `${where} answered ${r.status}: ${await errorText(r)}`;
+    } catch {
+      why = `${where} refused the connection, and its HTTP door did not answer this page to say why: it cannot be reached, or ${origin}`;
+    }
+  } catch (err) {
+    why = `${err instanceof Error ? err.message : err}`;
+    if (!/^sign-in failed/i.test(why)) why = `sign-in failed: ${why}`;
+  }
+  if (client && client.state !== 'connected' && explaining) {
+    $('conn').dataset.why = why;
+    showBanner(`Cannot connect: ${why}. Still trying.`);
+  }
 }
 
 // ---------------------------------------------------------------------------
