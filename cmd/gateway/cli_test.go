@@ -148,15 +148,28 @@ func TestCommandLineNewcomer(t *testing.T) {
 	}
 
 	key := filepath.Join(home, ".cache", "jetway", "dev-signing-key.pem")
-	_, err := runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
+	_, err := runArgs("token", "--wait", "0s", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
 	if err == nil || !strings.Contains(err.Error(), "no dev issuer key at "+key) || !strings.Contains(err.Error(), "--create-key") {
 		t.Errorf("token without a key file: %v, want a refusal naming %s", err, key)
 	}
 	if _, err := os.Stat(key); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("token created the key file anyway: %v", err)
 	}
+	// A key file that appears while token waits (a gateway just started,
+	// as the README's recipes do) is the one it signs with.
+	waited := make(chan error, 1)
+	go func() {
+		tok, err := runArgs("token", "--wait", "60s", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant")
+		if err == nil && strings.Count(tok, ".") != 2 {
+			err = fmt.Errorf("printed %q", tok)
+		}
+		waited <- err
+	}()
 	if tok, err := runArgs("token", "--create-key", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant"); err != nil || strings.Count(tok, ".") != 2 {
 		t.Errorf("token --create-key: %v, printed %q", err, tok)
+	}
+	if err := <-waited; err != nil {
+		t.Errorf("token waiting for the key file: %v", err)
 	}
 	if tok, err := runArgs("token", "--sub", "a", "--tenant", "contoso", "--app", "support-assistant"); err != nil || strings.Count(tok, ".") != 2 {
 		t.Errorf("token with the key file there: %v, printed %q", err, tok)

@@ -30,6 +30,7 @@ func mintToken(args []string, getenv func(string) string, stdout io.Writer) erro
 	var u devUser
 	u.flags(fs, getenv, true)
 	fs.BoolVar(&u.CreateKey, "create-key", false, "create the dev issuer's key file when it is missing (a gateway already running with another key refuses the token)")
+	fs.DurationVar(&u.KeyWait, "wait", 15*time.Second, "how long to wait for a missing key file to appear (a dev-mode gateway just started creates it)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -54,6 +55,10 @@ type devUser struct {
 	// key is an error, since a new key signs tokens no running gateway
 	// accepts (another HOME, a container, a gateway not started yet).
 	CreateKey bool
+	// KeyWait is how long mint waits for a missing key file to appear
+	// (a gateway started a moment ago, as the README's recipes do,
+	// creates it at start); 0: not at all.
+	KeyWait time.Duration
 }
 
 // flags declares the dev user's flags on fs; required leaves sub, tenant
@@ -90,7 +95,7 @@ func (u *devUser) mint(getenv func(string) string) (string, error) {
 	if !ok || len(a.ClientIDs) == 0 {
 		return "", fmt.Errorf("no app %q in tenant %q", u.App, u.Tenant)
 	}
-	if _, err := os.Stat(u.KeyFile); errors.Is(err, os.ErrNotExist) && !u.CreateKey {
+	if !u.CreateKey && !waitForFile(u.KeyFile, u.KeyWait) {
 		return "", fmt.Errorf("no dev issuer key at %s: a dev-mode gateway creates it when it starts and verifies "+
 			"with it; start the gateway first with the same HOME (or JETWAY_DEV_KEY_FILE), point --dev-key-file at its key, "+
 			"or pass --create-key to make a new one", absPath(u.KeyFile))
@@ -101,6 +106,24 @@ func (u *devUser) mint(getenv func(string) string) (string, error) {
 	}
 	return dev.Mint(auth.MintOptions{Subject: u.Sub, Username: u.Sub, Tenant: u.Tenant, ClientID: a.ClientIDs[0],
 		TokenUse: u.TokenUse, TTL: u.TTL})
+}
+
+// keyPoll is how often waitForFile looks.
+const keyPoll = 100 * time.Millisecond
+
+// waitForFile reports whether path exists, looking for up to wait.
+func waitForFile(path string, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		_, err := os.Stat(path)
+		if !errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(keyPoll) // the gateway writes the file when it starts: nothing to wait on but the file system
+	}
 }
 
 // absPath is path made absolute for a message, or path as it is.
