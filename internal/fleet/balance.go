@@ -165,7 +165,7 @@ func (b *Balancer) step() int {
 	staying, members := b.mover.Staying(), b.roster.Members()
 	b.mu.Lock()
 	b.forget(now)
-	v := decide(b.roster.Self(), staying, members, b.recent, b.o.Margin)
+	v := decide(b.roster.Self(), staying, members, b.recent, b.o.Margin, b.confirmed >= ConfirmViews)
 	b.last = v
 	b.refill(now)
 	b.noteIgnored(v.ignored)
@@ -307,7 +307,11 @@ type verdict struct {
 // decide is the balance rule, a pure function of what the balancer read:
 // self is this server's id, staying its live sessions not asked to move,
 // members the roster (self included or not yet), recent this server's own
-// moves (oldest first), margin the fraction above the mean tolerated.
+// moves (oldest first), margin the fraction above the mean tolerated,
+// balancing whether a confirmed excess is being moved. An excess starts
+// counting only past the noise of a uniform spread (see noise); once
+// confirmed, it is moved down to the mean (within margin), so a real
+// imbalance ends near the mean while a chance one never starts moves.
 //
 // Siblings' loads are as old as their last heartbeat, while this server's
 // count is live: a session it moved is no longer counted here but not yet
@@ -319,7 +323,7 @@ type verdict struct {
 // reports, moves the rest. Draining members take no new sessions and are
 // left out; so are members never seen serving, and items with no id or an
 // impossible load.
-func decide(self string, staying int, members []Member, recent []moved, margin float64) verdict {
+func decide(self string, staying int, members []Member, recent []moved, margin float64, balancing bool) verdict {
 	v := verdict{}
 	total, counted := staying, 1
 	selfInFlight, selfSeen := 0, false
@@ -356,10 +360,22 @@ func decide(self string, staying int, members []Member, recent []moved, margin f
 	v.spread = Spread{Sessions: staying, Mean: mean, Members: counted}
 	v.room = counted > 1 && (minSiblingInFlight < selfInFlight || !selfSeen)
 	over := float64(staying)
-	if counted > 1 && over > mean*(1+margin) && over > mean+BalanceMinExcess {
+	if counted > 1 && over > mean*(1+margin) && over > mean+BalanceMinExcess && (balancing || over > mean+noise(mean)) {
 		v.excess = staying - int(math.Ceil(mean))
 	}
 	return v
+}
+
+// noise is the excess over the mean that sessions spread uniformly at
+// random (each new connection to any server alike, as a load balancer's
+// round robin over reconnects at random moments gives) reach by chance:
+// two standard deviations of a count with that mean (a Poisson count's
+// is its square root), and at least BalanceMinExcess. Under it an excess
+// is noise, which moves would only stir: a server of a fleet whose mean
+// is 100 starts moving past 120 (10,000: past 11,000, the margin), and
+// then moves down to the mean.
+func noise(mean float64) float64 {
+	return max(BalanceMinExcess, 2*math.Sqrt(mean))
 }
 
 // joinsMean reports whether sibling m joins the mean: live (the roster has

@@ -38,6 +38,7 @@ func TestDecide(t *testing.T) {
 		staying  int
 		members  []Member
 		recent   []moved
+		moving   bool // a confirmed excess is being moved
 		excess   int
 		mean     float64
 		room     bool
@@ -51,7 +52,11 @@ func TestDecide(t *testing.T) {
 			members: []Member{loaded("a", 0, 0), loaded("b", 0, 0)}, excess: 200, mean: 100, room: true},
 		{name: "within the margin (109 of mean 100)", staying: 109,
 			members: []Member{loaded("me", 109, 1), loaded("a", 96, 1), loaded("b", 95, 1)}, mean: 100},
-		{name: "past the margin: moves down to the mean", staying: 115,
+		{name: "past the margin, within a uniform spread's noise (115 of mean 100): nothing starts", staying: 115,
+			members: []Member{loaded("me", 115, 1), loaded("a", 93, 1), loaded("b", 92, 1)}, mean: 100},
+		{name: "past the noise: moves down to the mean", staying: 125,
+			members: []Member{loaded("me", 125, 1), loaded("a", 88, 1), loaded("b", 87, 1)}, excess: 25, mean: 100},
+		{name: "moving: past the margin, down to the mean", staying: 115, moving: true,
 			members: []Member{loaded("me", 115, 1), loaded("a", 93, 1), loaded("b", 92, 1)}, excess: 15, mean: 100},
 		{name: "past 10% but within the absolute minimum", staying: 14,
 			members: []Member{loaded("me", 14, 0), loaded("a", 8, 0)}, mean: 11},
@@ -73,7 +78,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := decide("me", c.staying, c.members, c.recent, DefaultBalanceMargin)
+			v := decide("me", c.staying, c.members, c.recent, DefaultBalanceMargin, c.moving)
 			if v.excess != c.excess || v.spread.Mean != c.mean || v.room != c.room || len(v.ignored) != c.nIgnored {
 				t.Fatalf("decide = excess %d mean %v room %v ignored %v; want excess %d mean %v room %v, %d ignored",
 					v.excess, v.spread.Mean, v.room, v.ignored, c.excess, c.mean, c.room, c.nIgnored)
