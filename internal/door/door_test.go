@@ -47,6 +47,8 @@ func TestSignIn(t *testing.T) {
 		{name: "empty bearer", target: "/", headers: map[string]string{"Authorization": "Bearer  "}, status: 401, message: "Bearer <JWT>"},
 		{name: "token in the query string", target: "/?access_token=good", headers: map[string]string{"Authorization": "Bearer good"}, status: 401, message: "query string"},
 		{name: "api key in the query string", target: "/?x-api-key=good", status: 401, message: "query string"},
+		{name: "api key in the query string, another case", target: "/?X-Api-Key=good", status: 401, message: "query string"},
+		{name: "token in the query string, upper case", target: "/?TOKEN=good", status: 401, message: "query string"},
 		{name: "forged", target: "/", headers: map[string]string{"Authorization": "Bearer forged"}, status: 401, message: "invalid or expired token", verified: "forged"},
 		{name: "no tenant", target: "/", headers: map[string]string{"Authorization": "Bearer nobody"}, status: 403, message: "no tenant or app", verified: "nobody"},
 	} {

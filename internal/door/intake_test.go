@@ -2,6 +2,7 @@ package door
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/gateway"
 )
@@ -145,5 +148,26 @@ func TestIntakeChunkedBody(t *testing.T) {
 	waitUsed(t, in, 0)
 	if len(in.users) != 0 {
 		t.Fatalf("user slots left: %v", in.users)
+	}
+}
+
+// An unknown path is a JSON 404 naming it (clipped), never Go's plain text.
+func TestNoRouteAnswersJSON(t *testing.T) {
+	srv := httptest.NewServer(NoRoute(zap.NewNop()))
+	defer srv.Close()
+	rsp, err := http.Get(srv.URL + "/v1/nothing/" + strings.Repeat("p", 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	var got struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.NewDecoder(rsp.Body).Decode(&got); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if rsp.StatusCode != 404 || rsp.Header.Get("Content-Type") != "application/json" || got.Error.Code != "not_found" ||
+		!strings.Contains(got.Error.Message, "GET /v1/nothing/") || len(got.Error.Message) > maxNoRoutePath+64 {
+		t.Fatalf("%d %s %+v", rsp.StatusCode, rsp.Header.Get("Content-Type"), got)
 	}
 }

@@ -75,9 +75,9 @@ func (e *budgetSpentError) Error() string {
 
 // frameReader reads frames under a session's bounds.
 type frameReader struct {
-	plain, largest int64       // Options.MaxFrameBytes; the read limit (max of both bounds)
+	plain, largest int64            // Options.MaxFrameBytes; the read limit (max of both bounds)
 	budget         *door.ByteBudget // the bytes of frames past plain
-	perUser        int64       // one user's share of budget
+	perUser        int64            // one user's share of budget
 }
 
 // take reserves n bytes from the user's share and the server's budget,
