@@ -231,6 +231,7 @@ func TestBadBodiesNameTheField(t *testing.T) {
 		{`{` + mt + msgs + `,"top_p":2}`, "top_p: must be between 0 and 1"},
 		{`{` + mt + msgs + `,"stop_sequences":["a","b","c","d","e"]}`, "stop_sequences: at most 4"},
 		{`{` + mt + msgs + `,"stop_sequences":[""]}`, "stop_sequences[0]: must not be empty"},
+		{`{` + mt + msgs + `,"stop_sequences":["` + strings.Repeat("s", 200_000) + `"]}`, "stop_sequences[0]: at most 1024 bytes"},
 		{`{` + mt + msgs + `,"metadata":{"user_id":1}}`, "metadata.user_id: must be a string"},
 		{`{` + mt + msgs + `,"metadata":{"team":"x"}}`, "metadata.team: unknown field"},
 		{`{` + mt + msgs + `,"system":[{"type":"image"}]}`, "system[0].type"},

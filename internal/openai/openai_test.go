@@ -165,6 +165,7 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 		{`{"messages":[{"role":"function","content":"x"}]}`, "unsupported_parameter", "messages[0].role"},
 		{`{` + msgs + `,"top_p":2}`, "invalid_request", "top_p"},
 		{`{` + msgs + `,"stop":["a","b","c","d","e"]}`, "invalid_request", "stop"},
+		{`{` + msgs + `,"stop":["ok","` + strings.Repeat("s", 200_000) + `"]}`, "invalid_request", "stop"},
 		{`{` + msgs + `,"max_tokens":0}`, "invalid_request", "max_tokens"},
 		{`{` + msgs + `,"temperature":"hot"}`, "invalid_request", "temperature"},
 		{`{` + msgs + `,"stream_options":{"include_usage":true}}`, "invalid_request", "stream_options"},
