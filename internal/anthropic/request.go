@@ -163,8 +163,9 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	var b messagesBody
 	if err := json.Unmarshal(data, &b); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return p, ref(invalid("%s: has the wrong type (%s expected)", te.Field, te.Type))
+		if errors.As(err, &te) {
+			_, problem := door.TypeProblem(te)
+			return p, ref(invalid("%s", problem))
 		}
 		return p, ref(invalid("the body could not be read: %s", door.JSONProblem(err)))
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -191,4 +193,57 @@ func NoRoute(logger *zap.Logger) http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": protocol.CodeNotFound,
 			"type": "not_found_error", "message": "no such endpoint: " + r.Method + " " + path}})
 	})
+}
+
+// TypeProblem says, in the door's own field-path terms, what a JSON
+// value of the wrong type should have been ("messages: expected an
+// array, got a string"), never a Go type. It returns the path (the
+// body's dotted JSON field names; "" for the body itself) and the text.
+func TypeProblem(te *json.UnmarshalTypeError) (path, problem string) {
+	path = te.Field
+	where := path
+	if where == "" {
+		where = "the body"
+	}
+	return path, fmt.Sprintf("%s: expected %s, got %s", protocol.Clip(where), jsonKind(te.Type), jsonValue(te.Value))
+}
+
+// jsonKind is the JSON kind a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
+}
+
+// jsonValue names the JSON kind encoding/json reports as Value.
+func jsonValue(v string) string {
+	switch v {
+	case "array", "object":
+		return "an " + v
+	case "string", "number", "bool", "boolean":
+		return "a " + v
+	}
+	if strings.HasPrefix(v, "number") {
+		return "a number"
+	}
+	return protocol.Clip(v)
 }

@@ -167,6 +167,7 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 		{`{` + msgs + `,"stop":["a","b","c","d","e"]}`, "invalid_request", "stop"},
 		{`{` + msgs + `,"stop":["ok","` + strings.Repeat("s", 200_000) + `"]}`, "invalid_request", "stop"},
 		{`{` + msgs + `,"max_tokens":0}`, "invalid_request", "max_tokens"},
+		{`{"messages":"hi"}`, "invalid_request", "messages"},
 		{`{` + msgs + `,"temperature":"hot"}`, "invalid_request", "temperature"},
 		{`{` + msgs + `,"stream_options":{"include_usage":true}}`, "invalid_request", "stream_options"},
 		{`{"messages":[]}`, "invalid_request", ""},

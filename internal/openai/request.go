@@ -13,7 +13,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
-
 // chatRequest is the part of a Chat Completions body Jetway serves.
 type chatRequest struct {
 	Model               string        `json:"model"`
@@ -157,7 +156,8 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return req, protocol.Inbound{}, badParam(te.Field, "%s has the wrong type", te.Field)
+			path, problem := door.TypeProblem(te)
+			return req, protocol.Inbound{}, badParam(path, "%s", problem)
 		}
 		return req, protocol.Inbound{}, badParam("stop", "%s", err.Error())
 	}
