@@ -119,6 +119,17 @@ func (b *Body) Release() {
 // (with gateway.ErrRateLimited or gateway.ErrAtCapacity; nothing was
 // read), *http.MaxBytesError past max, or the read's error.
 func (in *Intake) Read(w http.ResponseWriter, r *http.Request, door, owner string, max int64) (*Body, error) {
+	body, err := in.take(w, r, door, owner, max)
+	if err != nil {
+		// A body left unread would be drained before the answer (net/http
+		// reads up to 256 KiB of it, waiting for a client holding it back):
+		// the refusal closes the connection instead.
+		w.Header().Set("Connection", "close")
+	}
+	return body, err
+}
+
+func (in *Intake) take(w http.ResponseWriter, r *http.Request, door, owner string, max int64) (*Body, error) {
 	in.mu.Lock()
 	if in.users[owner] >= in.perUser {
 		in.mu.Unlock()
