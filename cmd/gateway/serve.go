@@ -313,10 +313,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(hub))
+	// One intake for both HTTP doors: their bodies share one budget.
+	intake := door.NewIntake(int64(s.HTTPBodyBytesInFlight), s.HTTPRequestsPerUser, metrics)
 	openaiDoor := openai.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed, Intake: intake})
 	anthropicDoor := anthropic.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed})
+		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed, Intake: intake})
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodOptions}
 	main.Match(methods, openai.PathChat, gin.WrapH(openaiDoor))
 	for _, p := range []string{anthropic.PathMessages, anthropic.PathCountTokens, anthropic.PathModels + "/:id"} {
@@ -355,6 +357,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
 	}))
 	admin.POST("/drain", gin.WrapH(drainHandler(requestDrain)))
+	main.NoRoute(gin.WrapH(door.NoRoute(logger)))
+	admin.NoRoute(gin.WrapH(door.NoRoute(logger.With(zap.String("listener", "admin")))))
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	if s.Pprof {
 		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
@@ -371,9 +375,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	// A hijacked WebSocket starts with the read deadline set here; the
 	// session replaces it with its heartbeat deadline before its first read.
-	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second,
+	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTPMaxHeaderBytes,
 		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second,
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTPMaxHeaderBytes,
 		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
 	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
 	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })

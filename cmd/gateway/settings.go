@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
@@ -63,6 +64,9 @@ type settings struct {
 	RetainedAnswerBytes   int
 	HTTPReadTimeout       time.Duration
 	HTTPIdleTimeout       time.Duration
+	HTTPMaxHeaderBytes    int
+	HTTPBodyBytesInFlight int
+	HTTPRequestsPerUser   int
 	RequestTimeout        time.Duration
 	FirstTokenTimeout     time.Duration
 	DrainTimeout          time.Duration
@@ -294,6 +298,9 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.RetainedAnswerBytes, "JETWAY_RETAINED_ANSWER_BYTES", stream.DefaultRetainedBytes, "memory budget of finished answers kept for resume, bytes (oldest evicted first)")
 	dur(&s.HTTPReadTimeout, "JETWAY_HTTP_READ_TIMEOUT", 30*time.Second, "both listeners: longest time to read one HTTP request, body included")
 	dur(&s.HTTPIdleTimeout, "JETWAY_HTTP_IDLE_TIMEOUT", 130*time.Second, "both listeners: how long an idle keep-alive connection stays open (keep above the ALB idle timeout, 120 s)")
+	num(&s.HTTPMaxHeaderBytes, "JETWAY_HTTP_MAX_HEADER_BYTES", door.DefaultMaxHeaderBytes, "both listeners: largest request line and headers of one HTTP request, bytes; past it: 431")
+	num(&s.HTTPBodyBytesInFlight, "JETWAY_HTTP_BODY_BYTES_IN_FLIGHT", door.DefaultBodyBytesInFlight, "server-wide bytes of HTTP request bodies being read or checked (OpenAI and Anthropic doors); past it: busy")
+	num(&s.HTTPRequestsPerUser, "JETWAY_HTTP_REQUESTS_PER_USER", door.DefaultRequestsPerUser, "one user's HTTP requests whose bodies are arriving or being checked at once; past it: rate_limited")
 	dur(&s.RequestTimeout, "JETWAY_REQUEST_TIMEOUT", gateway.DefaultRequestTimeout, "longest a request may run")
 	dur(&s.FirstTokenTimeout, "JETWAY_FIRST_TOKEN_TIMEOUT", gateway.DefaultFirstTokenTimeout, "longest wait for a model's first token")
 	dur(&s.CheckpointInterval, "JETWAY_CHECKPOINT_INTERVAL", gateway.DefaultCheckpointInterval, "how often a running request's record is checkpointed")

@@ -13,7 +13,6 @@ package anthropic
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -186,11 +185,16 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// readBody reads a request body within the door's bound.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+// readBody reads a request body within the door's bounds (door.Intake):
+// the caller releases it once it is handed on.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, p auth.Principal) (*door.Body, *apiError) {
+	body, err := h.opts.Intake.Read(w, r, gateway.DoorAnthropic, p.Owner(), h.opts.MaxBodyBytes)
 	if err == nil {
 		return body, nil
+	}
+	if errors.Is(err, door.ErrRefused) {
+		e := fromProtocol(gateway.ProtocolError(err))
+		return nil, &e
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -247,17 +251,22 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refuse(w, requestID, e)
 	}
-	body, berr := h.readBody(w, r)
+	body, berr := h.readBody(w, r, p)
 	if berr != nil {
-		if berr.status == http.StatusRequestEntityTooLarge {
+		switch berr.status {
+		case http.StatusRequestEntityTooLarge:
 			refuseInvalid(protocol.Inbound{}, *berr)
-			return
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			h.refuse(w, requestID, *berr)
+		default:
+			logger.Info("body_read_failed", zap.String("error", berr.msg))
+			h.refuse(w, requestID, *berr)
 		}
-		logger.Info("body_read_failed", zap.String("error", berr.msg))
-		h.refuse(w, requestID, *berr)
 		return
 	}
-	req, perr := parseRequest(body, requestID, false)
+	// The body's slot and bytes go back once it is handed on.
+	defer body.Release()
+	req, perr := parseRequest(body.Bytes, requestID, false)
 	if perr != nil {
 		refuseInvalid(req.in, *perr)
 		return
@@ -269,6 +278,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: req.in, ReceivedAt: received,
 		Trace: tracing.Parse(r.Header.Get("traceparent")),
 		TopP:  req.topP, Stop: req.stop, PrefixCachePoint: req.prefixCache, Door: gateway.DoorAnthropic})
+	body.Release()
 	if err != nil {
 		h.refuse(w, requestID, req.names.rename(fromProtocol(gateway.ProtocolError(err))))
 		return
@@ -284,7 +294,11 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 // countTokens answers POST /v1/messages/count_tokens with the input-token
 // bound admission would reserve for the same body
 // (gateway.EstimateInputTokens). Nothing is reserved and no model is called.
+// It costs CPU in the body's size, so it has the bounds of every body
+// (door.Intake: the user's requests arriving and the server's body bytes),
+// its metric (jetway_count_tokens_total) and a sampled line.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
+	h.metrics.CountTokens()
 	p, aerr := h.authenticate(r)
 	if aerr != nil {
 		h.refuse(w, "", *aerr)
@@ -295,12 +309,14 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, "", apiError{status: http.StatusForbidden, typ: typePermission, code: protocol.CodeForbidden, msg: "forbidden"})
 		return
 	}
-	body, berr := h.readBody(w, r)
+	body, berr := h.readBody(w, r, p)
 	if berr != nil {
 		h.refuse(w, "", *berr)
 		return
 	}
-	req, perr := parseRequest(body, door.NewID(), true)
+	defer body.Release()
+	h.refusals.Info("count_tokens", zap.String("user", p.Subject), zap.Int("body_bytes", len(body.Bytes)))
+	req, perr := parseRequest(body.Bytes, door.NewID(), true)
 	if perr != nil {
 		h.refuse(w, "", *perr)
 		return
@@ -323,7 +339,11 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 
 // refuse answers with an error before any stream began.
 func (h *Handler) refuse(w http.ResponseWriter, requestID string, e apiError) {
-	if e.status >= 500 || e.status == http.StatusTooManyRequests {
+	switch {
+	case e.status == http.StatusTooManyRequests:
+		// A hostile client can be refused as often as it likes: sampled.
+		h.refusals.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
+	case e.status >= 500:
 		h.logger.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
 	}
 	e.write(w)

@@ -225,12 +225,15 @@ func TestBadBodiesNameTheField(t *testing.T) {
 		{`{"max_tokens":1,` + msgs + `,"mcp_servers":[{}]}`, "mcp_servers: not supported"},
 		{`{` + msgs + `}`, "max_tokens: field required"},
 		{`{"max_tokens":0,` + msgs + `}`, "max_tokens: must be at least 1"},
-		{`{"max_tokens":"many",` + msgs + `}`, "max_tokens: has the wrong type"},
-		{`{` + mt + msgs + `,"temperature":"hot"}`, "temperature: has the wrong type"},
+		{`{"max_tokens":"many",` + msgs + `}`, "max_tokens: expected an integer, got a string"},
+		{`{` + mt + msgs + `,"temperature":"hot"}`, "temperature: expected a number, got a string"},
+		{`{` + mt + `"messages":"hi"}`, "messages: expected an array, got a string"},
+		{`{` + mt + `"messages":[{"role":"user","content":7}]}`, "messages"},
 		{`{` + mt + msgs + `,"temperature":1.5}`, "temperature must be between 0 and 1"},
 		{`{` + mt + msgs + `,"top_p":2}`, "top_p: must be between 0 and 1"},
 		{`{` + mt + msgs + `,"stop_sequences":["a","b","c","d","e"]}`, "stop_sequences: at most 4"},
 		{`{` + mt + msgs + `,"stop_sequences":[""]}`, "stop_sequences[0]: must not be empty"},
+		{`{` + mt + msgs + `,"stop_sequences":["` + strings.Repeat("s", 200_000) + `"]}`, "stop_sequences[0]: at most 1024 bytes"},
 		{`{` + mt + msgs + `,"metadata":{"user_id":1}}`, "metadata.user_id: must be a string"},
 		{`{` + mt + msgs + `,"metadata":{"team":"x"}}`, "metadata.team: unknown field"},
 		{`{` + mt + msgs + `,"system":[{"type":"image"}]}`, "system[0].type"},
@@ -283,7 +286,8 @@ func TestBadBodiesNameTheField(t *testing.T) {
 	} {
 		resp := post(t, srv.URL, tc.body, nil)
 		e := decodeError(t, resp.Body)
-		if resp.StatusCode != 400 || e.Type != "error" || e.Error.Type != "invalid_request_error" || !strings.HasPrefix(e.Error.Message, tc.field) {
+		if resp.StatusCode != 400 || e.Type != "error" || e.Error.Type != "invalid_request_error" || !strings.HasPrefix(e.Error.Message, tc.field) ||
+			strings.Contains(e.Error.Message, "anthropic.") || strings.Contains(e.Error.Message, "[]") {
 			t.Errorf("%s:\n  status %d, %+v", tc.body, resp.StatusCode, e)
 		}
 		select {

@@ -15,10 +15,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
-// MaxStopSequences bounds stop_sequences: Bedrock's inferenceConfig takes
-// at most 4.
-const MaxStopSequences = 4
-
 // messagesBody is the part of a Messages body Jetway serves.
 type messagesBody struct {
 	Model         string           `json:"model"`
@@ -167,8 +163,9 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	var b messagesBody
 	if err := json.Unmarshal(data, &b); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return p, ref(invalid("%s: has the wrong type (%s expected)", te.Field, te.Type))
+		if errors.As(err, &te) {
+			_, problem := door.TypeProblem(te)
+			return p, ref(invalid("%s", problem))
 		}
 		return p, ref(invalid("the body could not be read: %s", door.JSONProblem(err)))
 	}
@@ -190,13 +187,10 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		return p, ref(invalid("top_p: must be between 0 and 1"))
 	}
 	p.topP = b.TopP
-	if len(b.StopSequences) > MaxStopSequences {
-		return p, ref(invalid("stop_sequences: at most %d (Bedrock's limit)", MaxStopSequences))
-	}
-	for i, s := range b.StopSequences {
-		if s == "" {
-			return p, ref(invalid("stop_sequences[%d]: must not be empty", i))
-		}
+	if i, problem := protocol.StopProblem(b.StopSequences); problem != "" && i < 0 {
+		return p, ref(invalid("stop_sequences: %s", problem))
+	} else if problem != "" {
+		return p, ref(invalid("stop_sequences[%d]: %s", i, problem))
 	}
 	p.stop = b.StopSequences
 	if b.Metadata != nil {

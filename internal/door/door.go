@@ -80,11 +80,13 @@ func (s *SignIn) caller(r *http.Request, also []Source) (auth.Principal, *Refusa
 	for _, src := range also {
 		where += " or " + src.Describe
 	}
-	q := r.URL.Query()
-	for _, k := range queryTokens {
-		if q.Has(k) {
-			return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
-				Message: "tokens in the query string are refused: send " + where}
+	// Names are compared case-insensitively: ?X-Api-Key= is the same leak.
+	for name := range r.URL.Query() {
+		for _, k := range queryTokens {
+			if strings.EqualFold(name, k) {
+				return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
+					Message: "tokens in the query string are refused: send " + where}
+			}
 		}
 	}
 	var token string

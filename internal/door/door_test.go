@@ -53,6 +53,8 @@ func TestSignIn(t *testing.T) {
 		{name: "empty bearer", target: "/", headers: map[string]string{"Authorization": "Bearer  "}, status: 401, message: "Bearer <JWT>"},
 		{name: "token in the query string", target: "/?access_token=good", headers: map[string]string{"Authorization": "Bearer good"}, status: 401, message: "query string"},
 		{name: "api key in the query string", target: "/?x-api-key=good", status: 401, message: "query string"},
+		{name: "api key in the query string, another case", target: "/?X-Api-Key=good", status: 401, message: "query string"},
+		{name: "token in the query string, upper case", target: "/?TOKEN=good", status: 401, message: "query string"},
 		{name: "forged", target: "/", headers: map[string]string{"Authorization": "Bearer forged"}, status: 401, message: "invalid token", verified: "forged"},
 		{name: "expired", target: "/", headers: map[string]string{"Authorization": "Bearer expired"}, status: 401, message: "token expired", verified: "expired"},
 		{name: "unknown app client", target: "/", headers: map[string]string{"Authorization": "Bearer other-client"}, status: 401, message: "token's app client is not configured", verified: "other-client"},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +24,7 @@ type Options struct {
 	MaxBodyBytes  int64                    // largest request body; default 256 KiB (the WebSocket's frame limit)
 	WriteTimeout  time.Duration            // a write the client does not take within this is cut; default 10s
 	OriginAllowed func(origin string) bool // the browser Origin policy; nil: no browser origin is allowed
+	Intake        *Intake                  // the bodies both doors hold at once; nil: one of the defaults for this door alone
 	Now           func() time.Time
 }
 
@@ -35,6 +38,9 @@ func (o *Options) Defaults() {
 	}
 	if o.OriginAllowed == nil {
 		o.OriginAllowed = func(string) bool { return false }
+	}
+	if o.Intake == nil {
+		o.Intake = NewIntake(0, 0, nil)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -158,4 +164,86 @@ func WriteWhole(ctx context.Context, log *stream.Log, c stream.Codec, w http.Res
 		return
 	}
 	logger.Info("client_gone", zap.String("hint", "the answer continues: send the request again with the same Idempotency-Key"))
+}
+
+// DefaultMaxHeaderBytes bounds the request line and headers of one HTTP
+// request on both listeners (JETWAY_HTTP_MAX_HEADER_BYTES): a JWT is a
+// few KiB, a browser's headers a few more.
+const DefaultMaxHeaderBytes = 64 << 10
+
+// maxNoRoutePath bounds the path a not-found line logs.
+const maxNoRoutePath = 128
+
+// NoRoute answers a path no route serves, on any listener: a JSON 404
+// ({"error":{"code":"not_found",...}}, the shape of the WebSocket door's
+// refusals, which OpenAI's SDKs also read), and a sampled line with the
+// path clipped (anyone can ask for any path).
+func NoRoute(logger *zap.Logger) http.Handler {
+	sampled := telemetry.UnauthenticatedLogger(logger)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if len(path) > maxNoRoutePath {
+			path = path[:maxNoRoutePath] + "..."
+		}
+		sampled.Info("no_route", zap.String("method", protocol.Clip(r.Method)), zap.String("path", path))
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": protocol.CodeNotFound,
+			"type": "not_found_error", "message": "no such endpoint: " + r.Method + " " + path}})
+	})
+}
+
+// TypeProblem says, in the door's own field-path terms, what a JSON
+// value of the wrong type should have been ("messages: expected an
+// array, got a string"), never a Go type. It returns the path (the
+// body's dotted JSON field names; "" for the body itself) and the text.
+func TypeProblem(te *json.UnmarshalTypeError) (path, problem string) {
+	path = te.Field
+	where := path
+	if where == "" {
+		where = "the body"
+	}
+	return path, fmt.Sprintf("%s: expected %s, got %s", protocol.Clip(where), jsonKind(te.Type), jsonValue(te.Value))
+}
+
+// jsonKind is the JSON kind a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
+}
+
+// jsonValue names the JSON kind encoding/json reports as Value.
+func jsonValue(v string) string {
+	switch v {
+	case "array", "object":
+		return "an " + v
+	case "string", "number", "bool", "boolean":
+		return "a " + v
+	}
+	if strings.HasPrefix(v, "number") {
+		return "a number"
+	}
+	return protocol.Clip(v)
 }

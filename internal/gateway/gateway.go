@@ -276,6 +276,12 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 	if ok && (log.Cancel() || !log.Ended().IsZero()) {
 		return nil // stopped here, or already over
 	}
+	// Not running here: the cancel costs a store call and may be a
+	// refusal, so a user whose refusal budget is spent is refused at once
+	// (as a resume of an unknown id is).
+	if err := g.refusalGate(c, requestID); err != nil {
+		return err
+	}
 	if g.records == nil {
 		if !ok {
 			return g.refused(c, requestID, errNotFound)

@@ -180,3 +180,32 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 		t.Fatalf("%d usage records, want 3 (2 refusals, bob's answer)", len(recs))
 	}
 }
+
+// TestCancelOfUnknownIDsIsGated: cancels of ids that are not running
+// here are refusals like resumes of unknown ids: past the user's budget
+// they are refused rate_limited at once, and the log does not grow with them.
+func TestCancelOfUnknownIDsIsGated(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.InfoLevel)
+	e.logger = zap.New(core)
+	clk := &clock{now: time.Unix(1_800_000_000, 0)}
+	g := e.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 3, Now: clk.Now})
+	alice := caller("chat")
+	for i := range 2000 {
+		err := g.Cancel(alice, fmt.Sprintf("unknown-%04d", i))
+		code := gateway.ProtocolError(err).Code
+		switch {
+		case i < 3 && code != protocol.CodeNotFound:
+			t.Fatalf("cancel %d within the budget: %v, want not_found", i, err)
+		case i >= 3 && code != protocol.CodeRateLimited:
+			t.Fatalf("cancel %d past the budget: %v, want rate_limited", i, err)
+		}
+	}
+	if lines := logs.FilterMessage("rejected").Len(); lines > 4 {
+		t.Fatalf("%d rejected lines for 2,000 cancels of unknown ids, want at most 4", lines)
+	}
+	clk.add(2 * time.Second)
+	if err := g.Cancel(alice, "unknown-again"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+		t.Fatalf("after the budget refilled: %v, want not_found", err)
+	}
+}

@@ -9,7 +9,6 @@ package openai
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -176,23 +175,28 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refuse(w, requestID, e)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	body, err := h.opts.Intake.Read(w, r, gateway.DoorOpenAI, p.Owner(), h.opts.MaxBodyBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.Is(err, door.ErrRefused):
+			h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false))
+		case errors.As(err, &tooBig):
 			msg := "request body over " + strconv.FormatInt(h.opts.MaxBodyBytes, 10) + " bytes"
 			refuseInvalid(protocol.Inbound{}, protocol.Errorf(protocol.ErrInvalid, "%s", msg),
 				apiError{status: http.StatusRequestEntityTooLarge, code: protocol.CodeInvalidRequest, msg: msg})
-			return
+		default:
+			// The body did not arrive (the read timeout passed, or the client
+			// went): never a 200. The client may still be there to read it.
+			logger.Info("body_read_failed", zap.Error(err))
+			h.refuse(w, requestID, bodyReadError(err))
 		}
-		// The body did not arrive (the read timeout passed, or the client
-		// went): never a 200. The client may still be there to read it.
-		logger.Info("body_read_failed", zap.Error(err))
-		h.refuse(w, requestID, bodyReadError(err))
 		return
 	}
+	// The body's slot and bytes go back once it is handed on.
+	defer body.Release()
 	rc := http.NewResponseController(w)
-	chatReq, in, err := parseChat(body, requestID)
+	chatReq, in, err := parseChat(body.Bytes, requestID)
 	if err != nil {
 		refuseInvalid(in, err, fromRequestError(err))
 		return
@@ -200,6 +204,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	in.AfterSeq = after
 	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: in, ReceivedAt: received, TopP: chatReq.TopP,
 		Stop: chatReq.Stop, Door: gateway.DoorOpenAI, Trace: tracing.Parse(r.Header.Get("traceparent"))})
+	body.Release()
 	if err != nil {
 		h.refuse(w, requestID, fromProtocol(gateway.ProtocolError(err), false).named(chatReq.origin))
 		return
@@ -214,7 +219,11 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 
 // refuse answers with an error before any stream began.
 func (h *Handler) refuse(w http.ResponseWriter, requestID string, e apiError) {
-	if e.status >= 500 || e.status == http.StatusTooManyRequests {
+	switch {
+	case e.status == http.StatusTooManyRequests:
+		// A hostile client can be refused as often as it likes: sampled.
+		h.refusals.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
+	case e.status >= 500:
 		h.logger.Info("refused", zap.String("request_id", requestID), zap.Int("status", e.status), zap.String("code", e.code))
 	}
 	e.write(w)

@@ -13,9 +13,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
-// MaxStopSequences bounds `stop` (OpenAI's own limit).
-const MaxStopSequences = 4
-
 // chatRequest is the part of a Chat Completions body Jetway serves.
 type chatRequest struct {
 	Model               string        `json:"model"`
@@ -159,7 +156,8 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return req, protocol.Inbound{}, badParam(te.Field, "%s has the wrong type", te.Field)
+			path, problem := door.TypeProblem(te)
+			return req, protocol.Inbound{}, badParam(path, "%s", problem)
 		}
 		return req, protocol.Inbound{}, badParam("stop", "%s", err.Error())
 	}
@@ -184,13 +182,10 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	if t := req.TopP; t != nil && (*t < 0 || *t > 1) {
 		return req, in, badParam("top_p", "top_p must be between 0 and 1")
 	}
-	if len(req.Stop) > MaxStopSequences {
-		return req, in, badParam("stop", "at most %d stop sequences", MaxStopSequences)
-	}
-	for _, s := range req.Stop {
-		if s == "" {
-			return req, in, badParam("stop", "stop sequences must not be empty")
-		}
+	if i, problem := protocol.StopProblem(req.Stop); problem != "" && i < 0 {
+		return req, in, badParam("stop", "stop: %s", problem)
+	} else if problem != "" {
+		return req, in, badParam("stop", "stop[%d]: %s", i, problem)
 	}
 	origin, err := translate(&req, &in)
 	req.origin = origin

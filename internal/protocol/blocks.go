@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"image"
+	_ "image/gif" // image.DecodeConfig reads their headers
+	_ "image/jpeg"
+	_ "image/png"
 	"regexp"
 	"strconv"
 	"strings"
@@ -528,6 +533,9 @@ func validateBlock(b *Block, path, role string, images, docs *int, inResult bool
 		if err := decodeAttachment(b, path, "an image", MaxImageBytes); err != nil {
 			return err
 		}
+		if err := checkImageSize(b.Data.bytes, path); err != nil {
+			return err
+		}
 		*images++
 	case BlockDocument:
 		if !documentFormats[b.Format] {
@@ -656,6 +664,30 @@ func isJSONObject(raw json.RawMessage) bool {
 
 // decodeAttachment checks an attachment's data, read when the frame was
 // decoded (or the block built), against limit, and hashes its bytes.
+// MaxImageSide bounds an image's width and height in pixels: Bedrock's
+// documented maximum (8,000 px per side). Past it the request is refused
+// here, before any reservation, not by Bedrock after one.
+const MaxImageSide = 8000
+
+// checkImageSize reads an image's header dimensions (png, jpeg, gif) and
+// refuses a side over MaxImageSide, naming the field. A header it cannot
+// read (webp, or bytes that are no image it knows) is left to the model.
+func checkImageSize(data []byte, path string) error {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil && len(data) >= 24 && string(data[:8]) == "\x89PNG\r\n\x1a\n" && string(data[12:16]) == "IHDR" {
+		// image/png refuses sides past 2^31-1 as a format error: its IHDR
+		// still says them.
+		cfg.Width, cfg.Height, err = int(binary.BigEndian.Uint32(data[16:20])), int(binary.BigEndian.Uint32(data[20:24])), nil
+	}
+	if err != nil {
+		return nil
+	}
+	if cfg.Width > MaxImageSide || cfg.Height > MaxImageSide {
+		return invalidAt(path+".data", " is an image of %dx%d pixels: at most %d per side", cfg.Width, cfg.Height, MaxImageSide)
+	}
+	return nil
+}
+
 func decodeAttachment(b *Block, path, what string, limit int) error {
 	switch d := &b.Data; {
 	case d.size <= 0:

@@ -398,3 +398,29 @@ func Clip(s string) string {
 	}
 	return s[:n] + "..."
 }
+
+// MaxStopSequences bounds a request's stop sequences (OpenAI's stop,
+// Anthropic's stop_sequences): Bedrock Converse's
+// inferenceConfig.stopSequences takes at most 4.
+const MaxStopSequences = 4
+
+// MaxStopSequenceBytes bounds one stop sequence: a stop sequence is a
+// delimiter, and every answer's text is searched for each one.
+const MaxStopSequenceBytes = 1024
+
+// StopProblem says what is wrong with stops for every door: index is the
+// sequence at fault (-1: the list), problem is "" when nothing is.
+func StopProblem(stops []string) (index int, problem string) {
+	if len(stops) > MaxStopSequences {
+		return -1, fmt.Sprintf("at most %d stop sequences (Bedrock's limit), got %d", MaxStopSequences, len(stops))
+	}
+	for i, s := range stops {
+		switch {
+		case s == "":
+			return i, "must not be empty"
+		case len(s) > MaxStopSequenceBytes:
+			return i, fmt.Sprintf("at most %d bytes, got %d", MaxStopSequenceBytes, len(s))
+		}
+	}
+	return 0, ""
+}

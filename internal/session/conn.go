@@ -641,7 +641,11 @@ func (s *Session) refresh(token string) {
 	s.expiry.Stop()
 	s.expiry = time.AfterFunc(time.Until(p.ExpiresAt), s.expired)
 	s.mu.Unlock()
-	s.logger.Info("auth_refreshed", zap.Time("expires_at", p.ExpiresAt))
+	// A token re-sent (the same expiry) changes nothing worth a line: a
+	// client may send it as often as it likes.
+	if !p.ExpiresAt.Equal(cur.ExpiresAt) {
+		s.logger.Info("auth_refreshed", zap.Time("expires_at", p.ExpiresAt))
+	}
 	s.send(protocol.Encode(protocol.AuthOK{Type: protocol.TypeAuthOK, ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/jetway-gateway/jetway/internal/door"
 )
 
 // Inbound frames have two bounds: Options.MaxFrameBytes for every frame,
@@ -32,31 +34,6 @@ import (
 const frameChunk = 64 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); return &b }}
-
-// byteBudget is a server-wide budget of bytes; take never waits.
-type byteBudget struct {
-	limit   int64
-	used    atomic.Int64
-	observe func(used int64) // the metric; called after every change
-}
-
-// take reserves n bytes, or none and false when they do not fit.
-func (b *byteBudget) take(n int64) bool {
-	used := b.used.Add(n)
-	if used > b.limit {
-		b.used.Add(-n)
-		return false
-	}
-	b.observe(used)
-	return true
-}
-
-// give returns n bytes taken before.
-func (b *byteBudget) give(n int64) {
-	if n > 0 {
-		b.observe(b.used.Add(-n))
-	}
-}
 
 // userShare is one user's part of the attachment budget, shared by the
 // user's sessions on this server; the Hub keeps it while the user has a
@@ -98,9 +75,9 @@ func (e *budgetSpentError) Error() string {
 
 // frameReader reads frames under a session's bounds.
 type frameReader struct {
-	plain, largest int64       // Options.MaxFrameBytes; the read limit (max of both bounds)
-	budget         *byteBudget // the bytes of frames past plain
-	perUser        int64       // one user's share of budget
+	plain, largest int64            // Options.MaxFrameBytes; the read limit (max of both bounds)
+	budget         *door.ByteBudget // the bytes of frames past plain
+	perUser        int64            // one user's share of budget
 }
 
 // take reserves n bytes from the user's share and the server's budget,
@@ -110,7 +87,7 @@ func (fr frameReader) take(u *userShare, n int64) spent {
 		u.used.Add(-n)
 		return userSpent
 	}
-	if !fr.budget.take(n) {
+	if !fr.budget.Take(n) {
 		u.used.Add(-n)
 		return serverSpent
 	}
@@ -121,7 +98,7 @@ func (fr frameReader) take(u *userShare, n int64) spent {
 func (fr frameReader) give(u *userShare, n int64) {
 	if n > 0 {
 		u.used.Add(-n)
-		fr.budget.give(n)
+		fr.budget.Give(n)
 	}
 }
 

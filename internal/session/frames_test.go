@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -189,9 +190,9 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 	}
 	served(t, second, frame, id)
 	// Every byte taken is given back once its request is through.
-	for deadline := time.Now().Add(5 * time.Second); hub.frames.budget.used.Load() != 0; {
+	for deadline := time.Now().Add(5 * time.Second); hub.frames.budget.Used() != 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.used.Load())
+			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.Used())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -204,7 +205,7 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 func BenchmarkReadImageFrame(b *testing.B) {
 	frame := imageFrame("bench-image-1", 1400<<10, false)
 	fr := frameReader{plain: DefaultMaxFrameBytes, largest: DefaultMaxAttachmentFrameBytes,
-		budget: &byteBudget{limit: DefaultAttachmentBytesInFlight, observe: func(int64) {}}, perUser: DefaultAttachmentBytesInFlight}
+		budget: door.NewByteBudget(DefaultAttachmentBytesInFlight, func(int64) {}), perUser: DefaultAttachmentBytesInFlight}
 	u := &userShare{}
 	r := bytes.NewReader(frame)
 	b.ReportAllocs()
@@ -368,9 +369,9 @@ func readAll(ws *websocket.Conn) <-chan any {
 // awaitUsed polls the server's attachment budget until at least n bytes are taken.
 func awaitUsed(t *testing.T, hub *Hub, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.used.Load() < n; {
+	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.Used() < n; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the budget holds %d bytes, want at least %d", hub.frames.budget.used.Load(), n)
+			t.Fatalf("the budget holds %d bytes, want at least %d", hub.frames.budget.Used(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -379,9 +380,9 @@ func awaitUsed(t *testing.T, hub *Hub, n int64) {
 // awaitBudgetFree polls until every byte of the attachment budget is back.
 func awaitBudgetFree(t *testing.T, hub *Hub) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.used.Load() != 0; {
+	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.Used() != 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.used.Load())
+			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.Used())
 		}
 		time.Sleep(time.Millisecond)
 	}

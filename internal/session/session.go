@@ -191,7 +191,7 @@ func NewHub(v door.Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap
 	h := &Hub{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorWS, Metrics: metrics}, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
 		sessions: map[*Session]struct{}{}, perUser: map[string]*userShare{}, idle: make(chan struct{}),
 		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
-			budget:  &byteBudget{limit: o.AttachmentBytesInFlight, observe: metrics.AttachmentBytesInFlight},
+			budget:  door.NewByteBudget(o.AttachmentBytesInFlight, metrics.AttachmentBytesInFlight),
 			perUser: o.AttachmentBytesPerUser}}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:      []string{protocol.Subprotocol},

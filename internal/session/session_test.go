@@ -75,6 +75,8 @@ func (fakeVerifier) Verify(_ context.Context, token string) (auth.Principal, err
 	case "good":
 	case "brief":
 		p.ExpiresAt = time.Now().Add(200 * time.Millisecond)
+	case "fixed": // one JWT: the same expiry whenever it is sent
+		p.ExpiresAt = time.Unix(4_000_000_000, 0)
 	case "other":
 		p.Subject = "u2"
 	default:
@@ -535,5 +537,27 @@ func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
 	}
 	if f := read(t, ws); f["type"] != protocol.TypePong {
 		t.Fatalf("a good token after the flood: %v", f)
+	}
+}
+
+// A token re-sent in auth frames is answered each time and logged only
+// when it changes the session's expiry (issue 30: each re-sent auth frame
+// logged a line).
+func TestResentAuthFramesLogOnce(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	_, url := serve(t, newAnswering(), zap.New(core), Options{})
+	ws := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}, "fixed")
+	for range 200 {
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"auth","token":"fixed"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		if f := read(t, ws); f["type"] != protocol.TypeAuthOK {
+			t.Fatalf("answer %d: %v, want auth_ok", i, f)
+		}
+	}
+	if n := logs.FilterMessage("auth_refreshed").Len(); n != 0 {
+		t.Fatalf("%d auth_refreshed lines for 200 re-sent tokens, want 0", n)
 	}
 }

@@ -95,6 +95,9 @@ type Metrics struct {
 	sessionsMoved     *prometheus.CounterVec // reason
 	unauthenticated   *prometheus.CounterVec // door
 	authCache         *prometheus.CounterVec // result
+	httpBodyBytes     prometheus.Gauge
+	httpRefused       *prometheus.CounterVec // door, reason
+	countTokens       prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -193,13 +196,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"malformed, in the query string, invalid or expired, or a user with no tenant or app), by door; their log lines are sampled.", "door"),
 		authCache: counter("auth_cache_lookups_total", "Token verifications answered from the verified-token cache (hit) or checked in full (miss; "+
 			"bounded by JETWAY_AUTH_CACHE_ENTRIES).", "result"),
+		httpBodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "http_body_bytes_in_flight",
+			Help: "Bytes of HTTP request bodies being read or checked by the OpenAI and Anthropic doors (bounded by JETWAY_HTTP_BODY_BYTES_IN_FLIGHT)."}),
+		httpRefused: counter("http_requests_refused_total", "HTTP requests refused before their body was read, by door and reason: "+
+			"user (the user had JETWAY_HTTP_REQUESTS_PER_USER bodies arriving: rate_limited), server (JETWAY_HTTP_BODY_BYTES_IN_FLIGHT spent: busy).", "door", "reason"),
+		countTokens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "count_tokens_total",
+			Help: "POST /v1/messages/count_tokens requests answered (or refused) by the Anthropic door."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes, m.spansFailed,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated, m.sessionsMoved, m.authCache)
+			m.unauthenticated, m.sessionsMoved, m.authCache, m.httpBodyBytes, m.httpRefused, m.countTokens)
 	}
 	return m
 }
@@ -510,6 +519,39 @@ func (m *Metrics) AttachmentFrameRefused() {
 		return
 	}
 	m.attachmentRefused.Inc()
+}
+
+// HTTPBodyBytesInFlight records the bytes of HTTP request bodies being
+// read or checked.
+func (m *Metrics) HTTPBodyBytesInFlight(n int64) {
+	if m == nil {
+		return
+	}
+	m.httpBodyBytes.Set(float64(n))
+}
+
+// Why an HTTP request was refused before its body was read: the reason
+// label of jetway_http_requests_refused_total, a fixed set.
+const (
+	HTTPRefusedUser   = "user"
+	HTTPRefusedServer = "server"
+)
+
+// HTTPRequestRefused counts an HTTP request refused before its body was
+// read (reason is HTTPRefusedUser or HTTPRefusedServer).
+func (m *Metrics) HTTPRequestRefused(door, reason string) {
+	if m == nil {
+		return
+	}
+	m.httpRefused.WithLabelValues(door, reason).Inc()
+}
+
+// CountTokens counts one count_tokens request.
+func (m *Metrics) CountTokens() {
+	if m == nil {
+		return
+	}
+	m.countTokens.Inc()
 }
 
 // Why a session was asked to move: the reason label of
