@@ -37,8 +37,10 @@ type Encoder interface {
 }
 
 // chunkRoom is the room a run of chunks' buffer gives each chunk beyond
-// its piece and request id: a WebSocket chunk frame's keys and seq fit
-// (escaped text and other doors' longer encodings grow the buffer).
+// its piece and request id until the codec's own overhead is known: a
+// WebSocket chunk frame's keys and seq fit. From the first chunk on, a
+// codec's runs are sized by the most its chunks took beyond their pieces
+// (an SSE event of an HTTP door is several times a WebSocket frame).
 const chunkRoom = 56
 
 // prepared is a log's events in one codec's bytes.
@@ -53,6 +55,8 @@ type prepared struct {
 	terminal    []byte
 	hasTerminal bool
 	bytes       int64 // of the encodings (their buffers' capacity)
+	chunkBytes  int64 // of that, the chunks' run buffers
+	room        int   // bytes a chunk took beyond its piece, at most so far (0: none encoded yet)
 	silent      bool  // the codec sends no chunks
 }
 
@@ -188,8 +192,8 @@ func (l *Log) Follow(ctx context.Context, c Codec, after int) iter.Seq[Batch] {
 // encode fills b's bytes from p, encoding what p does not have yet. The
 // producer never waits for it: p has its own lock.
 func (l *Log) encode(p *prepared, b *Batch) {
-	if grown := p.fill(l, b); grown > 0 {
-		l.grew(grown)
+	if grown := p.fill(l, b); grown != 0 {
+		l.grew(grown) // negative after compaction
 	}
 }
 
@@ -226,6 +230,14 @@ func (p *prepared) fill(l *Log, b *Batch) int64 {
 			// A finished log's chunks are final: every follower sees this count.
 			p.terminal, p.hasTerminal = p.enc.Terminal(b.Terminal, len(l.Pieces())), true
 			p.bytes += int64(len(p.terminal))
+			if p.chunks.len() == len(l.Pieces()) {
+				// Kept for the resume window from now on: in one buffer of
+				// its exact size, not the runs live following made.
+				p.compact()
+				if len(b.Pieces) > 0 {
+					b.Chunks = p.chunks.view(b.First-1, b.Last())
+				}
+			}
 		}
 		b.TerminalBytes = p.terminal
 	}
@@ -234,6 +246,35 @@ func (p *prepared) fill(l *Log, b *Batch) int64 {
 
 func (p *prepared) size() int64 {
 	return p.bytes + int64(4*cap(p.chunks.ends)+32*cap(p.chunks.runs))
+}
+
+// compact copies the chunks' runs into one buffer of their exact size,
+// with new runs and ends: views already handed out keep the old ones,
+// which are never changed.
+func (p *prepared) compact() {
+	c := &p.chunks
+	n := c.len()
+	if len(c.runs) <= 1 && cap(c.ends) == n && (len(c.runs) == 0 || int(c.ends[n-1]) == len(c.runs[0].buf)) {
+		return
+	}
+	all := c.view(0, n)
+	buf := make([]byte, 0, all.Bytes())
+	ends := make([]uint32, n)
+	for i := range n {
+		buf = append(buf, all.At(i)...)
+		ends[i] = uint32(len(buf))
+	}
+	p.bytes += int64(len(buf)) - p.chunkBytes
+	p.chunkBytes = int64(len(buf))
+	c.runs, c.ends = nil, ends
+	if n > 0 {
+		c.runs = []run{{buf: buf[:len(buf):len(buf)]}}
+	}
+}
+
+// learn notes how much a chunk's encoding took beyond its piece.
+func (p *prepared) learn(encoded, piece int) {
+	p.room = max(p.room, encoded-piece)
 }
 
 // appendChunks encodes pieces, the chunks after p's last, into one
@@ -249,7 +290,8 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 		p.silent = len(first) == 0
 		c.runs = append(c.runs, run{buf: first[:cap(first)]})
 		c.ends = append(c.ends, uint32(len(first)))
-		p.bytes += int64(cap(first))
+		p.addChunkBytes(cap(first))
+		p.learn(len(first), len(pieces[0]))
 		pieces = pieces[1:]
 	}
 	if p.silent {
@@ -258,12 +300,16 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 		}
 		return
 	}
+	room := p.room
+	if room <= 0 {
+		room = idLen + chunkRoom
+	}
 	size := 0
 	for _, piece := range pieces {
-		size += len(piece) + idLen + chunkRoom
+		size += len(piece) + room
 	}
 	c.runs = append(c.runs, run{buf: make([]byte, size), first: c.len()})
-	p.bytes += int64(size)
+	p.addChunkBytes(size)
 	tail, base := c.runs[len(c.runs)-1].buf[:0], 0
 	for _, piece := range pieces {
 		start, room := len(tail), cap(tail)
@@ -272,9 +318,15 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 			// Outgrown: the earlier chunks keep the old buffer; this one
 			// starts a run in the new one.
 			c.runs = append(c.runs, run{buf: tail[start:cap(tail)], first: c.len()})
-			p.bytes += int64(cap(tail))
+			p.addChunkBytes(cap(tail))
 			base = start
 		}
+		p.learn(len(tail)-start, len(piece))
 		c.ends = append(c.ends, uint32(len(tail)-base))
 	}
+}
+
+func (p *prepared) addChunkBytes(n int) {
+	p.bytes += int64(n)
+	p.chunkBytes += int64(n)
 }

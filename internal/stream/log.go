@@ -41,7 +41,7 @@ type Log struct {
 	prepared      []*prepared  // the events in each door's codec (see Follow)
 	preparedBytes atomic.Int64 // their size
 
-	onFinish func(l *Log, bytes int64) // the registry's, set before the log is shared
+	onFinish func(l *Log)              // the registry's, set before the log is shared
 	onGrow   func(l *Log, bytes int64) // the registry's: a finished log's prepared events grew
 	elem     *list.Element             // the registry's eviction entry, guarded by the registry's lock
 }
@@ -103,10 +103,10 @@ func (l *Log) Finish(t *Terminal, now time.Time) bool {
 	// stay for the resume window.
 	l.cancel = nil
 	l.broadcast()
-	onFinish, rejected, bytes := l.onFinish, l.rejected, l.retainedBytes()
+	onFinish, rejected := l.onFinish, l.rejected
 	l.mu.Unlock()
 	if onFinish != nil && !rejected {
-		onFinish(l, bytes)
+		onFinish(l)
 	}
 	return true
 }
@@ -118,6 +118,14 @@ const (
 	logFixedBytes = 512
 	chunkBytes    = 16
 )
+
+// RetainedBytes estimates the log's memory, its encodings for every door
+// that followed it included.
+func (l *Log) RetainedBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retainedBytes()
+}
 
 // retainedBytes estimates the log's memory. Callers hold mu.
 func (l *Log) retainedBytes() int64 {
@@ -131,8 +139,9 @@ func (l *Log) retainedBytes() int64 {
 	return n + l.preparedBytes.Load()
 }
 
-// grew hears that the log's prepared events grew by n bytes; a finished
-// log tells the registry, which holds it within its budget.
+// grew hears that the log's prepared events grew by n bytes (shrank, when
+// n is negative: compacted once finished); a finished log tells the
+// registry, which holds it within its budget.
 func (l *Log) grew(n int64) {
 	l.preparedBytes.Add(n)
 	l.mu.Lock()

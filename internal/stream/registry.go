@@ -119,12 +119,15 @@ func (r *Registry) evict() int {
 
 // finish puts a log that just finished at the end of the eviction order
 // and evicts the oldest finished logs while the budget is passed.
-func (r *Registry) finish(l *Log, bytes int64) {
+func (r *Registry) finish(l *Log) {
 	r.mu.Lock()
 	if r.logs[key{l.Owner, l.RequestID}] != l {
 		r.mu.Unlock()
 		return
 	}
+	// Read now, not when the log finished: a follower may have compacted
+	// its encoding since (its report came before the log was retained).
+	bytes := l.RetainedBytes()
 	l.elem = r.finished.PushBack(&retained{log: l, bytes: bytes})
 	r.retained += bytes
 	evicted := r.evict()
