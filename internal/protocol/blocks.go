@@ -18,6 +18,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	_ "golang.org/x/image/webp"
 )
 
 // Content block types. A message's content is a string (one text block) or
@@ -662,16 +663,14 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && jsontext.Value(raw).IsValid(decodeOptions)
 }
 
-// decodeAttachment checks an attachment's data, read when the frame was
-// decoded (or the block built), against limit, and hashes its bytes.
 // MaxImageSide bounds an image's width and height in pixels: Bedrock's
 // documented maximum (8,000 px per side). Past it the request is refused
 // here, before any reservation, not by Bedrock after one.
 const MaxImageSide = 8000
 
-// checkImageSize reads an image's header dimensions (png, jpeg, gif) and
-// refuses a side over MaxImageSide, naming the field. A header it cannot
-// read (webp, or bytes that are no image it knows) is left to the model.
+// checkImageSize reads an image's header dimensions (png, jpeg, gif,
+// webp) and refuses a side over MaxImageSide, naming the field. A header
+// it cannot read (bytes that are no image it knows) is left to the model.
 func checkImageSize(data []byte, path string) error {
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil && len(data) >= 24 && string(data[:8]) == "\x89PNG\r\n\x1a\n" && string(data[12:16]) == "IHDR" {
@@ -688,6 +687,8 @@ func checkImageSize(data []byte, path string) error {
 	return nil
 }
 
+// decodeAttachment checks an attachment's data, read when the frame was
+// decoded (or the block built), against limit, and hashes its bytes.
 func decodeAttachment(b *Block, path, what string, limit int) error {
 	switch d := &b.Data; {
 	case d.size <= 0:
