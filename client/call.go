@@ -33,6 +33,7 @@ type Call struct {
 	stats       Stats
 	acceptTimer *time.Timer
 	refusedAt   time.Time // first refusal of a resume since the last progress (zero: none)
+	on          *conn     // the connection the call's last attempt went on (nil: none yet)
 }
 
 // Stats count what arrived for one call, before deduplication.
@@ -116,6 +117,9 @@ func (c *Call) send(afterSeq int, kind string) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.on = cn
+	c.mu.Unlock()
 	if kind == protocol.TypeResume {
 		return cn.write(protocol.Inbound{Type: protocol.TypeResume, RequestID: c.ID, AfterSeq: afterSeq})
 	}
@@ -148,6 +152,23 @@ func (c *Call) armAcceptTimer() {
 }
 
 // resume continues the call on a new connection.
+// stranded reports whether the call's last attempt went on a connection
+// that has ended (or on none): nothing delivers it now.
+func (c *Call) stranded() bool {
+	c.mu.Lock()
+	on := c.on
+	c.mu.Unlock()
+	if on == nil {
+		return true
+	}
+	select {
+	case <-on.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *Call) resume() {
 	c.mu.Lock()
 	if c.finished {

@@ -364,7 +364,7 @@ func (c *Client) lost(cn *conn, err error) {
 	if c.closed || c.cur != cn {
 		c.mu.Unlock()
 		if !c.closed {
-			c.resumeAll() // an old (draining) connection ended: its calls continue on cur
+			c.resumeStranded() // an old (draining) connection ended: its calls continue on cur
 		}
 		return
 	}
@@ -417,14 +417,17 @@ func (c *Client) reconnect() {
 			c.connWait = nil
 		}
 		c.mu.Unlock()
-		c.resumeAll()
+		c.resumeStranded()
 		return
 	}
 }
 
-// resumeAll asks the current connection for every unfinished call: resume
-// from the last contiguous seq, or re-send requests never acknowledged.
-func (c *Client) resumeAll() {
+// resumeStranded asks the current connection for every unfinished call
+// that no open connection delivers (its last attempt went on one that
+// ended): resume it (re-send it if it was never accepted). A call
+// delivered on the current connection, or on a draining one still open,
+// is left alone: resuming it there too would only duplicate its chunks.
+func (c *Client) resumeStranded() {
 	c.mu.Lock()
 	calls := make([]*Call, 0, len(c.calls))
 	for _, call := range c.calls {
@@ -432,7 +435,9 @@ func (c *Client) resumeAll() {
 	}
 	c.mu.Unlock()
 	for _, call := range calls {
-		call.resume()
+		if call.stranded() {
+			call.resume()
+		}
 	}
 }
 

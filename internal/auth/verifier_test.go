@@ -375,8 +375,11 @@ func TestScheduledRefreshPicksUpNewKeys(t *testing.T) {
 	if _, err := v.Verify(t.Context(), iss.Token(t, authtest.Claims{Tenant: "contoso", UnknownKey: true})); !errors.Is(err, auth.ErrUnknownKey) {
 		t.Fatalf("Verify error = %v, want ErrUnknownKey", err)
 	}
-	if got := iss.Fetches(); got != 2 {
-		t.Fatalf("fetches = %d, want 2", got)
+	// The first fetch and the unknown kid's; a scheduled one may have come
+	// too, on a machine slow enough that a second passed since the first.
+	before := iss.Fetches()
+	if before < 2 {
+		t.Fatalf("fetches = %d, want at least 2", before)
 	}
 
 	iss.Rotate()
@@ -395,8 +398,8 @@ func TestScheduledRefreshPicksUpNewKeys(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an event
 	}
-	if got := iss.Fetches(); got < 3 {
-		t.Errorf("fetches = %d, want at least 3", got)
+	if got := iss.Fetches(); got <= before {
+		t.Errorf("fetches = %d, want more than the %d before the rotation", got, before)
 	}
 }
 
