@@ -212,14 +212,7 @@ func TestSessionsSpreadBehindHAProxy(t *testing.T) {
 		within    = 120 * time.Second
 	)
 	w := newWorld(t, fastPace())
-	endpoint := dynalitetest.Start(t)
-	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint,
-		"JETWAY_MEMBERS_TABLE": dynalitetest.TableName(t) + "-members"}
-	w.runCommand(env, "tables", "create")
-	var gws []*proc
-	for i := 0; i < servers; i++ {
-		gws = append(gws, w.startProcess(merge(env, map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("spread-%d", i)})))
-	}
+	gws := w.membersFleet(servers, "spread")
 	lb := startHAProxy(t, gws, map[int]bool{1: true, 2: true})
 
 	// 300 sessions, all on the one registered gateway.
@@ -467,20 +460,13 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 	)
 	storms := []time.Duration{5 * time.Second, 11 * time.Second, 17 * time.Second}
 	w := newWorld(t, fastPaceSlow())
-	endpoint := dynalitetest.Start(t)
 	// Members only: one dynalite on a shared 2-core machine does not carry
 	// a requests table at this load (tried: busy refusals and timeouts),
 	// and what this test is about is the balancer's view. So a request
 	// reset after its `accepted` and resumed on another gateway is
 	// unknown there (not_found; counted, not a failure), and one reset
 	// before it may run again there.
-	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint,
-		"JETWAY_MEMBERS_TABLE": dynalitetest.TableName(t) + "-members"}
-	w.runCommand(env, "tables", "create")
-	var gws []*proc
-	for i := 0; i < servers; i++ {
-		gws = append(gws, w.startProcess(merge(env, map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("uniform-%d", i)})))
-	}
+	gws := w.membersFleet(servers, "uniform")
 	lb := startHAProxy(t, gws, nil)
 	clients := make([]*client.Client, sessions)
 	for i := range clients {
@@ -597,4 +583,18 @@ func TestUniformReconnectStormsMoveNothingBehindHAProxy(t *testing.T) {
 		}
 		t.Fatalf("%.0f sessions moved in an even fleet, want 0", moved)
 	}
+}
+
+// membersFleet starts n gateway processes (ids prefix-0, prefix-1, ...)
+// that share only a fleet members table on one dynalite.
+func (w *world) membersFleet(n int, prefix string) []*proc {
+	w.t.Helper()
+	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": dynalitetest.Start(w.t),
+		"JETWAY_MEMBERS_TABLE": dynalitetest.TableName(w.t) + "-members"}
+	w.runCommand(env, "tables", "create")
+	var gws []*proc
+	for i := 0; i < n; i++ {
+		gws = append(gws, w.startProcess(merge(env, map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("%s-%d", prefix, i)})))
+	}
+	return gws
 }

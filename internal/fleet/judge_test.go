@@ -88,27 +88,10 @@ func TestForgedStaleItemsDoNotStarveTheHeartbeat(t *testing.T) {
 
 	// The leftovers: 2,000 items whose heartbeat stopped a minute ago.
 	old := time.UnixMilli(time.Now().Add(-time.Minute).UnixMilli())
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < forged; i += 16 {
-				it := fleet.Item{Member: fleet.Member{ID: fmt.Sprintf("leftover-%04d", i), Started: old.Add(-time.Minute), Heartbeat: old},
-					Expires: time.Now().Add(time.Hour)}
-				if err := raw.Put(ctx, it); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	writeItems(t, forged, func(i int) error {
+		return raw.Put(ctx, fleet.Item{Member: fleet.Member{ID: fmt.Sprintf("leftover-%04d", i), Started: old.Add(-time.Minute), Heartbeat: old},
+			Expires: time.Now().Add(time.Hour)})
+	})
 
 	ids := []string{"judge-a", "judge-b"}
 	stores := map[string]*watchedStore{}
@@ -206,25 +189,9 @@ func TestGoneItemsLeaveTheScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := fleet.NewDynamoStore(client, table)
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < gone; i += 16 {
-				if err := store.MarkGone(ctx, fmt.Sprintf("left-%04d", i), time.Time{}, time.Now().Add(time.Hour)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	writeItems(t, gone, func(i int) error {
+		return store.MarkGone(ctx, fmt.Sprintf("left-%04d", i), time.Time{}, time.Now().Add(time.Hour))
+	})
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -271,4 +238,29 @@ func TestGoneItemsLeaveTheScan(t *testing.T) {
 	after, left := scan()
 	t.Logf("Scan of %d items: median %s; after %d reads forgot the gone ones, Scan of %d: median %s",
 		items, before.Round(10*time.Microsecond), reads, left, after.Round(10*time.Microsecond))
+}
+
+// writeItems calls write for 0..n-1, 16 at a time, and fails t on the
+// first error.
+func writeItems(t *testing.T, n int, write func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				if err := write(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
