@@ -136,115 +136,43 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := telemetry.NewMetrics(reg)
-	modelIDs := make([]string, 0, len(cfg.Models))
-	for _, m := range cfg.Models {
-		modelIDs = append(modelIDs, m.ID)
-	}
-	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
-
+	reg, metrics := newMetrics(cfg)
 	verifier, dev, err := buildVerifier(srv.bg, s, cfg, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
-	if s.devMode() && !s.DevAllowRemote {
-		for _, addr := range []string{s.Listen, s.AdminListen} {
-			if !isLoopback(addr) {
-				return nil, fmt.Errorf("dev mode (JETWAY_AUTH_ISSUER unset) refuses the non-loopback address %q: anyone could mint tokens; set JETWAY_AUTH_ISSUER, or JETWAY_DEV_ALLOW_REMOTE=true to force it", addr)
-			}
-		}
+	if err := s.checkDevListen(); err != nil {
+		return nil, err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(srv.bg, awsconfig.WithRegion(s.Region))
+	awsCfg, err := loadAWSConfig(srv.bg, s.Region)
 	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
+		return nil, err
 	}
-	if awsCfg.HTTPClient == nil {
-		awsCfg.HTTPClient = awshttp.NewBuildableClient()
-	}
-	awsCfg.HTTPClient = router.ReadOnlyBodies(awsCfg.HTTPClient)
 	bedrock, err := srv.bedrock(awsCfg, cfg)
 	if err != nil {
 		return nil, err
 	}
-	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
 
 	if srv.instance, err = s.instanceID(); err != nil {
 		return nil, err
 	}
-	// The fleet: this server's membership item, renewed with a client of
-	// its own so heartbeats never wait behind request writes.
-	var fleetStore fleet.Store
-	if s.MembersTable != "" {
-		fs := fleet.NewDynamoStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(2) }), s.MembersTable)
-		fs.SetObserver(metrics)
-		fleetStore = fs
-	}
 	selfDrain := s.selfDrainOptions()
 	srv.serving.Store(selfDrain.Misses < 0)
-	// The membership comes before the gateway, which asks it who is gone;
-	// it reads the gateway's and the hub's load only from Join on (Run).
-	fo := s.Fleet
-	fo.ID, fo.Load, fo.Serving = srv.instance, srv.load, srv.isServing
-	srv.members = fleet.NewMembership(fleetStore, fo, logger)
-
-	var qstore quota.Store = quota.NewMemoryStore()
-	if s.QuotaTable != "" {
-		qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
-		qs.SetObserver(metrics)
-		qstore = qs
-	}
-	srv.quotas = quota.New(qstore, quota.Options{Logger: logger, Lease: s.quotaLease(srv.instance)})
-	var records gateway.Records
-	if s.RequestsTable != "" {
-		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
-		rs.SetObserver(metrics)
-		records = rs
-	}
-	co := s.Cache
-	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
-	cache := router.NewCache(co)
-	if srv.sink, err = usageSink(s, awsCfg, metrics, logger); err != nil {
+	liveness := srv.fleet(awsCfg, metrics)
+	if err := srv.pipeline(cfg, awsCfg, bedrock, liveness, metrics); err != nil {
 		return nil, err
 	}
-	ro := s.Retained
-	ro.Retention, ro.Observer = s.Gateway.ResumeWindow, metrics
-	srv.logs = stream.NewRegistry(ro)
-
-	// Tracing (docs/operations.md, "Tracing"): off unless the OTEL_*
-	// variables ask for it; spans are flushed at the end of the drain.
-	srv.traces, err = tracing.New(srv.bg, s.getenv, tracing.Options{Logger: logger, Observer: metrics},
-		semconv.ServiceInstanceID(srv.instance), attribute.String("jetway.server_id", s.Gateway.ServerID))
-	if err != nil {
-		return nil, err
-	}
-	var tracer trace.Tracer // nil: off
-	if srv.traces.Enabled() {
-		tracer = srv.traces.Tracer()
-		logger.Info("tracing", zap.String("exporter", "otlp"))
-	}
-	var liveness gateway.Fleet
-	if fleetStore != nil {
-		liveness = srv.members
-	}
-	gwo := s.Gateway
-	gwo.Instance = srv.instance
-	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs,
-		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
-			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
-		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
 
 	// With a members table the balancer spreads sessions over the fleet
 	// (without one the fleet is this server alone and nothing moves). It
 	// moves the hub's sessions, and the hub asks it for room elsewhere
 	// only once requests arrive (Run).
 	so := s.sessionOptions()
-	if fleetStore != nil {
+	if liveness != nil {
 		so.RoomElsewhere = srv.roomElsewhere
 	}
 	srv.hub = session.NewHub(verifier, srv.gw, metrics, logger, so)
-	if fleetStore != nil {
+	if liveness != nil {
 		bo := s.Balance
 		bo.MovesPerSecond = float64(s.BalanceMovesPerSec)
 		srv.balancer = fleet.NewBalancer(srv.members, srv.hub, logger, bo)
@@ -263,6 +191,119 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 		return nil, err
 	}
 	return srv, nil
+}
+
+// newMetrics is the Prometheus registry and the gateway's metrics on it,
+// their model label bounded by the tenants file's models.
+func newMetrics(cfg *config.Config) (*prometheus.Registry, *telemetry.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+	modelIDs := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		modelIDs = append(modelIDs, m.ID)
+	}
+	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
+	return reg, metrics
+}
+
+// pipeline builds the gateway (srv.gw) over what it uses: quotas,
+// request records, the response cache, the usage sink, the stream logs
+// and the tracer.
+func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedrockruntime.Client, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
+	s, logger := srv.s, srv.logger
+	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
+	srv.quotas = quota.New(quotaStore(s, dynamo, metrics), quota.Options{Logger: logger, Lease: s.quotaLease(srv.instance)})
+	var records gateway.Records
+	if s.RequestsTable != "" {
+		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
+		rs.SetObserver(metrics)
+		records = rs
+	}
+	co := s.Cache
+	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
+	cache := router.NewCache(co)
+	var err error
+	if srv.sink, err = usageSink(s, awsCfg, metrics, logger); err != nil {
+		return err
+	}
+	ro := s.Retained
+	ro.Retention, ro.Observer = s.Gateway.ResumeWindow, metrics
+	srv.logs = stream.NewRegistry(ro)
+	tracer, err := srv.tracer(metrics)
+	if err != nil {
+		return err
+	}
+	gwo := s.Gateway
+	gwo.Instance = srv.instance
+	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs,
+		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
+			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
+		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
+	return nil
+}
+
+// loadAWSConfig is the SDK's configuration for every AWS client.
+func loadAWSConfig(ctx context.Context, region string) (aws.Config, error) {
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region))
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws config: %w", err)
+	}
+	if awsCfg.HTTPClient == nil {
+		awsCfg.HTTPClient = awshttp.NewBuildableClient()
+	}
+	awsCfg.HTTPClient = router.ReadOnlyBodies(awsCfg.HTTPClient)
+	return awsCfg, nil
+}
+
+// fleet builds this server's membership (srv.members) and returns it as
+// the gateway's Fleet, or nil without a members table: a fleet of one.
+// Its item is renewed with a client of its own so heartbeats never wait
+// behind request writes. The membership comes before the gateway, which
+// asks it who is gone; it reads the gateway's and the hub's load only
+// from Join on (Run), when both exist.
+func (srv *server) fleet(awsCfg aws.Config, metrics *telemetry.Metrics) gateway.Fleet {
+	s := srv.s
+	var store fleet.Store
+	if s.MembersTable != "" {
+		fs := fleet.NewDynamoStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(2) }), s.MembersTable)
+		fs.SetObserver(metrics)
+		store = fs
+	}
+	fo := s.Fleet
+	fo.ID, fo.Load, fo.Serving = srv.instance, srv.load, srv.isServing
+	srv.members = fleet.NewMembership(store, fo, srv.logger)
+	if store == nil {
+		return nil
+	}
+	return srv.members
+}
+
+// quotaStore is the quota counters' store: the quota table, else memory.
+func quotaStore(s *settings, dynamo *dynamodb.Client, metrics *telemetry.Metrics) quota.Store {
+	if s.QuotaTable == "" {
+		return quota.NewMemoryStore()
+	}
+	qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
+	qs.SetObserver(metrics)
+	return qs
+}
+
+// tracer is the pipeline's tracer (docs/operations.md, "Tracing"), nil
+// unless the OTEL_* variables ask for it; srv.traces flushes its spans
+// at close.
+func (srv *server) tracer(metrics *telemetry.Metrics) (trace.Tracer, error) {
+	var err error
+	srv.traces, err = tracing.New(srv.bg, srv.s.getenv, tracing.Options{Logger: srv.logger, Observer: metrics},
+		semconv.ServiceInstanceID(srv.instance), attribute.String("jetway.server_id", srv.s.Gateway.ServerID))
+	if err != nil {
+		return nil, err
+	}
+	if !srv.traces.Enabled() {
+		return nil, nil
+	}
+	srv.logger.Info("tracing", zap.String("exporter", "otlp"))
+	return srv.traces.Tracer(), nil
 }
 
 // bedrock is the model's client: the real Bedrock client, pointed at an
@@ -434,43 +475,13 @@ func (srv *server) readyz(w http.ResponseWriter, r *http.Request) {
 // closes the server.
 func (srv *server) Run(ctx context.Context) error {
 	defer srv.close()
-	s, logger := srv.s, srv.logger
+	logger := srv.logger
 	g, gctx := errgroup.WithContext(srv.bg)
 	sinkCtx, stopSink := context.WithCancel(context.Background())
 	defer stopSink()
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- srv.sink.Run(sinkCtx) }()
-	if srv.mock != nil {
-		g.Go(func() error { return serveHTTP(gctx, srv.mock, srv.mockLn, time.Second) })
-	}
-	g.Go(func() error { return srv.quotas.Run(gctx) })
-	g.Go(func() error { return srv.logs.Run(gctx) })
-	if srv.balancer != nil {
-		g.Go(func() error { return srv.balancer.Run(gctx) })
-	}
-	if srv.emf != nil {
-		g.Go(func() error { return srv.emf.Run(gctx) })
-	}
-	// A server that cannot write its item yet serves, but admits nothing
-	// (busy) until a heartbeat lands: no record of it can exist before
-	// its item does.
-	if err := srv.members.Join(srv.bg); err != nil {
-		logger.Error("fleet_join_failed", zap.Error(err))
-	}
-	g.Go(func() error { return srv.members.Run(gctx) })
-	g.Go(func() error {
-		_ = srv.healthChecks.Run(gctx, func() { srv.requestDrain("health_checks_stopped") })
-		return nil
-	})
-	g.Go(func() error { return serveHTTP(gctx, srv.mainSrv, srv.mainLn, 0) })
-	g.Go(func() error { return serveHTTP(gctx, srv.adminSrv, srv.adminLn, 0) })
-	srv.ready.Store(true)
-	logger.Info("listening", zap.String("addr", srv.mainLn.Addr().String()), zap.String("admin_addr", srv.adminLn.Addr().String()),
-		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.Gateway.ServerID), zap.String("instance", srv.instance),
-		zap.String("members_table", s.MembersTable))
-	if s.ServeDemo {
-		logger.Info("demo_page", zap.String("url", demoPageURL(srv.mainLn.Addr())))
-	}
+	srv.start(gctx, g)
 
 	// Run until a signal (ctx) or a part fails (gctx). A drain that
 	// starts before either keeps the process up, drained, until SIGTERM:
@@ -508,6 +519,43 @@ func (srv *server) Run(ctx context.Context) error {
 		return gErr
 	}
 	return nil
+}
+
+// start runs the background parts under g, joins the fleet, and serves
+// both listeners.
+func (srv *server) start(gctx context.Context, g *errgroup.Group) {
+	s, logger := srv.s, srv.logger
+	if srv.mock != nil {
+		g.Go(func() error { return serveHTTP(gctx, srv.mock, srv.mockLn, time.Second) })
+	}
+	g.Go(func() error { return srv.quotas.Run(gctx) })
+	g.Go(func() error { return srv.logs.Run(gctx) })
+	if srv.balancer != nil {
+		g.Go(func() error { return srv.balancer.Run(gctx) })
+	}
+	if srv.emf != nil {
+		g.Go(func() error { return srv.emf.Run(gctx) })
+	}
+	// A server that cannot write its item yet serves, but admits nothing
+	// (busy) until a heartbeat lands: no record of it can exist before
+	// its item does.
+	if err := srv.members.Join(srv.bg); err != nil {
+		logger.Error("fleet_join_failed", zap.Error(err))
+	}
+	g.Go(func() error { return srv.members.Run(gctx) })
+	g.Go(func() error {
+		_ = srv.healthChecks.Run(gctx, func() { srv.requestDrain("health_checks_stopped") })
+		return nil
+	})
+	g.Go(func() error { return serveHTTP(gctx, srv.mainSrv, srv.mainLn, 0) })
+	g.Go(func() error { return serveHTTP(gctx, srv.adminSrv, srv.adminLn, 0) })
+	srv.ready.Store(true)
+	logger.Info("listening", zap.String("addr", srv.mainLn.Addr().String()), zap.String("admin_addr", srv.adminLn.Addr().String()),
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.Gateway.ServerID), zap.String("instance", srv.instance),
+		zap.String("members_table", s.MembersTable))
+	if s.ServeDemo {
+		logger.Info("demo_page", zap.String("url", demoPageURL(srv.mainLn.Addr())))
+	}
 }
 
 // drain fails readiness, refuses new sessions and requests, lets requests

@@ -204,71 +204,64 @@ func (r setting) flag() string { return flagName(r.key) }
 // when it is set, else r's default; an environment value that does not
 // parse is returned, and the flag keeps r's default.
 func (r setting) declare(fs *flag.FlagSet, getenv func(string) string) error {
-	raw := getenv(r.key)
 	name, usage := r.flag(), r.doc+" ("+r.key+")"
-	bad := func(want string) error { return fmt.Errorf("%s=%q: want %s", r.key, raw, want) }
-	var err error
 	switch p := r.field.(type) {
 	case *string:
-		v := r.def.(string)
-		if raw != "" {
-			v = raw
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (string, bool) { return raw, true }, "")
 		fs.StringVar(p, name, v, usage)
+		return err
 	case *bool:
-		v := r.def.(bool)
-		if raw != "" {
-			if b, perr := strconv.ParseBool(raw); perr != nil {
-				err = bad("true or false")
-			} else {
-				v = b
-			}
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (bool, bool) {
+			b, err := strconv.ParseBool(raw)
+			return b, err == nil
+		}, "true or false")
 		fs.BoolVar(p, name, v, usage)
+		return err
 	case *int:
-		v := r.def.(int)
-		if raw != "" {
-			if n, perr := strconv.Atoi(raw); perr != nil || n < 0 {
-				err = bad("a whole number >= 0")
-			} else {
-				v = n
-			}
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (int, bool) {
+			n, err := strconv.Atoi(raw)
+			return n, err == nil && n >= 0
+		}, "a whole number >= 0")
 		fs.IntVar(p, name, v, usage)
+		return err
 	case *int64:
-		v := r.def.(int64)
-		if raw != "" {
-			if n, perr := strconv.ParseInt(raw, 10, 64); perr != nil || n < 0 {
-				err = bad("a whole number >= 0")
-			} else {
-				v = n
-			}
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (int64, bool) {
+			n, err := strconv.ParseInt(raw, 10, 64)
+			return n, err == nil && n >= 0
+		}, "a whole number >= 0")
 		fs.Int64Var(p, name, v, usage)
+		return err
 	case *float64:
-		v := r.def.(float64)
-		if raw != "" {
-			if f, perr := strconv.ParseFloat(raw, 64); perr != nil || !(f > 0 && f <= 1) {
-				err = bad("a fraction in (0, 1]")
-			} else {
-				v = f
-			}
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (float64, bool) {
+			f, err := strconv.ParseFloat(raw, 64)
+			return f, err == nil && f > 0 && f <= 1
+		}, "a fraction in (0, 1]")
 		fs.Float64Var(p, name, v, usage)
+		return err
 	case *time.Duration:
-		v := r.def.(time.Duration)
-		if raw != "" {
-			if d, perr := time.ParseDuration(raw); perr != nil || d < 0 {
-				err = bad("a duration such as 30s")
-			} else {
-				v = d
-			}
-		}
+		v, err := fromEnv(r, getenv, func(raw string) (time.Duration, bool) {
+			d, err := time.ParseDuration(raw)
+			return d, err == nil && d >= 0
+		}, "a duration such as 30s")
 		fs.DurationVar(p, name, v, usage)
-	default:
-		panic(fmt.Sprintf("setting %s: field of type %T", r.key, r.field)) // row's constraint rules this out
+		return err
 	}
-	return err
+	panic(fmt.Sprintf("setting %s: field of type %T", r.key, r.field)) // row's constraint rules this out
+}
+
+// fromEnv is r's environment value read by parse, else r's default; a value
+// parse refuses is an error saying what it must be (want), with the default.
+func fromEnv[T settingValue](r setting, getenv func(string) string, parse func(raw string) (T, bool), want string) (T, error) {
+	def := r.def.(T)
+	raw := getenv(r.key)
+	if raw == "" {
+		return def, nil
+	}
+	v, ok := parse(raw)
+	if !ok {
+		return def, fmt.Errorf("%s=%q: want %s", r.key, raw, want)
+	}
+	return v, nil
 }
 
 // devMode is true when no real issuer is configured.
@@ -394,6 +387,20 @@ func (s *settings) checkFleet() error {
 	if s.MembersTable == "" && s.RequestsTable != "" {
 		return fmt.Errorf("JETWAY_REQUESTS_TABLE is set without JETWAY_MEMBERS_TABLE: servers sharing " +
 			"request records must know which of them are alive (see docs/operations.md, \"The fleet\"); create it with `gateway tables create`")
+	}
+	return nil
+}
+
+// checkDevListen refuses a dev-mode listener off loopback unless
+// JETWAY_DEV_ALLOW_REMOTE forces it: anyone reaching it could mint tokens.
+func (s *settings) checkDevListen() error {
+	if !s.devMode() || s.DevAllowRemote {
+		return nil
+	}
+	for _, addr := range []string{s.Listen, s.AdminListen} {
+		if !isLoopback(addr) {
+			return fmt.Errorf("dev mode (JETWAY_AUTH_ISSUER unset) refuses the non-loopback address %q: anyone could mint tokens; set JETWAY_AUTH_ISSUER, or JETWAY_DEV_ALLOW_REMOTE=true to force it", addr)
+		}
 	}
 	return nil
 }
