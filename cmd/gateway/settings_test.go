@@ -173,3 +173,48 @@ func TestQuotaLeaseSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsParseRules: each kind of setting reads its variable by its
+// own rule, refuses a bad value with the same words as before the table,
+// and its flag wins over the variable; an int64 flag is refused negative
+// as an int flag is.
+func TestSettingsParseRules(t *testing.T) {
+	parse := func(env map[string]string, args ...string) (*settings, error) {
+		env["HOME"] = t.TempDir()
+		return parseSettings("gateway serve", args, func(k string) string { return env[k] }, io.Discard)
+	}
+	s, err := parse(map[string]string{"JETWAY_HEARTBEAT": "5s", "JETWAY_MAX_FRAME_BYTES": "1000", "JETWAY_SEND_QUEUE_FRAMES": "7",
+		"JETWAY_BALANCE_MARGIN": "0.5", "JETWAY_PPROF": "true", "JETWAY_LOG_LEVEL": "debug", "JETWAY_SERVE_DEMO": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Session.Heartbeat != 5*time.Second || s.Session.MaxFrameBytes != 1000 || s.Session.SendQueueFrames != 7 ||
+		s.Balance.Margin != 0.5 || !s.Pprof || s.LogLevel != "debug" || s.ServeDemo {
+		t.Errorf("settings from the environment: %+v", s)
+	}
+	s, err = parse(map[string]string{"JETWAY_HEARTBEAT": "5s", "JETWAY_MAX_FRAME_BYTES": "1000"}, "--heartbeat=6s", "--max-frame-bytes=2000")
+	if err != nil || s.Session.Heartbeat != 6*time.Second || s.Session.MaxFrameBytes != 2000 {
+		t.Errorf("flags over the environment: %v, %+v", err, s)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"JETWAY_HEARTBEAT": "soon"}, nil, `settings: JETWAY_HEARTBEAT="soon": want a duration such as 30s`},
+		{map[string]string{"JETWAY_HEARTBEAT": "-1s"}, nil, `JETWAY_HEARTBEAT="-1s": want a duration such as 30s`},
+		{map[string]string{"JETWAY_MAX_FRAME_BYTES": "-1"}, nil, `JETWAY_MAX_FRAME_BYTES="-1": want a whole number >= 0`},
+		{map[string]string{"JETWAY_MAX_INFLIGHT": "64MiB"}, nil, `JETWAY_MAX_INFLIGHT="64MiB": want a whole number >= 0`},
+		{map[string]string{"JETWAY_BALANCE_MARGIN": "0"}, nil, `JETWAY_BALANCE_MARGIN="0": want a fraction in (0, 1]`},
+		{map[string]string{"JETWAY_PPROF": "maybe"}, nil, `JETWAY_PPROF="maybe": want true or false`},
+		{map[string]string{"JETWAY_HEARTBEAT": "x", "JETWAY_PPROF": "y"}, nil,
+			`settings: JETWAY_HEARTBEAT="x": want a duration such as 30s; JETWAY_PPROF="y": want true or false`},
+		{map[string]string{}, []string{"--max-frame-bytes=-1"}, "--max-frame-bytes=-1: want a whole number >= 0"},
+		{map[string]string{}, []string{"--send-queue-frames=-1"}, "--send-queue-frames=-1: want a whole number >= 0"},
+		{map[string]string{}, []string{"--heartbeat=-1s"}, "--heartbeat=-1s: want a duration >= 0"},
+	} {
+		if _, err := parse(c.env, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: %v, want an error containing %q", c.env, c.args, err, c.want)
+		}
+	}
+}
