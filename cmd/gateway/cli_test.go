@@ -219,7 +219,7 @@ func TestHelpGroupsServeFlags(t *testing.T) {
 	}
 	text := out.String()
 	s := &settings{}
-	fs, _, _ := s.flags("gateway serve", func(k string) string { return env[k] })
+	fs, _ := s.flags("gateway serve", func(k string) string { return env[k] })
 	fs.VisitAll(func(f *flag.Flag) {
 		if n := strings.Count(text, "\n  -"+f.Name+" ") + strings.Count(text, "\n  -"+f.Name+"\n"); n != 1 {
 			t.Errorf("-%s is listed %d times", f.Name, n)

@@ -135,6 +135,10 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 			if v < 0 {
 				errs = append(errs, fmt.Errorf("--%s=%d: want a whole number >= 0", f.Name, v))
 			}
+		case int64:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("--%s=%d: want a whole number >= 0", f.Name, v))
+			}
 		case time.Duration:
 			if v < 0 {
 				errs = append(errs, fmt.Errorf("--%s=%s: want a duration >= 0", f.Name, v))

@@ -69,256 +69,308 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	if err := s.checkFleet(); err != nil {
+	srv, err := newServer(ctx, s, stdout)
+	if err != nil {
 		return err
+	}
+	return srv.Run(ctx)
+}
+
+// server is the gateway's parts, built by newServer in dependency order
+// and started by Run.
+type server struct {
+	s        *settings
+	logger   *zap.Logger
+	instance string // this process's fleet id (settings.instanceID)
+
+	// Everything background runs under bg, which outlives Run's ctx so
+	// the drain can finish.
+	bg     context.Context
+	stopBG context.CancelFunc
+
+	mock         *http.Server // the in-process Bedrock endpoint; nil: none
+	mockLn       net.Listener
+	members      *fleet.Membership
+	quotas       *quota.Quota
+	logs         *stream.Registry
+	sink         telemetry.Sink
+	traces       *tracing.Provider
+	gw           *gateway.Gateway
+	hub          *session.Hub
+	balancer     *fleet.Balancer // nil without a members table
+	emf          *telemetry.EMF  // nil: EMF off
+	healthChecks *selfdrain.Watcher
+
+	mainSrv, adminSrv *http.Server
+	mainLn, adminLn   net.Listener
+
+	ready atomic.Bool
+	// Seen serving: the load balancer's health checks reach this server
+	// (set at /readyz), or it has held a session. With self-drain off
+	// there is no such signal, and a member always says it serves.
+	serving atomic.Bool
+	// A drain starts at SIGTERM, when the load balancer's health checks stop
+	// (it deregistered this task), or on POST /drain, whichever comes first.
+	drainReq chan string
+}
+
+// newServer builds the server: every part after the parts it uses, the
+// listeners bound last so an address in use is an error here. Nothing
+// serves until Run.
+func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, err error) {
+	if err := s.checkFleet(); err != nil {
+		return nil, err
 	}
 	logger, err := telemetry.NewLogger(s.LogLevel, stdout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = logger.Sync() }()
+	srv := &server{s: s, logger: logger, drainReq: make(chan string, 1)}
+	srv.bg, srv.stopBG = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			srv.close()
+		}
+	}()
 	cfg, err := loadConfig(s.ConfigPath)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	reg, metrics := newMetrics(cfg)
+	verifier, dev, err := buildVerifier(srv.bg, s, cfg, metrics, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkDevListen(); err != nil {
+		return nil, err
+	}
+	awsCfg, err := loadAWSConfig(srv.bg, s.Region)
+	if err != nil {
+		return nil, err
+	}
+	bedrock, err := srv.bedrock(awsCfg, cfg)
+	if err != nil {
+		return nil, err
 	}
 
-	// Everything background runs under bg, which outlives ctx so the drain can finish.
-	bg, stopBG := context.WithCancel(context.Background())
-	defer stopBG()
+	if srv.instance, err = s.instanceID(); err != nil {
+		return nil, err
+	}
+	selfDrain := s.selfDrainOptions()
+	srv.serving.Store(selfDrain.Misses < 0)
+	liveness := srv.fleet(awsCfg, metrics)
+	if err := srv.pipeline(cfg, awsCfg, bedrock, liveness, metrics); err != nil {
+		return nil, err
+	}
 
+	// With a members table the balancer spreads sessions over the fleet
+	// (without one the fleet is this server alone and nothing moves). It
+	// moves the hub's sessions, and the hub asks it for room elsewhere
+	// only once requests arrive (Run).
+	so := s.sessionOptions()
+	if liveness != nil {
+		so.RoomElsewhere = srv.roomElsewhere
+	}
+	srv.hub = session.NewHub(verifier, srv.gw, metrics, logger, so)
+	if liveness != nil {
+		bo := s.Balance
+		bo.MovesPerSecond = float64(s.BalanceMovesPerSec)
+		srv.balancer = fleet.NewBalancer(srv.members, srv.hub, logger, bo)
+	}
+	if s.EMF == "stdout" {
+		srv.emf = telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.Gateway.ServerID}, logger)
+		metrics.SetEMF(srv.emf)
+	}
+	// A gone member's requests are ended and its quota leases taken back
+	// in the background: the heartbeat goes on meanwhile.
+	srv.members.OnGone(srv.gw.Sweep)
+	srv.members.OnExpelled(func() { srv.requestDrain("expelled_from_fleet") })
+	srv.healthChecks = selfdrain.New(selfDrain)
+
+	if err := srv.listen(srv.mainHandler(verifier, cfg, dev, metrics), srv.adminHandler(reg)); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// newMetrics is the Prometheus registry and the gateway's metrics on it,
+// their model label bounded by the tenants file's models.
+func newMetrics(cfg *config.Config) (*prometheus.Registry, *telemetry.Metrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
-
-	verifier, dev, err := buildVerifier(bg, s, cfg, metrics, logger)
-	if err != nil {
-		return err
-	}
-	if s.devMode() && !s.DevAllowRemote {
-		for _, addr := range []string{s.Listen, s.AdminListen} {
-			if !isLoopback(addr) {
-				return fmt.Errorf("dev mode (JETWAY_AUTH_ISSUER unset) refuses the non-loopback address %q: anyone could mint tokens; set JETWAY_AUTH_ISSUER, or JETWAY_DEV_ALLOW_REMOTE=true to force it", addr)
-			}
-		}
-	}
-
 	modelIDs := make([]string, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
 		modelIDs = append(modelIDs, m.ID)
 	}
 	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
+	return reg, metrics
+}
 
-	g, gctx := errgroup.WithContext(bg)
-
-	// The model: the real Bedrock client, pointed at the in-process mock in dev mode.
-	awsCfg, err := awsconfig.LoadDefaultConfig(bg, awsconfig.WithRegion(s.Region))
-	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
-	}
-	if awsCfg.HTTPClient == nil {
-		awsCfg.HTTPClient = awshttp.NewBuildableClient()
-	}
-	awsCfg.HTTPClient = router.ReadOnlyBodies(awsCfg.HTTPClient)
-	bedrockOpts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
-		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
-	}}
-	if s.BedrockCAFile != "" {
-		hc, err := trustingClient(s.BedrockCAFile)
-		if err != nil {
-			return err
-		}
-		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) { o.HTTPClient = router.ReadOnlyBodies(hc) })
-	}
-	if s.useMockBedrock() {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return fmt.Errorf("mock bedrock listen: %w", err)
-		}
-		mock := &http.Server{Handler: mockmodel.New(mockmodel.Options{TTFT: s.MockTTFT, PerToken: s.MockPerToken,
-			PerInputToken: s.MockPerInputToken, Caching: mockCaching(cfg)}),
-			ReadHeaderTimeout: 10 * time.Second}
-		g.Go(func() error { return serveHTTP(gctx, mock, ln, time.Second) })
-		endpoint := "http://" + ln.Addr().String()
-		logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", s.MockTTFT),
-			zap.Duration("per_token", s.MockPerToken), zap.Duration("per_input_token", s.MockPerInputToken))
-		bedrockOpts = append(bedrockOpts, func(o *bedrockruntime.Options) {
-			o.BaseEndpoint = aws.String(endpoint)
-			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
-		})
-	}
-	bedrock := bedrockruntime.NewFromConfig(awsCfg, bedrockOpts...)
+// pipeline builds the gateway (srv.gw) over what it uses: quotas,
+// request records, the response cache, the usage sink, the stream logs
+// and the tracer.
+func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedrockruntime.Client, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
+	s, logger := srv.s, srv.logger
 	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
-
-	// The fleet: this server's membership item, renewed with a client of
-	// its own so heartbeats never wait behind request writes. Its load is
-	// read at each heartbeat (hub and gw are set below, before Join).
-	instance, err := s.instanceID()
-	if err != nil {
-		return err
-	}
-	var fleetStore fleet.Store
-	if s.MembersTable != "" {
-		fs := fleet.NewDynamoStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(2) }), s.MembersTable)
-		fs.SetObserver(metrics)
-		fleetStore = fs
-	}
-	var hub *session.Hub
-	var gw *gateway.Gateway
-	// Seen serving: the load balancer's health checks reach this server
-	// (set at /readyz), or it has held a session. With self-drain off
-	// there is no such signal, and a member always says it serves.
-	var serving atomic.Bool
-	serving.Store(s.selfDrainMisses() < 0)
-	members := fleet.NewMembership(fleetStore, fleet.Options{ID: instance, Heartbeat: s.FleetHeartbeat, StaleAfter: s.FleetStaleAfter,
-		Load: func() fleet.Load {
-			n := gw.Inflight()
-			// Sessions asked to move are leaving: the balancer counts what stays.
-			return fleet.Load{Sessions: hub.Staying(), Streams: n, InFlight: n}
-		},
-		Serving: func() bool {
-			if hub.Sessions() > 0 {
-				serving.Store(true)
-			}
-			return serving.Load()
-		}}, logger)
-
-	var qstore quota.Store = quota.NewMemoryStore()
-	if s.QuotaTable != "" {
-		qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
-		qs.SetObserver(metrics)
-		qstore = qs
-	}
-	lease := s.quotaLease(instance)
-	quotas := quota.New(qstore, quota.Options{Logger: logger, Lease: lease})
-	g.Go(func() error { return quotas.Run(gctx) })
-
+	srv.quotas = quota.New(quotaStore(s, dynamo, metrics), quota.Options{Logger: logger, Lease: s.quotaLease(srv.instance)})
 	var records gateway.Records
 	if s.RequestsTable != "" {
 		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
 		rs.SetObserver(metrics)
 		records = rs
 	}
-
-	cache := router.NewCache(router.CacheOptions{Dynamo: dynamoIf(s.CacheTable != "", dynamo), Table: s.CacheTable,
-		MaxBytes: int64(s.CacheMaxBytes), Observer: metrics, Logger: logger})
-
-	var sink telemetry.Sink
-	if s.FirehoseStream != "" {
-		o := telemetry.FirehoseOptions{SpoolDrainRate: s.UsageSpoolDrainRate}
-		if s.UsageSpoolDir != "" {
-			sp, err := telemetry.OpenSpool(s.UsageSpoolDir, telemetry.SpoolOptions{MaxBytes: int64(s.UsageSpoolBytes)})
-			if err != nil {
-				return fmt.Errorf("JETWAY_USAGE_SPOOL_DIR: %w", err)
-			}
-			o.Spool = sp
-		}
-		sink = telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, o, logger, metrics)
-	} else {
-		sink = telemetry.NewFileSink(s.UsageDir, telemetry.FileOptions{Server: s.ServerID, Metrics: metrics}, logger)
+	co := s.Cache
+	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
+	cache := router.NewCache(co)
+	var err error
+	if srv.sink, err = usageSink(s, awsCfg, metrics, logger); err != nil {
+		return err
 	}
-	sinkCtx, stopSink := context.WithCancel(context.Background())
-	defer stopSink()
-	sinkDone := make(chan error, 1)
-	go func() { sinkDone <- sink.Run(sinkCtx) }()
-
-	logs := stream.NewRegistry(stream.RegistryOptions{Retention: s.ResumeWindow,
-		RetainedBytes: int64(s.RetainedAnswerBytes), Observer: metrics})
-	g.Go(func() error { return logs.Run(gctx) })
-
-	var liveness gateway.Fleet
-	if fleetStore != nil {
-		liveness = members
-	}
-	// Tracing (docs/operations.md, "Tracing"): off unless the OTEL_*
-	// variables ask for it; spans are flushed at the end of the drain.
-	traces, err := tracing.New(bg, getenv, tracing.Options{Logger: logger, Observer: metrics}, semconv.ServiceInstanceID(instance), attribute.String("jetway.server_id", s.ServerID))
+	ro := s.Retained
+	ro.Retention, ro.Observer = s.Gateway.ResumeWindow, metrics
+	srv.logs = stream.NewRegistry(ro)
+	tracer, err := srv.tracer(metrics)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := traces.Shutdown(sctx); err != nil {
-			logger.Warn("trace_flush_failed", zap.Error(err))
-		}
-	}()
-	var tracer trace.Tracer // nil: off
-	if traces.Enabled() {
-		tracer = traces.Tracer()
-		logger.Info("tracing", zap.String("exporter", "otlp"))
-	}
-	gw = gateway.New(gateway.Deps{Config: cfg, Logs: logs,
+	gwo := s.Gateway
+	gwo.Instance = srv.instance
+	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs,
 		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
 			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
-		Quotas: quotas, Records: records, Fleet: liveness, Cache: cache, Usage: sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gateway.Options{
-		MaxInflight: s.MaxInflight, MaxInflightPerTenant: s.MaxInflightPerTenant, MaxInflightPerUser: s.MaxInflightPerUser,
-		MaxInflightPerSession: s.MaxInflightPerSession, MaxRefusalsPerUser: s.MaxRefusalsPerUser, RequestTimeout: s.RequestTimeout,
-		FirstTokenTimeout: s.FirstTokenTimeout, ServerID: s.ServerID, Instance: instance, CheckpointInterval: s.CheckpointInterval,
-		CheckpointChunks: s.CheckpointChunks, PollInterval: s.PollInterval, ResumeWindow: s.ResumeWindow})
-	// With a members table the balancer spreads sessions over the fleet
-	// (without one the fleet is this server alone and nothing moves).
-	var balancer *fleet.Balancer
-	sessionOpts := session.Options{
-		Heartbeat: s.Heartbeat, MaxFrameBytes: int64(s.MaxFrameBytes), MaxAttachmentFrameBytes: s.attachmentFrameBytes(),
-		AttachmentBytesInFlight: int64(s.AttachBytesInFlight), AttachmentBytesPerUser: int64(s.AttachBytesPerUser),
-		FrameReadTimeout: s.FrameReadTimeout, SendQueueFrames: s.SendQueueFrames,
-		SendQueueBytes: s.SendQueueBytes, WriteTimeout: s.WriteTimeout, SocketSendBuffer: s.SocketSendBuffer, MaxConnsPerUser: s.MaxConnsPerUser,
-		AllowedOrigins: s.origins(), AllowLoopback: s.devMode()}
-	if fleetStore != nil {
-		sessionOpts.RoomElsewhere = func() (fleet.Spread, bool) { return balancer.RoomElsewhere() }
-	}
-	hub = session.NewHub(verifier, gw, metrics, logger, sessionOpts)
-	if fleetStore != nil {
-		balancer = fleet.NewBalancer(members, hub, logger, fleet.BalanceOptions{Interval: s.BalanceInterval,
-			Margin: s.BalanceMargin, MovesPerSecond: float64(s.BalanceMovesPerSec)})
-		g.Go(func() error { return balancer.Run(gctx) })
-	}
+		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
+	return nil
+}
 
-	if s.EMF == "stdout" {
-		emf := telemetry.NewEMF(stdout, telemetry.EMFOptions{Server: s.ServerID}, logger)
-		metrics.SetEMF(emf)
-		g.Go(func() error { return emf.Run(gctx) })
+// loadAWSConfig is the SDK's configuration for every AWS client.
+func loadAWSConfig(ctx context.Context, region string) (aws.Config, error) {
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region))
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws config: %w", err)
 	}
+	if awsCfg.HTTPClient == nil {
+		awsCfg.HTTPClient = awshttp.NewBuildableClient()
+	}
+	awsCfg.HTTPClient = router.ReadOnlyBodies(awsCfg.HTTPClient)
+	return awsCfg, nil
+}
 
-	var ready atomic.Bool
-	// A drain starts at SIGTERM, when the load balancer's health checks stop
-	// (it deregistered this task), or on POST /drain, whichever comes first.
-	drainReq := make(chan string, 1)
-	requestDrain := func(reason string) {
-		select {
-		case drainReq <- reason:
-		default:
-		}
+// fleet builds this server's membership (srv.members) and returns it as
+// the gateway's Fleet, or nil without a members table: a fleet of one.
+// Its item is renewed with a client of its own so heartbeats never wait
+// behind request writes. The membership comes before the gateway, which
+// asks it who is gone; it reads the gateway's and the hub's load only
+// from Join on (Run), when both exist.
+func (srv *server) fleet(awsCfg aws.Config, metrics *telemetry.Metrics) gateway.Fleet {
+	s := srv.s
+	var store fleet.Store
+	if s.MembersTable != "" {
+		fs := fleet.NewDynamoStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(2) }), s.MembersTable)
+		fs.SetObserver(metrics)
+		store = fs
 	}
-	// A gone member's requests are ended and its quota leases taken back
-	// in the background: the heartbeat goes on meanwhile.
-	members.OnGone(gw.Sweep)
-	members.OnExpelled(func() { requestDrain("expelled_from_fleet") })
-	// A server that cannot write its item yet serves, but admits nothing
-	// (busy) until a heartbeat lands: no record of it can exist before
-	// its item does.
-	if err := members.Join(bg); err != nil {
-		logger.Error("fleet_join_failed", zap.Error(err))
-	}
-	g.Go(func() error { return members.Run(gctx) })
-	healthChecks := selfdrain.New(selfdrain.Options{Interval: s.HealthCheckInterval, Misses: s.selfDrainMisses(),
-		UserAgent: s.HealthCheckUserAgent})
-	g.Go(func() error {
-		_ = healthChecks.Run(gctx, func() { requestDrain("health_checks_stopped") })
+	fo := s.Fleet
+	fo.ID, fo.Load, fo.Serving = srv.instance, srv.load, srv.isServing
+	srv.members = fleet.NewMembership(store, fo, srv.logger)
+	if store == nil {
 		return nil
-	})
-	// gin routes both listeners (the project's HTTP framework); every
-	// handler is a plain http.Handler.
+	}
+	return srv.members
+}
+
+// quotaStore is the quota counters' store: the quota table, else memory.
+func quotaStore(s *settings, dynamo *dynamodb.Client, metrics *telemetry.Metrics) quota.Store {
+	if s.QuotaTable == "" {
+		return quota.NewMemoryStore()
+	}
+	qs := quota.NewDynamoStore(dynamo, s.QuotaTable)
+	qs.SetObserver(metrics)
+	return qs
+}
+
+// tracer is the pipeline's tracer (docs/operations.md, "Tracing"), nil
+// unless the OTEL_* variables ask for it; srv.traces flushes its spans
+// at close.
+func (srv *server) tracer(metrics *telemetry.Metrics) (trace.Tracer, error) {
+	var err error
+	srv.traces, err = tracing.New(srv.bg, srv.s.getenv, tracing.Options{Logger: srv.logger, Observer: metrics},
+		semconv.ServiceInstanceID(srv.instance), attribute.String("jetway.server_id", srv.s.Gateway.ServerID))
+	if err != nil {
+		return nil, err
+	}
+	if !srv.traces.Enabled() {
+		return nil, nil
+	}
+	srv.logger.Info("tracing", zap.String("exporter", "otlp"))
+	return srv.traces.Tracer(), nil
+}
+
+// bedrock is the model's client: the real Bedrock client, pointed at an
+// in-process mock (srv.mock, served by Run) when the settings ask for one.
+func (srv *server) bedrock(awsCfg aws.Config, cfg *config.Config) (*bedrockruntime.Client, error) {
+	s := srv.s
+	opts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
+		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
+	}}
+	if s.BedrockCAFile != "" {
+		hc, err := trustingClient(s.BedrockCAFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, func(o *bedrockruntime.Options) { o.HTTPClient = router.ReadOnlyBodies(hc) })
+	}
+	if s.useMockBedrock() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("mock bedrock listen: %w", err)
+		}
+		mo := s.Mock
+		mo.Caching = mockCaching(cfg)
+		srv.mock, srv.mockLn = &http.Server{Handler: mockmodel.New(mo), ReadHeaderTimeout: 10 * time.Second}, ln
+		endpoint := "http://" + ln.Addr().String()
+		srv.logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", mo.TTFT),
+			zap.Duration("per_token", mo.PerToken), zap.Duration("per_input_token", mo.PerInputToken))
+		opts = append(opts, func(o *bedrockruntime.Options) {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
+		})
+	}
+	return bedrockruntime.NewFromConfig(awsCfg, opts...), nil
+}
+
+// usageSink is where usage records go: Firehose (through a local spool
+// when one is set), else local files.
+func usageSink(s *settings, awsCfg aws.Config, metrics *telemetry.Metrics, logger *zap.Logger) (telemetry.Sink, error) {
+	if s.FirehoseStream == "" {
+		return telemetry.NewFileSink(s.UsageDir, telemetry.FileOptions{Server: s.Gateway.ServerID, Metrics: metrics}, logger), nil
+	}
+	o := s.Firehose
+	if s.UsageSpoolDir != "" {
+		sp, err := telemetry.OpenSpool(s.UsageSpoolDir, s.Spool)
+		if err != nil {
+			return nil, fmt.Errorf("JETWAY_USAGE_SPOOL_DIR: %w", err)
+		}
+		o.Spool = sp
+	}
+	return telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, o, logger, metrics), nil
+}
+
+// mainHandler routes the main listener: the WebSocket, both HTTP doors
+// and the demo page. gin routes both listeners (the project's HTTP
+// framework); every handler is a plain http.Handler.
+func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev *auth.DevIssuer, metrics *telemetry.Metrics) http.Handler {
+	s := srv.s
 	gin.SetMode(gin.ReleaseMode)
 	main := gin.New()
 	main.Use(gin.Recovery())
-	main.GET("/v1/ws", gin.WrapH(hub))
+	main.GET("/v1/ws", gin.WrapH(srv.hub))
 	// One intake for both HTTP doors: their bodies share one budget.
-	intake := door.NewIntake(int64(s.HTTPBodyBytesInFlight), s.HTTPRequestsPerUser, metrics)
-	openaiDoor := openai.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed, Intake: intake})
-	anthropicDoor := anthropic.New(verifier, gw, cfg, metrics, logger, door.Options{MaxBodyBytes: int64(s.MaxFrameBytes),
-		WriteTimeout: s.WriteTimeout, OriginAllowed: hub.OriginAllowed, Intake: intake})
+	intake := door.NewIntake(s.Intake.BodyBytesInFlight, s.Intake.RequestsPerUser, metrics)
+	doorOpts := door.Options{MaxBodyBytes: s.Session.MaxFrameBytes, WriteTimeout: s.Session.WriteTimeout,
+		OriginAllowed: srv.hub.OriginAllowed, Intake: intake}
+	openaiDoor := openai.New(verifier, srv.gw, cfg, metrics, srv.logger, doorOpts)
+	anthropicDoor := anthropic.New(verifier, srv.gw, cfg, metrics, srv.logger, doorOpts)
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodOptions}
 	main.Match(methods, openai.PathChat, gin.WrapH(openaiDoor))
 	for _, p := range []string{anthropic.PathMessages, anthropic.PathCountTokens, anthropic.PathModels + "/:id"} {
@@ -334,106 +386,119 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		openaiDoor.ServeHTTP(w, r)
 	}))
 	if s.ServeDemo {
-		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: web.Cognito{Domain: s.CognitoDomain,
-			ClientID: s.CognitoClientID, RedirectURI: s.CognitoRedirectURI, Scopes: s.CognitoScopes}})
+		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: s.Cognito})
 	}
+	main.NoRoute(gin.WrapH(door.NoRoute(srv.logger)))
+	return main
+}
+
+// adminHandler routes the admin listener: health, readiness, drain,
+// metrics and (JETWAY_PPROF) profiles.
+func (srv *server) adminHandler(reg *prometheus.Registry) http.Handler {
 	admin := gin.New()
 	admin.Use(gin.Recovery())
 	admin.GET("/healthz", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	}))
-	admin.GET("/readyz", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
-		// Only the load balancer's own checks arm the self-drain watch;
-		// anyone else asking gets the same answer and arms nothing.
-		if healthChecks.Checked(r.UserAgent()) {
-			serving.Store(true)
-			logger.Info("self_drain_armed", zap.String("user_agent", s.HealthCheckUserAgent),
-				zap.Duration("silence", healthChecks.Silence()))
-		}
-		if !ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": hub.Sessions(), "inflight": gw.Inflight()})
-	}))
-	admin.POST("/drain", gin.WrapH(drainHandler(requestDrain)))
-	main.NoRoute(gin.WrapH(door.NoRoute(logger)))
-	admin.NoRoute(gin.WrapH(door.NoRoute(logger.With(zap.String("listener", "admin")))))
+	admin.GET("/readyz", gin.WrapF(srv.readyz))
+	admin.POST("/drain", gin.WrapH(drainHandler(srv.requestDrain)))
+	admin.NoRoute(gin.WrapH(door.NoRoute(srv.logger.With(zap.String("listener", "admin")))))
 	admin.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	if s.Pprof {
+	if srv.s.Pprof {
 		admin.GET("/debug/pprof/*profile", gin.WrapH(pprofHandler()))
 	}
+	return admin
+}
 
-	mainLn, err := net.Listen("tcp", s.Listen)
-	if err != nil {
+// listen binds both listeners and builds their servers.
+func (srv *server) listen(main, admin http.Handler) error {
+	s := srv.s
+	var err error
+	if srv.mainLn, err = net.Listen("tcp", s.Listen); err != nil {
 		return fmt.Errorf("listen %s: %w", s.Listen, err)
 	}
-	adminLn, err := net.Listen("tcp", s.AdminListen)
-	if err != nil {
-		_ = mainLn.Close()
+	if srv.adminLn, err = net.Listen("tcp", s.AdminListen); err != nil {
 		return fmt.Errorf("admin listen %s: %w", s.AdminListen, err)
 	}
 	// A hijacked WebSocket starts with the read deadline set here; the
 	// session replaces it with its heartbeat deadline before its first read.
-	mainSrv := &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTPMaxHeaderBytes,
-		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTPMaxHeaderBytes,
-		ReadTimeout: s.HTTPReadTimeout, IdleTimeout: s.HTTPIdleTimeout}
-	g.Go(func() error { return serveHTTP(gctx, mainSrv, mainLn, 0) })
-	g.Go(func() error { return serveHTTP(gctx, adminSrv, adminLn, 0) })
-	ready.Store(true)
-	logger.Info("listening", zap.String("addr", mainLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
-		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.ServerID), zap.String("instance", instance),
-		zap.String("members_table", s.MembersTable))
-	if s.ServeDemo {
-		logger.Info("demo_page", zap.String("url", demoPageURL(mainLn.Addr())))
-	}
+	srv.mainSrv = &http.Server{Handler: main, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTP.MaxHeaderBytes,
+		ReadTimeout: s.HTTP.ReadTimeout, IdleTimeout: s.HTTP.IdleTimeout}
+	srv.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: s.HTTP.MaxHeaderBytes,
+		ReadTimeout: s.HTTP.ReadTimeout, IdleTimeout: s.HTTP.IdleTimeout}
+	return nil
+}
 
-	// Drain: fail readiness, refuse new sessions and requests, let requests
-	// in flight finish within the drain timeout, then close sockets with 1001.
-	// It runs once, whatever started it.
-	var start time.Time
-	drain := func(reason string) {
-		start = time.Now()
-		logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", s.DrainTimeout),
-			zap.Int("sessions", hub.Sessions()), zap.Int("inflight", gw.Inflight()))
-		// New work is refused before readiness fails, so a failing /readyz
-		// means no request is admitted here any more.
-		gw.Drain()
-		hub.Drain()
-		members.SetDraining()
-		ready.Store(false)
-		drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.DrainTimeout)
-		defer cancelDrain()
-		// No request is admitted any more: unused lease tokens go back to
-		// the other servers now, not when the leases expire.
-		if err := quotas.Drain(drainCtx); err != nil {
-			logger.Warn("quota_lease_return_failed", zap.Error(err))
-		}
-		if err := gw.Wait(drainCtx); err != nil {
-			logger.Warn("drain_deadline", zap.Error(err))
-		}
-		if err := hub.Close(drainCtx); err != nil {
-			logger.Warn("sessions_closed_at_deadline", zap.Error(err))
-		}
-		// Its requests have ended (or the deadline passed): the fleet need
-		// not wait for the stale bound to end what is left.
-		if err := members.Leave(drainCtx); err != nil {
-			logger.Warn("fleet_leave_failed", zap.Error(err))
-		}
-		logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
-	}
+// load is this server's load for its membership item. Sessions asked to
+// move are leaving: the balancer counts what stays.
+func (srv *server) load() fleet.Load {
+	n := srv.gw.Inflight()
+	return fleet.Load{Sessions: srv.hub.Staying(), Streams: n, InFlight: n}
+}
 
-	// Run until a signal (ctx) or a component fails (gctx). A drain that
+// isServing is the membership item's Serving: seen serving, or holding a session.
+func (srv *server) isServing() bool {
+	if srv.hub.Sessions() > 0 {
+		srv.serving.Store(true)
+	}
+	return srv.serving.Load()
+}
+
+// roomElsewhere is the session's RoomElsewhere: the balancer's answer.
+func (srv *server) roomElsewhere() (fleet.Spread, bool) { return srv.balancer.RoomElsewhere() }
+
+// requestDrain asks Run to drain; a drain already asked for stands.
+func (srv *server) requestDrain(reason string) {
+	select {
+	case srv.drainReq <- reason:
+	default:
+	}
+}
+
+// readyz answers the load balancer's health check.
+func (srv *server) readyz(w http.ResponseWriter, r *http.Request) {
+	// Only the load balancer's own checks arm the self-drain watch;
+	// anyone else asking gets the same answer and arms nothing.
+	if srv.healthChecks.Checked(r.UserAgent()) {
+		srv.serving.Store(true)
+		srv.logger.Info("self_drain_armed", zap.String("user_agent", srv.s.SelfDrain.UserAgent),
+			zap.Duration("silence", srv.healthChecks.Silence()))
+	}
+	if !srv.ready.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": srv.hub.Sessions(), "inflight": srv.gw.Inflight()})
+}
+
+// Run serves until ctx ends (a signal) or a part fails, drains, and
+// closes the server.
+func (srv *server) Run(ctx context.Context) error {
+	defer srv.close()
+	logger := srv.logger
+	g, gctx := errgroup.WithContext(srv.bg)
+	sinkCtx, stopSink := context.WithCancel(context.Background())
+	defer stopSink()
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- srv.sink.Run(sinkCtx) }()
+	srv.start(gctx, g)
+
+	// Run until a signal (ctx) or a part fails (gctx). A drain that
 	// starts before either keeps the process up, drained, until SIGTERM:
 	// ECS stops the task itself after the deregistration delay.
+	var reason string
+	asked := false
 	select {
 	case <-ctx.Done():
-		drain("signal")
+		reason = "signal"
 	case <-gctx.Done():
-		drain("failure")
-	case reason := <-drainReq:
-		drain(reason)
+		reason = "failure"
+	case reason = <-srv.drainReq:
+		asked = true
+	}
+	start := time.Now()
+	srv.drain(reason)
+	if asked {
 		select {
 		case <-ctx.Done():
 		case <-gctx.Done():
@@ -441,9 +506,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelShut()
-	_ = mainSrv.Shutdown(shutCtx)
-	_ = adminSrv.Shutdown(shutCtx)
-	stopBG()
+	_ = srv.mainSrv.Shutdown(shutCtx)
+	_ = srv.adminSrv.Shutdown(shutCtx)
+	srv.stopBG()
 	gErr := g.Wait()
 	stopSink()
 	if err := <-sinkDone; err != nil {
@@ -454,6 +519,96 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return gErr
 	}
 	return nil
+}
+
+// start runs the background parts under g, joins the fleet, and serves
+// both listeners.
+func (srv *server) start(gctx context.Context, g *errgroup.Group) {
+	s, logger := srv.s, srv.logger
+	if srv.mock != nil {
+		g.Go(func() error { return serveHTTP(gctx, srv.mock, srv.mockLn, time.Second) })
+	}
+	g.Go(func() error { return srv.quotas.Run(gctx) })
+	g.Go(func() error { return srv.logs.Run(gctx) })
+	if srv.balancer != nil {
+		g.Go(func() error { return srv.balancer.Run(gctx) })
+	}
+	if srv.emf != nil {
+		g.Go(func() error { return srv.emf.Run(gctx) })
+	}
+	// A server that cannot write its item yet serves, but admits nothing
+	// (busy) until a heartbeat lands: no record of it can exist before
+	// its item does.
+	if err := srv.members.Join(srv.bg); err != nil {
+		logger.Error("fleet_join_failed", zap.Error(err))
+	}
+	g.Go(func() error { return srv.members.Run(gctx) })
+	g.Go(func() error {
+		_ = srv.healthChecks.Run(gctx, func() { srv.requestDrain("health_checks_stopped") })
+		return nil
+	})
+	g.Go(func() error { return serveHTTP(gctx, srv.mainSrv, srv.mainLn, 0) })
+	g.Go(func() error { return serveHTTP(gctx, srv.adminSrv, srv.adminLn, 0) })
+	srv.ready.Store(true)
+	logger.Info("listening", zap.String("addr", srv.mainLn.Addr().String()), zap.String("admin_addr", srv.adminLn.Addr().String()),
+		zap.Bool("dev_mode", s.devMode()), zap.String("server", s.Gateway.ServerID), zap.String("instance", srv.instance),
+		zap.String("members_table", s.MembersTable))
+	if s.ServeDemo {
+		logger.Info("demo_page", zap.String("url", demoPageURL(srv.mainLn.Addr())))
+	}
+}
+
+// drain fails readiness, refuses new sessions and requests, lets requests
+// in flight finish within the drain timeout, then closes sockets with 1001.
+func (srv *server) drain(reason string) {
+	logger, start := srv.logger, time.Now()
+	logger.Info("draining", zap.String("reason", reason), zap.Duration("timeout", srv.s.DrainTimeout),
+		zap.Int("sessions", srv.hub.Sessions()), zap.Int("inflight", srv.gw.Inflight()))
+	// New work is refused before readiness fails, so a failing /readyz
+	// means no request is admitted here any more.
+	srv.gw.Drain()
+	srv.hub.Drain()
+	srv.members.SetDraining()
+	srv.ready.Store(false)
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), srv.s.DrainTimeout)
+	defer cancelDrain()
+	// No request is admitted any more: unused lease tokens go back to
+	// the other servers now, not when the leases expire.
+	if err := srv.quotas.Drain(drainCtx); err != nil {
+		logger.Warn("quota_lease_return_failed", zap.Error(err))
+	}
+	if err := srv.gw.Wait(drainCtx); err != nil {
+		logger.Warn("drain_deadline", zap.Error(err))
+	}
+	if err := srv.hub.Close(drainCtx); err != nil {
+		logger.Warn("sessions_closed_at_deadline", zap.Error(err))
+	}
+	// Its requests have ended (or the deadline passed): the fleet need
+	// not wait for the stale bound to end what is left.
+	if err := srv.members.Leave(drainCtx); err != nil {
+		logger.Warn("fleet_leave_failed", zap.Error(err))
+	}
+	logger.Info("drained", zap.String("reason", reason), zap.Duration("took", time.Since(start)))
+}
+
+// close releases what newServer opened, whether Run ran or not: the
+// background context, the listeners, the trace exporter (flushing its
+// spans) and the logger.
+func (srv *server) close() {
+	srv.stopBG()
+	for _, ln := range []net.Listener{srv.mockLn, srv.mainLn, srv.adminLn} {
+		if ln != nil {
+			_ = ln.Close() // already closed by its server's shutdown after Run
+		}
+	}
+	if srv.traces != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.traces.Shutdown(sctx); err != nil {
+			srv.logger.Warn("trace_flush_failed", zap.Error(err))
+		}
+	}
+	_ = srv.logger.Sync()
 }
 
 // dynamoIf returns the client when a table is configured.
@@ -499,10 +654,9 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 
 // buildVerifier returns the Cognito verifier, or in dev mode the dev issuer's.
 func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, metrics *telemetry.Metrics, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
-	ac := auth.Config{Issuer: s.AuthIssuer, JWKSURL: s.AuthJWKSURL, TenantClaim: cfg.Auth.TenantClaim,
-		TenantGroupPrefix: cfg.Auth.TenantGroupPrefix, Leeway: s.AuthLeeway,
-		CacheEntries: s.AuthCacheEntries, CacheLookup: metrics.AuthCacheLookup}
-	if s.AuthCacheEntries == 0 {
+	ac := s.Auth
+	ac.TenantClaim, ac.TenantGroupPrefix, ac.CacheLookup = cfg.Auth.TenantClaim, cfg.Auth.TenantGroupPrefix, metrics.AuthCacheLookup
+	if ac.CacheEntries == 0 {
 		ac.CacheEntries = -1 // the setting's 0 is off; the Config's zero is the default
 	}
 	var dev *auth.DevIssuer
