@@ -57,8 +57,8 @@ type flight struct {
 	ended       bool                 // end ran
 }
 
-func (g *Gateway) newFlight(c Caller, req Request, log *stream.Log) *flight {
-	tctx, root := g.startRequest(c, req)
+func (g *Gateway) newFlight(ctx context.Context, c Caller, req Request, log *stream.Log) *flight {
+	tctx, root := g.startRequest(ctx, c, req)
 	return &flight{g: g, caller: c, req: req, feats: req.Features(), log: log, tctx: tctx, root: root,
 		logger: withTraceID(g.requestLogger(c, req.RequestID, zap.String("door", req.door())), root.SpanContext())}
 }
@@ -68,13 +68,13 @@ func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.Sessi
 
 // admit applies the in-flight caps, the model policy and the quota, and
 // builds the accepted frame (sent by land). Any error rejects the request
-// before acceptance.
-func (f *flight) admit() error {
-	acc, err := f.admission()
+// before acceptance. ctx bounds its store calls (with their own bounds).
+func (f *flight) admit(ctx context.Context) error {
+	acc, err := f.admission(ctx)
 	if err != nil {
 		return err
 	}
-	f.lookupCache()
+	f.lookupCache(ctx)
 	acc.Cached = f.cached != nil
 	if f.cached != nil {
 		acc.Model = f.cached.Model
@@ -86,9 +86,9 @@ func (f *flight) admit() error {
 // admission authorizes the request (its principal was verified by the
 // door), picks its models and reserves its quota, in the span
 // jetway.admission.
-func (f *flight) admission() (acc protocol.Accepted, err error) {
+func (f *flight) admission(ctx context.Context) (acc protocol.Accepted, err error) {
 	g, p := f.g, f.caller.Principal
-	ctx, span := f.span("jetway.admission")
+	tctx, span := f.span("jetway.admission")
 	defer func() { endSpan(span, err, tracing.AuthResult.String("verified"), none) }()
 	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
 	if !ok {
@@ -108,7 +108,7 @@ func (f *flight) admission() (acc protocol.Accepted, err error) {
 	f.admitted = true
 	g.metrics.RequestStarted()
 	f.logger.Info("admitted", zap.String("model", f.chain[0].ID))
-	return f.reserve(ctx)
+	return f.reserve(ctx, tctx)
 }
 
 // land stores the request record while the model call (already started by
@@ -118,10 +118,10 @@ func (f *flight) admission() (acc protocol.Accepted, err error) {
 // another server, land stops the local call and ends this flight before
 // Submit returns: one busy rejection (nothing streamed), or this log
 // follows the owner; fly then only returns.
-func (f *flight) land() {
+func (f *flight) land(ctx context.Context) {
 	defer close(f.landed)
 	if f.g.records != nil {
-		if err := f.createRecord(); err != nil || f.following {
+		if err := f.createRecord(ctx); err != nil || f.following {
 			f.landErr = err
 			f.cancel()
 			f.standDown()
@@ -167,13 +167,14 @@ func (f *flight) standDown() {
 }
 
 // reserve takes the request's worst case from every quota that applies and
-// returns the accepted frame that reports it.
-func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
+// returns the accepted frame that reports it; tctx carries the span of
+// admission.
+func (f *flight) reserve(ctx, tctx context.Context) (protocol.Accepted, error) {
 	g, p := f.g, f.caller.Principal
 	f.estimate = EstimateInputTokens(&f.req.Inbound)
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
 	_, span := g.start(tctx, "jetway.quota.reserve")
-	ctx, cancel := context.WithTimeout(g.base, g.opts.ReserveTimeout)
+	ctx, cancel := within(ctx, g.base, g.opts.ReserveTimeout)
 	defer cancel()
 	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject), amount)
 	outcome := tracing.QuotaOutcome.String("error")
@@ -204,7 +205,7 @@ func (f *flight) reserve(tctx context.Context) (protocol.Accepted, error) {
 // lookupCache finds a cached answer for a deterministic request of an app
 // that caches (temperature 0, unless the app allows any): from memory at
 // once, else from DynamoDB within Options.CacheLookup.
-func (f *flight) lookupCache() {
+func (f *flight) lookupCache(ctx context.Context) {
 	c := f.app.Cache
 	if f.g.cache == nil || c == nil {
 		return
@@ -217,7 +218,7 @@ func (f *flight) lookupCache() {
 	// The model call waits for this lookup, so its DynamoDB tier gets a small
 	// budget (docs/architecture.md, "The response cache").
 	_, span := f.span("jetway.cache.lookup")
-	ctx, cancel := context.WithTimeout(f.g.base, f.g.opts.CacheLookup)
+	ctx, cancel := within(ctx, f.g.base, f.g.opts.CacheLookup)
 	defer cancel()
 	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
 		f.cached = a
@@ -240,7 +241,7 @@ func fromLease(r *quota.Reservation) bool {
 // createRecord stores the accepted request so any server can resume it,
 // with one conditional put that returns the record already stored under
 // the id. If another server stored it first, this log follows that record.
-func (f *flight) createRecord() error {
+func (f *flight) createRecord(ctx context.Context) error {
 	g, p := f.g, f.caller.Principal
 	q, err := f.reservation.MarshalBinary()
 	if err != nil {
@@ -254,8 +255,8 @@ func (f *flight) createRecord() error {
 	}
 	now := g.opts.Now()
 	_, span := f.span("jetway.record.create")
-	ctx, cancel := g.storeCtx()
-	existing, err := g.records.Create(ctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
+	cctx, cancel := g.callCtx(ctx)
+	existing, err := g.records.Create(cctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
 		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted.Frame,
 		Reservation: env, Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
@@ -268,7 +269,7 @@ func (f *flight) createRecord() error {
 		// answers late): read it back, so that this server's own record
 		// is run by this flight and never left running with nobody behind
 		// it (another server would follow it until it expired).
-		if f.ownsRecord() {
+		if f.ownsRecord(ctx) {
 			f.logger.Info("record_created_late", zap.NamedError("put_error", err))
 			endSpan(span, nil, tracing.RecordOutcome.String("created"), none)
 			return nil
@@ -297,9 +298,9 @@ func (f *flight) createRecord() error {
 // ownsRecord reports whether the request's record is stored, running,
 // with this body, owned by this server: a put that failed to answer in
 // time but landed.
-func (f *flight) ownsRecord() bool {
+func (f *flight) ownsRecord(ctx context.Context) bool {
 	g := f.g
-	ctx, cancel := g.storeCtx()
+	ctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	rec, err := g.records.Get(ctx, f.caller.Principal.Owner(), f.req.RequestID)
 	return err == nil && rec.Server == g.opts.Instance && rec.BodyHash == f.log.BodyHash && rec.State == stream.StateRunning

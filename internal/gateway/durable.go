@@ -67,23 +67,39 @@ type envelope struct {
 	Documents     int    `json:"documents,omitempty"`
 }
 
-// storeCtx bounds one store call.
+// storeCtx bounds one store call the server makes on its own behalf.
 func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(g.settleBase, g.opts.StoreTimeout)
+}
+
+// callCtx bounds one store call made for a caller: it carries ctx's values
+// and ends with ctx, after StoreTimeout, or at the drain's deadline, as
+// the server's own calls do.
+func (g *Gateway) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return within(ctx, g.settleBase, g.opts.StoreTimeout)
+}
+
+// within is ctx bounded by d and ended by stop too (the pipeline's own
+// end: base or settleBase), whichever comes first.
+func within(ctx, stop context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	unhook := context.AfterFunc(stop, cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // adopt makes a local log that follows a request owned by another server
 // (or by this one before a restart): it replays the record and polls it
 // until its terminal frame. Returns errNotFound if the store has no record.
-func (g *Gateway) adopt(c Caller, requestID string) (*stream.Log, error) {
-	return g.adoptKey(c.Principal.Owner(), requestID)
+func (g *Gateway) adopt(ctx context.Context, c Caller, requestID string) (*stream.Log, error) {
+	ctx, cancel := g.callCtx(ctx)
+	defer cancel()
+	return g.adoptKey(ctx, c.Principal.Owner(), requestID)
 }
 
-// adoptKey is adopt for the record of owner and requestID.
-func (g *Gateway) adoptKey(owner, requestID string) (*stream.Log, error) {
-	ctx, cancel := g.storeCtx()
+// adoptKey is adopt for the record of owner and requestID; ctx bounds its
+// store read.
+func (g *Gateway) adoptKey(ctx context.Context, owner, requestID string) (*stream.Log, error) {
 	rec, err := g.records.Get(ctx, owner, requestID)
-	cancel()
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
 		return nil, errNotFound
@@ -262,7 +278,9 @@ func (g *Gateway) Sweep(server string) {
 		items := map[string]quota.Item{}
 		for _, k := range keys {
 			g.leaseItems(k, server, items)
-			log, err := g.adoptKey(k.Owner, k.RequestID)
+			actx, cancel := g.storeCtx()
+			log, err := g.adoptKey(actx, k.Owner, k.RequestID)
+			cancel()
 			if err != nil {
 				if !errors.Is(err, errNotFound) {
 					g.logger.Warn("sweep_record_failed", zap.String("member", server), zap.String("request_id", k.RequestID), zap.Error(err))
@@ -369,7 +387,9 @@ func (g *Gateway) reclaimLeases(ctx context.Context, server string, items map[st
 			return
 		case !rec.Ended():
 			// Missed by the first listing (the index lags): end it first.
-			log, err := g.adoptKey(k.Owner, k.RequestID)
+			actx, cancel := g.storeCtx()
+			log, err := g.adoptKey(actx, k.Owner, k.RequestID)
+			cancel()
 			if err == nil && waitEnded(ctx, log) {
 				rctx, cancel := g.storeCtx()
 				rec, err = g.records.Get(rctx, k.Owner, k.RequestID)

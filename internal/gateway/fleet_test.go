@@ -59,7 +59,7 @@ func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, err := a.Submit(caller("chat"), request("req-slow-store", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-slow-store", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
 		return err == nil && rec.Seq() == 1
 	})
 	flaky.failing.Store(true)
-	logB, err := b.Resume(caller("chat"), "req-slow-store")
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-slow-store")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSweepEndsAGoneServersRequests(t *testing.T) {
 		return router.Outcome{Model: "cheap"}, errors.New("the server died")
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
-	if _, _, err := a.Submit(caller("chat"), request("req-orphan", "")); err != nil {
+	if _, _, err := a.Submit(context.Background(), caller("chat"), request("req-orphan", "")); err != nil {
 		t.Fatal(err)
 	}
 	owner := caller("chat").Principal.Owner()
@@ -137,7 +137,7 @@ func TestUnhealthyMembershipAdmitsNothing(t *testing.T) {
 	e.records = stream.NewMemoryStore(nil)
 	e.fleet.unhealthy = true
 	g := e.gateway(reply("cheap", "never"), gateway.Options{})
-	log, _, err := g.Submit(caller("chat"), request("req-cut-off", ""))
+	log, _, err := g.Submit(context.Background(), caller("chat"), request("req-cut-off", ""))
 	if err == nil {
 		f := terminal(t, log)
 		if f["code"] != protocol.CodeBusy || f["retryable"] != true {
@@ -201,7 +201,7 @@ func TestALateCheckpointIsCaughtUp(t *testing.T) {
 		onDelta(" three")
 		return router.Outcome{Model: "cheap", Result: router.Result{UsageReported: true}}, nil
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
-	log, _, err := a.Submit(caller("chat"), request("req-late", ""))
+	log, _, err := a.Submit(context.Background(), caller("chat"), request("req-late", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	a := e.gateway(reply("cheap", "never runs"), gateway.Options{ServerID: "a"})
 	b := e.gateway(reply("cheap", "on", " b"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 	late.givingUp.Store(true)
-	logA, _, err := a.Submit(caller("chat"), request("req-late-put", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	}
 	late.givingUp.Store(false)
 	late.land(t)
-	logB, _, err := b.Submit(caller("chat"), request("req-late-put", ""))
+	logB, _, err := b.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	if f["code"] != protocol.CodeBusy || f["retryable"] != true || f["chunks"] != nil {
 		t.Fatalf("B's answer to the attempt %v, want a retryable busy refusing only the attempt", f)
 	}
-	logB, _, err = b.Submit(caller("chat"), request("req-late-put", ""))
+	logB, _, err = b.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestALatePutRunsOnItsOwnServer(t *testing.T) {
 	e.records = late
 	a := e.gateway(reply("cheap", "on", " a"), gateway.Options{ServerID: "a"})
 	late.givingUp.Store(true)
-	logA, _, err := a.Submit(caller("chat"), request("req-late-own", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-late-own", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestALatePutRunsOnItsOwnServer(t *testing.T) {
 	}
 	late.givingUp.Store(false)
 	late.land(t)
-	logA, _, err = a.Submit(caller("chat"), request("req-late-own", ""))
+	logA, _, err = a.Submit(context.Background(), caller("chat"), request("req-late-own", ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,12 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // charging again; one another server holds is found by the record's put,
 // which stops the model call started beside it and follows that server's
 // record. The same id with a different body is a conflict.
-func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
+//
+// ctx is the caller's (a connection's or an HTTP request's). A request
+// outlives it: once sent, it runs to its one terminal and the client may
+// resume it anywhere, so admission's store calls keep ctx's values but not
+// its end (they end with their own bounds and the server's drain).
+func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *stream.Log, from int, err error) {
 	flying := false // then the flight releases the request
 	defer func() {
 		if !flying && req.Release != nil {
@@ -199,9 +204,10 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
 		return log, req.AfterSeq, nil
 	}
-	f := g.newFlight(c, req, log)
+	f := g.newFlight(ctx, c, req, log)
 	f.logger.Info("received")
-	if err := f.admit(); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	if err := f.admit(ctx); err != nil {
 		f.reject(err)
 		return log, 0, nil
 	}
@@ -218,7 +224,7 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	g.wg.Add(1)
 	flying = true
 	go f.fly()
-	f.land()
+	f.land(ctx)
 	if f.following {
 		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
 	}
@@ -238,12 +244,13 @@ func stopper(cancelled chan struct{}, cancel context.CancelFunc) func() {
 // Resume returns the user's log for requestID so the caller can replay it.
 // Request ids belong to the principal's tenant, app and user
 // (auth.Principal.Owner): another's id, even the same sub's in another
-// tenant or app, is errNotFound.
-func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
+// tenant or app, is errNotFound. Its store read ends with ctx, the
+// caller's: a resume whose caller is gone has nobody to answer.
+func (g *Gateway) Resume(ctx context.Context, c Caller, requestID string) (*stream.Log, error) {
 	if err := g.refusalGate(c, requestID); err != nil {
 		return nil, err
 	}
-	log, err := g.Rejoin(c, requestID)
+	log, err := g.Rejoin(ctx, c, requestID)
 	if err != nil {
 		return nil, g.refused(c, requestID, err)
 	}
@@ -253,7 +260,7 @@ func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 // Rejoin is Resume without the refusal budget and its log line: for a
 // re-sent request on a draining session, whose answer when the id is
 // unknown is `draining`, not a refusal.
-func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
+func (g *Gateway) Rejoin(ctx context.Context, c Caller, requestID string) (*stream.Log, error) {
 	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
@@ -261,7 +268,7 @@ func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 	if g.records == nil {
 		return nil, errNotFound
 	}
-	return g.adopt(c, requestID)
+	return g.adopt(ctx, c, requestID)
 }
 
 // Cancel stops the user's request; its terminal frame is `cancelled`. A
@@ -270,7 +277,11 @@ func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 // next checkpoint, stops its model call and ends the request, and whoever
 // follows the record here delivers that one terminal. Cancelling a request
 // that already ended changes nothing.
-func (g *Gateway) Cancel(c Caller, requestID string) error {
+//
+// ctx is the caller's. A cancel sent is carried out even if its sender's
+// connection ends meanwhile (the model must stop whoever reads the
+// answer), so its store calls keep ctx's values but not its end.
+func (g *Gateway) Cancel(ctx context.Context, c Caller, requestID string) error {
 	owner := c.Principal.Owner()
 	log, ok := g.logs.Get(owner, requestID)
 	if ok && (log.Cancel() || !log.Ended().IsZero()) {
@@ -288,10 +299,11 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 		}
 		return nil
 	}
-	_, span := g.start(g.cancelTrace(owner, requestID), "jetway.cancel",
+	ctx = context.WithoutCancel(ctx)
+	_, span := g.start(g.cancelTrace(ctx, owner, requestID), "jetway.cancel",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.RequestID.String(requestID)))
-	ctx, cancel := g.storeCtx()
-	err := g.records.Cancel(ctx, owner, requestID)
+	sctx, cancel := g.callCtx(ctx)
+	err := g.records.Cancel(sctx, owner, requestID)
 	cancel()
 	endSpan(span, err, none, none)
 	switch {
@@ -313,11 +325,11 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 // cancelTrace is the parent of a cancel sent through the record: the
 // request's root span. Only with tracing on, it costs a read of the
 // record (a cancel on a server that does not own the request is rare).
-func (g *Gateway) cancelTrace(owner, requestID string) context.Context {
+func (g *Gateway) cancelTrace(ctx context.Context, owner, requestID string) context.Context {
 	if !g.tracing {
 		return context.Background()
 	}
-	ctx, cancel := g.storeCtx()
+	ctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	rec, err := g.records.Get(ctx, owner, requestID)
 	if err != nil {
