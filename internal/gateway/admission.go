@@ -291,7 +291,7 @@ func (f *flight) createRecord(ctx context.Context) error {
 	endSpan(span, nil, tracing.RecordOutcome.String("follows"), tracing.Server.String(existing.Server))
 	f.following = true
 	f.logger.Info("follows_other_server", zap.String("owner_server", existing.Server))
-	g.startFollowing(f.log, existing)
+	g.survivor.Follow(f.log, existing)
 	return nil
 }
 

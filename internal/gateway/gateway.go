@@ -35,6 +35,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/takeover"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/internal/tracing"
 )
@@ -51,10 +52,9 @@ type Quotas interface {
 	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
 	Release(ctx context.Context, r *quota.Reservation) error
 	Restore(data []byte) (*quota.Reservation, error)
-	// GoneLeases and ReclaimGone take back the quota leases of a server
-	// the fleet judged gone (see Sweep).
-	GoneLeases(ctx context.Context, owner string, items []quota.Item) []quota.HeldLease
-	ReclaimGone(ctx context.Context, h quota.HeldLease, keep quota.Amount) error
+	// Leases take back the quota leases of a server the fleet judged
+	// gone: the survivor's (see Sweep).
+	takeover.Leases
 }
 
 // Cache is the response cache.
@@ -88,9 +88,9 @@ type Gateway struct {
 	stopBase   context.CancelFunc
 	settleBase context.Context // parent of settlements; ends at the drain deadline
 	stopSettle context.CancelFunc
-	wg         sync.WaitGroup // requests running
-	refusals   *refusals      // per-user refusal budgets
-	sweeps     chan struct{}  // one slot per sweep running (sweepConcurrency)
+	wg         sync.WaitGroup     // requests running
+	refusals   *refusals          // per-user refusal budgets
+	survivor   *takeover.Survivor // nil without Records: follows other servers' records, takes over a gone one's
 
 	mu        sync.Mutex
 	draining  bool
@@ -121,12 +121,22 @@ func New(d Deps, o Options) *Gateway {
 	o.defaults()
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
-	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
+	g := &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}, late: map[lateKey]*lateWatch{},
-		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now), sweeps: make(chan struct{}, sweepConcurrency),
+		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
+	if d.Records != nil {
+		var fleet takeover.Fleet
+		if d.Fleet != nil {
+			fleet = d.Fleet
+		}
+		g.survivor = takeover.New(takeover.Deps{Records: d.Records, Fleet: fleet, Leases: d.Quotas, Logs: d.Logs,
+			Core: survivorCore{g}, Go: g.background, Tracer: d.Tracer, Logger: d.Logger},
+			takeover.Options{PollInterval: o.PollInterval, StoreTimeout: o.StoreTimeout, Now: o.Now})
+	}
+	return g
 }
 
 // Caller is who sent a frame: the authenticated principal on a session.

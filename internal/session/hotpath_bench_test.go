@@ -164,6 +164,10 @@ func (g *benchGateway) Rejoin(context.Context, gateway.Caller, string) (*stream.
 	return nil, errors.New("bench: no rejoin")
 }
 
-func (g *benchGateway) Cancel(context.Context, gateway.Caller, string) error { return errors.New("bench: no cancel") }
+func (g *benchGateway) Cancel(context.Context, gateway.Caller, string) error {
+	return errors.New("bench: no cancel")
+}
 
-func (g *benchGateway) Refuse(_ context.Context, _ gateway.Caller, _ gateway.Request, err error) error { return err }
+func (g *benchGateway) Refuse(_ context.Context, _ gateway.Caller, _ gateway.Request, err error) error {
+	return err
+}
