@@ -3,15 +3,19 @@
 // one terminal outcome, settlement and the usage record. It also owns the one
 // table that turns domain errors into protocol errors (errors.go).
 //
-// A request's life, file by file:
+// A request's life, one stage a file, in the order it runs (each stage
+// hands the next what it takes):
 //
-//	gateway.go    Submit / Resume / Cancel / Drain / Wait
-//	admission.go  admit: in-flight caps, policy, reserve, cache lookup;
-//	              land: the record (beside the model call), accepted
-//	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
-//	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
-//	durable.go    follow another server's record; interrupt it when its lease passed
-//	refusals.go   the per-user refusal budget; the rejected line of refusals outside a flight
+//	gateway.go   Submit / Resume / Cancel / Drain / Wait: the entry points
+//	admit.go     admit: in-flight caps, policy, reserve, cache lookup -> the accepted event
+//	land.go      land: the record (beside the model call), then accepted; late puts withdrawn
+//	stream.go    stream: the model call (or the cached answer) into the log, checkpoints -> the outcome
+//	finish.go    finish(outcome): terminal, persisted, usage record, settle or release
+//	survivor.go  what internal/takeover asks of the pipeline: the ending of another server's request
+//	refusals.go  the per-user refusal budget; the rejected line of refusals outside a flight
+//
+// A flight is one request on this server from admit to finish; the words
+// (flight, land, follow, adopt) are in docs/architecture.md, "Glossary".
 package gateway
 
 import (
@@ -66,6 +70,29 @@ type Cache interface {
 // UsageRecorder takes one usage record per request; it never blocks.
 type UsageRecorder interface {
 	Record(r telemetry.UsageRecord)
+}
+
+// Records is the durable request store shared by every gateway task: what
+// lets a client resume on any server, and a request whose server died end
+// in exactly one terminal outcome.
+type Records interface {
+	Create(ctx context.Context, r stream.Record) (*stream.Record, error)
+	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
+	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
+	Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error
+	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
+	Cancel(ctx context.Context, owner, requestID string) error
+	takeover.Records // Get, and Owned for the survivor
+}
+
+// Fleet is what the pipeline asks of the fleet's membership
+// (*fleet.Membership): whether a server that owns a record is gone, and
+// whether this server is still a member in good standing.
+type Fleet interface {
+	takeover.Fleet // Gone, for the survivor
+	// Healthy reports whether this server's own membership is current; a
+	// server that cannot renew it admits nothing new.
+	Healthy() bool
 }
 
 // Gateway runs requests. Its zero value is not usable; see New.
@@ -384,42 +411,24 @@ func (g *Gateway) Inflight() int {
 	return g.inflight
 }
 
-// routerMessages converts messages for the model call, blocks included
-// (validation decoded the attachments).
-func routerMessages(ms []protocol.Message) []router.Message {
-	out := make([]router.Message, len(ms))
-	for i, m := range ms {
-		out[i] = router.Message{Role: m.Role, Content: m.Content}
-		if m.Blocks != nil {
-			out[i].Blocks = routerBlocks(m.Blocks)
-		}
-	}
-	return out
+// storeCtx bounds one store call the server makes on its own behalf.
+func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(g.settleBase, g.opts.StoreTimeout)
 }
 
-// EstimateInputTokens is the input-token bound admission reserves for a
-// validated request (ValidateRequest decoded its attachments): its system
-// prompt, messages and tool definitions (name, description and schema,
-// which the model reads as input too) by quota.EstimateInputTokens, plus
-// its images and documents (quota.EstimateAttachmentTokens). Doors that
-// count tokens for their clients report this number, so a count and a
-// reservation agree.
-func EstimateInputTokens(in *protocol.Inbound) int64 {
-	f := in.Features()
-	texts := contents(in.Messages)
-	for _, t := range in.Tools {
-		texts = append(texts, t.Name+"\n"+t.Description+"\n"+string(t.InputSchema))
-	}
-	return quota.EstimateInputTokens(in.System, texts) +
-		quota.EstimateAttachmentTokens(f.Images, f.Documents, f.DocumentBytes)
+// callCtx bounds one store call made for a caller: it carries ctx's values
+// and ends with ctx, after StoreTimeout, or at the drain's deadline, as
+// the server's own calls do.
+func (g *Gateway) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return within(ctx, g.settleBase, g.opts.StoreTimeout)
 }
 
-func contents(ms []protocol.Message) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Text()
-	}
-	return out
+// within is ctx bounded by d and ended by stop too (the pipeline's own
+// end: base or settleBase), whichever comes first.
+func within(ctx, stop context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	unhook := context.AfterFunc(stop, cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a

@@ -17,67 +17,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
-// Records is the durable request store shared by every gateway task: what
-// lets a client resume on any server, and a request whose server died end
-// in exactly one terminal outcome.
-type Records interface {
-	Create(ctx context.Context, r stream.Record) (*stream.Record, error)
-	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
-	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
-	Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error
-	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
-	Cancel(ctx context.Context, owner, requestID string) error
-	takeover.Records // Get, and Owned for the survivor
-}
-
-// Fleet is what the pipeline asks of the fleet's membership
-// (*fleet.Membership): whether a server that owns a record is gone, and
-// whether this server is still a member in good standing.
-type Fleet interface {
-	takeover.Fleet // Gone, for the survivor
-	// Healthy reports whether this server's own membership is current; a
-	// server that cannot renew it admits nothing new.
-	Healthy() bool
-}
-
-// envelope is what a record carries so that any server can settle the
-// request and write its usage record.
-type envelope struct {
-	Quota         []byte `json:"quota"`
-	InputEstimate int64  `json:"input_estimate"`
-	Model         string `json:"model"`
-	Tenant        string `json:"tenant"`
-	App           string `json:"app"`
-	User          string `json:"user"` // the sub (the record's owner key is tenant/app/sub)
-	ClientID      string `json:"client_id"`
-	SessionID     string `json:"session_id"`
-	ReceivedAt    int64  `json:"received_at_ms"`
-	Reserved      int64  `json:"reserved_tokens"`
-	Door          string `json:"door,omitempty"` // the door it came through ("" in records from before it was kept)
-	Images        int    `json:"images,omitempty"`
-	Documents     int    `json:"documents,omitempty"`
-}
-
-// storeCtx bounds one store call the server makes on its own behalf.
-func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(g.settleBase, g.opts.StoreTimeout)
-}
-
-// callCtx bounds one store call made for a caller: it carries ctx's values
-// and ends with ctx, after StoreTimeout, or at the drain's deadline, as
-// the server's own calls do.
-func (g *Gateway) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return within(ctx, g.settleBase, g.opts.StoreTimeout)
-}
-
-// within is ctx bounded by d and ended by stop too (the pipeline's own
-// end: base or settleBase), whichever comes first.
-func within(ctx, stop context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	unhook := context.AfterFunc(stop, cancel)
-	return ctx, func() { unhook(); cancel() }
-}
-
 // adopt makes a local log that follows a request owned by another server
 // (or by this one before a restart): the survivor replays its record and
 // polls it until its terminal. Returns errNotFound if the store has no

@@ -78,6 +78,32 @@ type outcome struct {
 	ownerServer      string             // endInterrupted: the gone server whose record this ends
 }
 
+// reject ends a request that was never accepted: its only frame is the error.
+func (f *flight) reject(err error) {
+	if f.admitted {
+		f.admitted = false
+		f.g.release(f)
+	}
+	o := f.outcome(err)
+	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
+	f.g.finish(o)
+	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
+}
+
+// outcome is the part of an ending every path of this flight shares.
+func (f *flight) outcome(err error) outcome {
+	p := f.caller.Principal
+	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
+		tctx: f.tctx, span: f.root, deliver: f.deliver,
+		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
+			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
+	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
+	if f.reservation != nil {
+		o.reserved = f.reservation.Amount().Tokens
+	}
+	return o
+}
+
 // finish is the one ending of every request: it encodes the terminal,
 // persists it, delivers it, writes the usage record and settles or
 // releases the quota, at the one price (see price). It reports whether
