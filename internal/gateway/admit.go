@@ -42,12 +42,10 @@ type flight struct {
 	admitted    bool                 // holds in-flight slots
 	cacheKey    string               // set when the app caches this request
 	cached      *router.CachedAnswer // a cache hit: no model call
-	accepted    *stream.Accepted     // sent once the request landed
 	landed      chan struct{}        // closed when land has decided (landErr, following)
 	landErr     error                // the record could not be stored: the request is rejected
 	following   bool                 // the record existed on another server: this log follows it
-	ctx         context.Context      // the request's context: ends with its terminal
-	cancel      context.CancelFunc   // stops the model call
+	cancel      context.CancelFunc   // ends the request's context (stream's): stops the model call
 	stop        func()               // the client's cancel (closes cancelled, then cancel)
 	cancelled   chan struct{}        // closed by the client's cancel or a lost lease
 	lostLease   atomic.Bool          // another server interrupted this request
@@ -67,20 +65,20 @@ func (f *flight) userKey() string { return f.caller.Principal.Owner() }
 func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
 
 // admit applies the in-flight caps, the model policy and the quota, and
-// builds the accepted frame (sent by land). Any error rejects the request
-// before acceptance. ctx bounds its store calls (with their own bounds).
-func (f *flight) admit(ctx context.Context) error {
+// returns the accepted event, which land stores and sends. Any error
+// rejects the request before acceptance. ctx bounds its store calls (with
+// their own bounds).
+func (f *flight) admit(ctx context.Context) (*stream.Accepted, error) {
 	acc, err := f.admission(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f.lookupCache(ctx)
 	acc.Cached = f.cached != nil
 	if f.cached != nil {
 		acc.Model = f.cached.Model
 	}
-	f.accepted = stream.NewAccepted(acc)
-	return nil
+	return stream.NewAccepted(acc), nil
 }
 
 // admission authorizes the request (its principal was verified by the

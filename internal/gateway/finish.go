@@ -71,7 +71,6 @@ type outcome struct {
 	reservation      *quota.Reservation // nil: nothing reserved
 	reserved         int64              // tokens reserved, for the usage record
 	checkpoints      *checkpointer      // endOwned with a request store
-	tctx             context.Context    // carries the span the ending's spans are children of
 	span             trace.Span         // the request's root span, ended here (nil: another's record)
 	deliver          trace.Span         // accepted to terminal (nil: nothing was delivered)
 	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
@@ -86,7 +85,7 @@ func (f *flight) reject(err error) {
 	}
 	o := f.outcome(err)
 	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
-	f.g.finish(o)
+	f.g.finish(f.tctx, o)
 	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
 }
 
@@ -94,7 +93,7 @@ func (f *flight) reject(err error) {
 func (f *flight) outcome(err error) outcome {
 	p := f.caller.Principal
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
-		tctx: f.tctx, span: f.root, deliver: f.deliver,
+		span: f.root, deliver: f.deliver,
 		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
 			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
 	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
@@ -108,10 +107,8 @@ func (f *flight) outcome(err error) outcome {
 // persists it, delivers it, writes the usage record and settles or
 // releases the quota, at the one price (see price). It reports whether
 // this server ended the request (false only for a lost Interrupt race).
-func (g *Gateway) finish(o outcome) bool {
-	if o.tctx == nil {
-		o.tctx = context.Background()
-	}
+// ctx carries the span the ending's spans are children of.
+func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 	defer endRequest(o.span, &o)
 	terminal := o.terminal()
 	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Frame) {
@@ -141,7 +138,7 @@ func (g *Gateway) finish(o outcome) bool {
 		}
 		o.log.Finish(terminal, o.end)
 		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
-		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), terminal.Frame) {
+		if o.checkpoints != nil && !g.persistTerminal(ctx, o, o.checkpoints.stop(), terminal.Frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
 			return true
@@ -150,16 +147,16 @@ func (g *Gateway) finish(o outcome) bool {
 	charge := g.charge(o.model, o.usage)
 	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(o.model, o.usage), g.opts.ServerID)
 	if g.usage != nil {
-		_, span := g.start(o.tctx, "jetway.usage.record")
+		_, span := g.start(ctx, "jetway.usage.record")
 		g.usage.Record(rec)
 		span.End()
 	}
 	g.metrics.ObserveRequest(rec)
 	if o.reservation != nil {
 		if o.how == endRejected {
-			g.releaseQuota(o.tctx, o.logger, o.reservation)
+			g.releaseQuota(ctx, o.logger, o.reservation)
 		} else {
-			g.settleQuota(o.tctx, o.logger, o.reservation, charge)
+			g.settleQuota(ctx, o.logger, o.reservation, charge)
 		}
 	}
 	return true
@@ -282,8 +279,8 @@ func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *qu
 // log ended, retrying a store outage until the resume window passes. It
 // reports false when another server had ended the record (this server
 // was judged gone), which then charged the request.
-func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) (ok bool) {
-	_, span := g.start(o.tctx, "jetway.record.finish")
+func (g *Gateway) persistTerminal(tctx context.Context, o outcome, stored int, frame []byte) (ok bool) {
+	_, span := g.start(tctx, "jetway.record.finish")
 	defer func() {
 		outcome := "finished"
 		if !ok {

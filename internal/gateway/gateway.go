@@ -222,9 +222,9 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // resume it anywhere, so admission's store calls keep ctx's values but not
 // its end (they end with their own bounds and the server's drain).
 func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *stream.Log, from int, err error) {
-	flying := false // then the flight releases the request
+	started := false // then the flight (run) releases the request
 	defer func() {
-		if !flying && req.Release != nil {
+		if !started && req.Release != nil {
 			req.Release()
 		}
 	}()
@@ -244,7 +244,8 @@ func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *strea
 	f := g.newFlight(ctx, c, req, log)
 	f.logger.Info("received")
 	ctx = context.WithoutCancel(ctx)
-	if err := f.admit(ctx); err != nil {
+	accepted, err := f.admit(ctx)
+	if err != nil {
 		f.reject(err)
 		return log, 0, nil
 	}
@@ -254,14 +255,15 @@ func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *strea
 	if g.tracing {
 		base = trace.ContextWithSpan(base, f.root) // the router's model calls are its children
 	}
-	f.ctx, f.cancel = context.WithTimeout(base, g.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(base, g.opts.RequestTimeout) // the request's: ends with its terminal
+	f.cancel = cancel
 	f.cancelled = make(chan struct{})
 	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
 	g.wg.Add(1)
-	flying = true
-	go f.fly()
-	f.land(ctx)
+	started = true
+	go f.run(rctx)
+	f.land(ctx, accepted)
 	if f.following {
 		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
 	}

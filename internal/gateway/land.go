@@ -15,16 +15,18 @@ import (
 )
 
 // land stores the request record while the model call (already started by
-// fly) waits for its first token, then sends `accepted`: accepted still
-// means the request landed (any server can resume it). Until land returns,
-// fly delivers nothing. When the put fails, or finds the request owned by
-// another server, land stops the local call and ends this flight before
-// Submit returns: one busy rejection (nothing streamed), or this log
-// follows the owner; fly then only returns.
-func (f *flight) land(ctx context.Context) {
+// stream, beside it) waits for its first token, then sends accepted, the
+// event admit returned: accepted still means the request landed (any
+// server can resume it). Until land returns, stream delivers nothing; its
+// decision reaches stream through f.landed (waitLanded). When the put
+// fails, or finds the request owned by another server, land stops the
+// local call and ends this flight before Submit returns: one busy
+// rejection (nothing streamed), or this log follows the owner; stream
+// then only returns.
+func (f *flight) land(ctx context.Context, accepted *stream.Accepted) {
 	defer close(f.landed)
 	if f.g.records != nil {
-		if err := f.createRecord(ctx); err != nil || f.following {
+		if err := f.createRecord(ctx, accepted); err != nil || f.following {
 			f.landErr = err
 			f.cancel()
 			f.standDown()
@@ -34,7 +36,7 @@ func (f *flight) land(ctx context.Context) {
 	}
 	f.log.SetCancel(f.stop)
 	_, f.deliver = f.span("jetway.deliver")
-	f.log.Accept(f.accepted)
+	f.log.Accept(accepted)
 }
 
 // waitLanded waits for land and reports whether this server runs the
@@ -90,7 +92,7 @@ type envelope struct {
 // createRecord stores the accepted request so any server can resume it,
 // with one conditional put that returns the record already stored under
 // the id. If another server stored it first, this log follows that record.
-func (f *flight) createRecord(ctx context.Context) error {
+func (f *flight) createRecord(ctx context.Context, accepted *stream.Accepted) error {
 	g, p := f.g, f.caller.Principal
 	q, err := f.reservation.MarshalBinary()
 	if err != nil {
@@ -106,7 +108,7 @@ func (f *flight) createRecord(ctx context.Context) error {
 	_, span := f.span("jetway.record.create")
 	cctx, cancel := g.callCtx(ctx)
 	existing, err := g.records.Create(cctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
-		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: f.accepted.Frame,
+		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: accepted.Frame,
 		Reservation: env, Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {

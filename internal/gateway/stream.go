@@ -16,23 +16,34 @@ import (
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
-// fly calls the model (or replays the cached answer) into the log and ends
-// the request with exactly one finish, whatever happens, a panic included.
-func (f *flight) fly() {
-	g := f.g
-	defer g.wg.Done()
+// run is the flight's goroutine from the model call to its one ending:
+// stream, then finish, whatever happens, a panic included. ctx is the
+// request's: it ends with its terminal (f.cancel).
+func (f *flight) run(ctx context.Context) {
+	defer f.g.wg.Done()
 	defer f.dropContent() // whatever way the flight ends
 	defer func() {
 		// A bug must not leave an accepted request without its terminal.
 		if v := recover(); v != nil {
 			f.logger.Error("request_panic", zap.Any("panic", v), zap.Stack("stack"))
-			if !f.waitLanded() {
-				return // land ended this flight
+			if !f.waitLanded() || f.ended {
+				return // land ended this flight, or it panicked finishing
 			}
-			f.end(router.Outcome{}, fmt.Errorf("panic: %v", v))
+			f.end(f.owned(router.Outcome{}, fmt.Errorf("panic: %v", v)))
 		}
 	}()
 	defer f.cancel()
+	if o, landed := f.stream(ctx); landed {
+		f.end(o)
+	}
+}
+
+// stream calls the model (or replays the cached answer) into the log and
+// returns the request's outcome, which finish takes; landed is false when
+// land ended this flight (rejected, or following another server), and
+// there is nothing to finish.
+func (f *flight) stream(ctx context.Context) (o outcome, landed bool) {
+	g := f.g
 	f.logger.Info("model_started", zap.String("model", f.chain[0].ID))
 	var out router.Outcome
 	var err error
@@ -43,10 +54,10 @@ func (f *flight) fly() {
 		if f.blockMode {
 			call.OnBlock = f.onBlock
 		}
-		out, err = g.router.Stream(f.ctx, f.chain, call, f.onDelta)
+		out, err = g.router.Stream(ctx, f.chain, call, f.onDelta)
 	}
 	if !f.waitLanded() {
-		return // land ended this flight: rejected, or following another server
+		return outcome{}, false
 	}
 	f.dropContent()
 	if err != nil {
@@ -58,7 +69,7 @@ func (f *flight) fly() {
 				err = fmt.Errorf("%w: %w", errCancelled, err)
 			}
 		default:
-			if errors.Is(f.ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
 			}
 		}
@@ -66,7 +77,7 @@ func (f *flight) fly() {
 		// Before the terminal, so a client that asks again after done gets the hit.
 		f.storeCache(out, f.log.Pieces())
 	}
-	f.end(out, err)
+	return f.owned(out, err), true
 }
 
 // dropContent forgets what the request asked once its model call ended
@@ -242,13 +253,9 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 	}
 }
 
-// end builds the request's outcome and finishes it, once per flight (a
-// panic inside finish must not charge or record twice).
-func (f *flight) end(out router.Outcome, err error) {
-	if f.ended {
-		return
-	}
-	f.ended = true
+// owned is the outcome of a request this server ran, from its model
+// call's result: what stream hands finish.
+func (f *flight) owned(out router.Outcome, err error) outcome {
 	g := f.g
 	end := g.opts.Now()
 	pieces := f.log.Pieces()
@@ -274,10 +281,6 @@ func (f *flight) end(out router.Outcome, err error) {
 	if !f.first.IsZero() {
 		ttft = ttftMs(f.first.Sub(f.req.ReceivedAt))
 	}
-	if f.admitted {
-		f.admitted = false
-		g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
-	}
 	o := f.outcome(err)
 	o.how, o.text, o.chunks, o.usage, o.model = endOwned, answer.Text, len(pieces), usage, model
 	o.toolCalls = answer.ToolCalls
@@ -288,7 +291,21 @@ func (f *flight) end(out router.Outcome, err error) {
 	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
 	o.checkpoints = f.checkpoints
 	o.settledElsewhere = f.lostLease.Load()
-	g.finish(o)
+	return o
+}
+
+// end finishes the flight with o, once per flight (a panic inside finish
+// must not charge or record twice).
+func (f *flight) end(o outcome) {
+	if f.ended {
+		return
+	}
+	f.ended = true
+	if f.admitted {
+		f.admitted = false
+		f.g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
+	}
+	f.g.finish(f.tctx, o)
 }
 
 // refusedByModel reports whether a model call's error says the model

@@ -121,7 +121,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 		toolCalls: answer.ToolCalls,
 		usage:     protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
-		ownerServer: rec.Server, tctx: tctx,
+		ownerServer: rec.Server,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
 			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received, door: env.Door,
 			images: env.Images, documents: env.Documents, traceID: tracing.TraceID(span.SpanContext())}}
@@ -132,7 +132,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 		}
 		o.reservation = res
 	}
-	if !g.finish(o) {
+	if !g.finish(tctx, o) {
 		span.SetAttributes(tracing.Outcome.String("lost_race"))
 		return false
 	}
