@@ -125,7 +125,7 @@ type Gateway struct {
 	byTenant  map[string]int
 	byUser    map[string]int
 	bySession map[string]int
-	late      map[lateKey]*lateWatch // given-up record puts being watched (withdraw.go)
+	late      map[lateKey]*lateWatch // given-up record puts being watched (land.go)
 }
 
 // Deps are the gateway's collaborators.
