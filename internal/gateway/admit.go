@@ -15,7 +15,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
-	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
@@ -151,52 +150,6 @@ func (f *flight) policy() error {
 	return f.checkCachePoints()
 }
 
-// acquire takes the in-flight slots or says which cap is full.
-func (g *Gateway) acquire(f *flight) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case g.draining:
-		return errDraining
-	case g.fleet != nil && !g.fleet.Healthy():
-		// Other servers may soon judge this one gone and give back what it
-		// holds: admit nothing until its membership is current again.
-		return fmt.Errorf("%w: this server cannot renew its fleet membership", errBusy)
-	case g.bySession[f.sessionKey()] >= g.opts.MaxInflightPerSession:
-		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", g.opts.MaxInflightPerSession)
-	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:
-		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", g.opts.MaxInflightPerUser)
-	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[f.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
-		return fmt.Errorf("%w: tenant at its in-flight cap", ErrAtCapacity)
-	case g.inflight >= g.opts.MaxInflight:
-		return fmt.Errorf("%w: server at its in-flight cap of %d", ErrAtCapacity, g.opts.MaxInflight)
-	}
-	g.inflight++
-	g.byTenant[f.caller.Principal.Tenant]++
-	g.byUser[f.userKey()]++
-	g.bySession[f.sessionKey()]++
-	return nil
-}
-
-// release gives back the slots acquire took.
-func (g *Gateway) release(f *flight) {
-	g.metrics.RequestFinished()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.inflight--
-	dec(g.byTenant, f.caller.Principal.Tenant)
-	dec(g.byUser, f.userKey())
-	dec(g.bySession, f.sessionKey())
-}
-
-func dec(m map[string]int, k string) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
-}
-
 // reserve takes the request's worst case from every quota that applies and
 // returns the accepted frame that reports it; tctx carries the span of
 // admission.
@@ -306,17 +259,4 @@ func (f *flight) lookupCache(ctx context.Context) {
 		f.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
 	}
 	endSpan(span, nil, tracing.CacheHit.Bool(f.cached != nil), none)
-}
-
-// requestedModel is the chain's first model, or a configured model id the
-// client asked for, or "" or telemetry.OtherModel: never the client's
-// string, which would become a label and a record value.
-func (f *flight) requestedModel() string {
-	if len(f.chain) > 0 {
-		return f.chain[0].ID
-	}
-	if _, ok := f.g.cfg.Model(f.req.Model); ok || f.req.Model == "" {
-		return f.req.Model
-	}
-	return telemetry.OtherModel
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -103,6 +102,19 @@ func (f *flight) outcome(err error) outcome {
 	return o
 }
 
+// requestedModel is the chain's first model, or a configured model id the
+// client asked for, or "" or telemetry.OtherModel: never the client's
+// string, which would become a label and a record value.
+func (f *flight) requestedModel() string {
+	if len(f.chain) > 0 {
+		return f.chain[0].ID
+	}
+	if _, ok := f.g.cfg.Model(f.req.Model); ok || f.req.Model == "" {
+		return f.req.Model
+	}
+	return telemetry.OtherModel
+}
+
 // finish is the one ending of every request: it encodes the terminal,
 // persists it, delivers it, writes the usage record and settles or
 // releases the quota, at the one price (see price). It reports whether
@@ -182,20 +194,6 @@ func errorTerminal(requestID string, err error, accepted bool, text string, chun
 		pe.Text, pe.Chunks = &text, &chunks
 	}
 	return stream.ErrorTerminal(pe)
-}
-
-// price is the one cost function: what usage costs on model, in micro-USD
-// rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
-// cost_usd states it. After a fallback, model is the one that answered.
-func (g *Gateway) price(model string, u protocol.Usage) int64 {
-	m, ok := g.cfg.Model(model)
-	if !ok {
-		return 0
-	}
-	p := m.Price
-	usd := float64(u.InputTokens)/1000*p.InputPer1K + float64(u.OutputTokens)/1000*p.OutputPer1K +
-		float64(u.CacheReadInputTokens)/1000*p.CacheRead() + float64(u.CacheWriteInputTokens)/1000*p.CacheWrite()
-	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar
 }
 
 func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) telemetry.UsageRecord {

@@ -14,6 +14,11 @@
 //	survivor.go  what internal/takeover asks of the pipeline: the ending of another server's request
 //	refusals.go  the per-user refusal budget; the rejected line of refusals outside a flight
 //
+// and what the stages share: slots.go (in-flight slots, taken at admit and
+// given back at the terminal), contexts.go (the store calls' contexts),
+// promptcache.go (the one price, the model's prompt cache), blocks.go,
+// tracing.go, errors.go (the one error table), defaults.go.
+//
 // A flight is one request on this server from admit to finish; the words
 // (flight, land, follow, adopt) are in docs/architecture.md, "Glossary".
 package gateway
@@ -411,26 +416,6 @@ func (g *Gateway) Inflight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.inflight
-}
-
-// storeCtx bounds one store call the server makes on its own behalf.
-func (g *Gateway) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(g.settleBase, g.opts.StoreTimeout)
-}
-
-// callCtx bounds one store call made for a caller: it carries ctx's values
-// and ends with ctx, after StoreTimeout, or at the drain's deadline, as
-// the server's own calls do.
-func (g *Gateway) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return within(ctx, g.settleBase, g.opts.StoreTimeout)
-}
-
-// within is ctx bounded by d and ended by stop too (the pipeline's own
-// end: base or settleBase), whichever comes first.
-func within(ctx, stop context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	unhook := context.AfterFunc(stop, cancel)
-	return ctx, func() { unhook(); cancel() }
 }
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a

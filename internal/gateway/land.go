@@ -39,13 +39,6 @@ func (f *flight) land(ctx context.Context, accepted *stream.Accepted) {
 	f.log.Accept(accepted)
 }
 
-// waitLanded waits for land and reports whether this server runs the
-// request (the record is stored, or there is no request store).
-func (f *flight) waitLanded() bool {
-	<-f.landed
-	return f.landErr == nil && !f.following
-}
-
 // standDown ends a flight that did not land: the put failed (one busy
 // rejection) or another server owns the request (this log follows it;
 // that server's request is the one that runs, ends and is charged, so the

@@ -80,6 +80,13 @@ func (f *flight) stream(ctx context.Context) (o outcome, landed bool) {
 	return f.owned(out, err), true
 }
 
+// waitLanded waits for land and reports whether this server runs the
+// request (the record is stored, or there is no request store).
+func (f *flight) waitLanded() bool {
+	<-f.landed
+	return f.landErr == nil && !f.following
+}
+
 // dropContent forgets what the request asked once its model call ended
 // (and land decided): its messages with their attachments, the model
 // call's copy of them, its system prompt and tools, and releases the
