@@ -59,9 +59,12 @@ func (g *Gateway) newFlight(ctx context.Context, c Caller, req Request, log *str
 		logger: withTraceID(g.requestLogger(c, req.RequestID, zap.String("door", req.door())), root.SpanContext())}
 }
 
-func (f *flight) userKey() string { return f.caller.Principal.Owner() }
-
-func (f *flight) sessionKey() string { return f.userKey() + "/" + f.caller.SessionID }
+// slotKey is whose in-flight slots the request takes: its tenant, its
+// user (auth.Principal.Owner) and its session.
+func (f *flight) slotKey() slotKey {
+	p := f.caller.Principal
+	return slotKey{tenant: p.Tenant, user: p.Owner(), session: p.Owner() + "/" + f.caller.SessionID}
+}
 
 // admit applies the in-flight caps, the model policy and the quota, and
 // returns the accepted event, which land stores and sends. Any error
@@ -99,7 +102,7 @@ func (f *flight) admission(ctx context.Context) (acc protocol.Accepted, err erro
 		f.root.SetAttributes(tracing.RequestModel.String(f.chain[0].BedrockID), tracing.Model.String(f.chain[0].ID),
 			tracing.MaxTokens.Int(f.maxTokens))
 	}
-	if err := g.acquire(f); err != nil {
+	if err := g.slots.acquire(f.slotKey()); err != nil {
 		return acc, err
 	}
 	f.admitted = true

@@ -80,7 +80,7 @@ type outcome struct {
 func (f *flight) reject(err error) {
 	if f.admitted {
 		f.admitted = false
-		f.g.release(f)
+		f.g.slots.release(f.slotKey())
 	}
 	o := f.outcome(err)
 	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()

@@ -107,7 +107,6 @@ type Gateway struct {
 	router  Router
 	quotas  Quotas
 	records Records // nil: requests live only in this process
-	fleet   Fleet   // nil: a fleet of one
 	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
@@ -124,13 +123,10 @@ type Gateway struct {
 	refusals   *refusals          // per-user refusal budgets
 	survivor   *takeover.Survivor // nil without Records: follows other servers' records, takes over a gone one's
 
-	mu        sync.Mutex
-	draining  bool
-	inflight  int
-	byTenant  map[string]int
-	byUser    map[string]int
-	bySession map[string]int
-	late      map[lateKey]*lateWatch // given-up record puts being watched (land.go)
+	slots *slots // in-flight slots (slots.go)
+
+	mu   sync.Mutex
+	late map[lateKey]*lateWatch // given-up record puts being watched (land.go)
 }
 
 // Deps are the gateway's collaborators.
@@ -154,11 +150,12 @@ func New(d Deps, o Options) *Gateway {
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
 	g := &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
-		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
-		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}, late: map[lateKey]*lateWatch{},
+		late:     map[lateKey]*lateWatch{},
 		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
+	g.slots = newSlots(&g.opts, d.Fleet, d.Metrics)
 	if d.Records != nil {
 		var fleet takeover.Fleet
 		if d.Fleet != nil {
@@ -384,9 +381,7 @@ func (g *Gateway) cancelTrace(ctx context.Context, owner, requestID string) cont
 
 // Drain refuses new requests from now on (error `draining`).
 func (g *Gateway) Drain() {
-	g.mu.Lock()
-	g.draining = true
-	g.mu.Unlock()
+	g.slots.drain()
 }
 
 // Wait blocks until every running request has ended or ctx ends; then it
@@ -413,9 +408,7 @@ func (g *Gateway) Wait(ctx context.Context) error {
 
 // Inflight is the number of model calls running on this server.
 func (g *Gateway) Inflight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inflight
+	return g.slots.count()
 }
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a

@@ -57,7 +57,7 @@ func (f *flight) standDown() {
 	f.reservation = nil
 	if f.admitted {
 		f.admitted = false
-		g.release(f)
+		g.slots.release(f.slotKey())
 	}
 	g.metrics.RequestFollowed()
 	f.root.SetAttributes(tracing.Outcome.String("follows_other_server"))

@@ -2,49 +2,85 @@ package gateway
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
-// In-flight slots: admit takes them (acquire), the terminal gives them
-// back (release), whichever stage ends the flight.
+// slots are the in-flight slots: admit takes a request's (acquire), the
+// terminal gives them back (release), whichever stage ends the flight.
+type slots struct {
+	opts    *Options // the caps
+	fleet   Fleet    // nil: a fleet of one
+	metrics *telemetry.Metrics
 
-// acquire takes the in-flight slots or says which cap is full.
-func (g *Gateway) acquire(f *flight) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	mu        sync.Mutex
+	draining  bool
+	inflight  int
+	byTenant  map[string]int
+	byUser    map[string]int
+	bySession map[string]int
+}
+
+// slotKey is whose slots a request holds.
+type slotKey struct{ tenant, user, session string }
+
+func newSlots(o *Options, fleet Fleet, metrics *telemetry.Metrics) *slots {
+	return &slots{opts: o, fleet: fleet, metrics: metrics,
+		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}}
+}
+
+// acquire takes the in-flight slots of k or says which cap is full.
+func (s *slots) acquire(k slotKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
-	case g.draining:
+	case s.draining:
 		return errDraining
-	case g.fleet != nil && !g.fleet.Healthy():
+	case s.fleet != nil && !s.fleet.Healthy():
 		// Other servers may soon judge this one gone and give back what it
 		// holds: admit nothing until its membership is current again.
 		return fmt.Errorf("%w: this server cannot renew its fleet membership", errBusy)
-	case g.bySession[f.sessionKey()] >= g.opts.MaxInflightPerSession:
-		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", g.opts.MaxInflightPerSession)
-	case g.byUser[f.userKey()] >= g.opts.MaxInflightPerUser:
-		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", g.opts.MaxInflightPerUser)
-	case g.opts.MaxInflightPerTenant > 0 && g.byTenant[f.caller.Principal.Tenant] >= g.opts.MaxInflightPerTenant:
+	case s.bySession[k.session] >= s.opts.MaxInflightPerSession:
+		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", s.opts.MaxInflightPerSession)
+	case s.byUser[k.user] >= s.opts.MaxInflightPerUser:
+		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", s.opts.MaxInflightPerUser)
+	case s.opts.MaxInflightPerTenant > 0 && s.byTenant[k.tenant] >= s.opts.MaxInflightPerTenant:
 		return fmt.Errorf("%w: tenant at its in-flight cap", ErrAtCapacity)
-	case g.inflight >= g.opts.MaxInflight:
-		return fmt.Errorf("%w: server at its in-flight cap of %d", ErrAtCapacity, g.opts.MaxInflight)
+	case s.inflight >= s.opts.MaxInflight:
+		return fmt.Errorf("%w: server at its in-flight cap of %d", ErrAtCapacity, s.opts.MaxInflight)
 	}
-	g.inflight++
-	g.byTenant[f.caller.Principal.Tenant]++
-	g.byUser[f.userKey()]++
-	g.bySession[f.sessionKey()]++
+	s.inflight++
+	s.byTenant[k.tenant]++
+	s.byUser[k.user]++
+	s.bySession[k.session]++
 	return nil
 }
 
 // release gives back the slots acquire took.
-func (g *Gateway) release(f *flight) {
-	g.metrics.RequestFinished()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.inflight--
-	dec(g.byTenant, f.caller.Principal.Tenant)
-	dec(g.byUser, f.userKey())
-	dec(g.bySession, f.sessionKey())
+func (s *slots) release(k slotKey) {
+	s.metrics.RequestFinished()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	dec(s.byTenant, k.tenant)
+	dec(s.byUser, k.user)
+	dec(s.bySession, k.session)
+}
+
+// drain refuses every acquire from now on (errDraining).
+func (s *slots) drain() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+}
+
+// count is the number of slots held: the model calls running here.
+func (s *slots) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight
 }
 
 func dec(m map[string]int, k string) {

@@ -310,7 +310,7 @@ func (f *flight) end(o outcome) {
 	f.ended = true
 	if f.admitted {
 		f.admitted = false
-		f.g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
+		f.g.slots.release(f.slotKey()) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
 	}
 	f.g.finish(f.tctx, o)
 }
