@@ -123,10 +123,8 @@ type Gateway struct {
 	refusals   *refusals          // per-user refusal budgets
 	survivor   *takeover.Survivor // nil without Records: follows other servers' records, takes over a gone one's
 
-	slots *slots // in-flight slots (slots.go)
-
-	mu   sync.Mutex
-	late map[lateKey]*lateWatch // given-up record puts being watched (land.go)
+	slots *slots    // in-flight slots (slots.go)
+	late  *latePuts // given-up record puts being watched (land.go)
 }
 
 // Deps are the gateway's collaborators.
@@ -152,7 +150,7 @@ func New(d Deps, o Options) *Gateway {
 	g := &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
-		late:     map[lateKey]*lateWatch{},
+		late:     &latePuts{watches: map[lateKey]*lateWatch{}},
 		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
 	g.slots = newSlots(&g.opts, d.Fleet, d.Metrics)

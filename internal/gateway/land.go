@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -94,7 +95,7 @@ func (f *flight) createRecord(ctx context.Context, accepted *stream.Accepted) er
 	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
 		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
 		Reserved: f.reservation.Amount().Tokens, Door: f.req.door(), Images: f.feats.Images, Documents: f.feats.Documents})
-	if !g.claimLate(p.Owner(), f.req.RequestID) {
+	if !g.late.claim(p.Owner(), f.req.RequestID) {
 		return fmt.Errorf("%w: this request's earlier record is being withdrawn", errBusy)
 	}
 	now := g.opts.Now()
@@ -169,7 +170,13 @@ const (
 	maxLateWatches = 256                    // watches at once; past it a given-up put is not watched (logged)
 )
 
-// lateWatch is one given-up put being watched, guarded by Gateway.mu.
+// latePuts are the given-up puts being watched, at most maxLateWatches.
+type latePuts struct {
+	mu      sync.Mutex
+	watches map[lateKey]*lateWatch
+}
+
+// lateWatch is one given-up put being watched, guarded by latePuts.mu.
 type lateWatch struct {
 	owner, requestID, bodyHash string
 	claimed                    bool // a new attempt here took the request over: never withdraw
@@ -183,13 +190,14 @@ func (f *flight) watchLatePut() {
 	g := f.g
 	k := lateKey{f.caller.Principal.Owner(), f.req.RequestID}
 	w := &lateWatch{owner: k.owner, requestID: k.requestID, bodyHash: f.log.BodyHash}
-	g.mu.Lock()
-	_, watching := g.late[k]
-	full := len(g.late) >= maxLateWatches
+	l := g.late
+	l.mu.Lock()
+	_, watching := l.watches[k]
+	full := len(l.watches) >= maxLateWatches
 	if !watching && !full {
-		g.late[k] = w
+		l.watches[k] = w
 	}
-	g.mu.Unlock()
+	l.mu.Unlock()
 	switch {
 	case watching:
 		return
@@ -200,15 +208,15 @@ func (f *flight) watchLatePut() {
 	go g.watchLate(k, w, f.logger)
 }
 
-// claimLate takes over a watch of the request's given-up put before a new
+// claim takes over a watch of the request's given-up put before a new
 // attempt writes its record. It returns false while that put's record is
 // being withdrawn: the attempt is then refused `busy`, and the next one
 // finds the id free.
-func (g *Gateway) claimLate(owner, requestID string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+func (l *latePuts) claim(owner, requestID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	k := lateKey{owner, requestID}
-	w := g.late[k]
+	w := l.watches[k]
 	if w == nil {
 		return true
 	}
@@ -216,19 +224,20 @@ func (g *Gateway) claimLate(owner, requestID string) bool {
 		return false
 	}
 	w.claimed = true
-	delete(g.late, k)
+	delete(l.watches, k)
 	return true
 }
 
 // watchLate looks for the given-up put's record until it is found, the
 // watch is claimed, or lateWatchFor passes.
 func (g *Gateway) watchLate(k lateKey, w *lateWatch, logger *zap.Logger) {
+	l := g.late
 	defer func() {
-		g.mu.Lock()
-		if g.late[k] == w {
-			delete(g.late, k)
+		l.mu.Lock()
+		if l.watches[k] == w {
+			delete(l.watches, k)
 		}
-		g.mu.Unlock()
+		l.mu.Unlock()
 	}()
 	look := backoff.Policy{Base: lateWatchFirst, Max: lateWatchMax, Jitter: backoff.None}
 	until := g.opts.Now().Add(lateWatchFor)
@@ -245,19 +254,19 @@ func (g *Gateway) watchLate(k lateKey, w *lateWatch, logger *zap.Logger) {
 		case rec.Server != g.opts.Instance || rec.BodyHash != w.bodyHash || rec.State != stream.StateRunning || rec.Seq() > 0:
 			return // not the given-up put's record, or a flight runs it
 		}
-		g.mu.Lock()
+		l.mu.Lock()
 		if w.claimed {
-			g.mu.Unlock()
+			l.mu.Unlock()
 			return
 		}
 		w.withdrawing = true
-		g.mu.Unlock()
+		l.mu.Unlock()
 		ctx, cancel = g.storeCtx()
 		err = g.records.Withdraw(ctx, w.owner, w.requestID, g.opts.Instance, w.bodyHash)
 		cancel()
-		g.mu.Lock()
+		l.mu.Lock()
 		w.withdrawing = false
-		g.mu.Unlock()
+		l.mu.Unlock()
 		switch {
 		case err == nil:
 			logger.Info("late_record_withdrawn")
