@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,59 +334,4 @@ func (e *env) settleAttempts(gs ...*gateway.Gateway) []telemetry.UsageRecord {
 		}
 	}
 	return e.usage.all()
-}
-
-// blockingOwned is Records whose Owned waits for release, counting the
-// calls in flight at once.
-type blockingOwned struct {
-	gateway.Records
-	release  chan struct{}
-	mu       sync.Mutex
-	inFlight int
-	most     int
-	calls    int
-}
-
-func (r *blockingOwned) Owned(ctx context.Context, server string, since time.Time) ([]stream.RecordKey, error) {
-	r.mu.Lock()
-	r.inFlight++
-	r.calls++
-	r.most = max(r.most, r.inFlight)
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inFlight--
-		r.mu.Unlock()
-	}()
-	select {
-	case <-r.release:
-	case <-ctx.Done():
-	}
-	return nil, nil
-}
-
-func (r *blockingOwned) state() (inFlight, most, calls int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.inFlight, r.most, r.calls
-}
-
-// TestSweepsRunFewAtATime: hundreds of members judged gone at once (a
-// table of leftovers) are swept a few at a time, never all at once; every
-// one is swept in the end.
-func TestSweepsRunFewAtATime(t *testing.T) {
-	e := newEnv(t)
-	recs := &blockingOwned{Records: stream.NewMemoryStore(nil), release: make(chan struct{})}
-	e.records = recs
-	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b"})
-	const gone = 300
-	for i := range gone {
-		b.Sweep(fmt.Sprintf("leftover-%d", i))
-	}
-	waitFor(t, "the first sweeps", func() bool { n, _, _ := recs.state(); return n > 0 })
-	close(recs.release)
-	waitFor(t, "every sweep", func() bool { _, _, calls := recs.state(); return calls == gone })
-	if _, most, _ := recs.state(); most > 4 || most < 1 {
-		t.Fatalf("%d sweeps listed records at once, want 1-4", most)
-	}
 }

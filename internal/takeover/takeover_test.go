@@ -3,6 +3,7 @@ package takeover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,6 +45,13 @@ type fleet struct{ gone atomic.Bool }
 
 func (f *fleet) Gone(string, time.Time) bool { return f.gone.Load() }
 
+// noLeases is a quota store without leases.
+type noLeases struct{}
+
+func (noLeases) GoneLeases(context.Context, string, []quota.Item) []quota.HeldLease { return nil }
+
+func (noLeases) ReclaimGone(context.Context, quota.HeldLease, quota.Amount) error { return nil }
+
 // polls is Records counting its reads.
 type polls struct {
 	*stream.MemoryStore
@@ -61,7 +69,7 @@ func survivor(t *testing.T, records takeover.Records, f takeover.Fleet, c takeov
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return takeover.New(takeover.Deps{Records: records, Fleet: f, Logs: stream.NewRegistry(stream.RegistryOptions{}), Core: c,
+	return takeover.New(takeover.Deps{Records: records, Fleet: f, Leases: noLeases{}, Logs: stream.NewRegistry(stream.RegistryOptions{}), Core: c,
 		Go: func(run func(context.Context)) {
 			wg.Add(1)
 			go func() { defer wg.Done(); run(ctx) }()
@@ -130,5 +138,58 @@ func TestAWithdrawnRecordRefusesOnlyThisAttempt(t *testing.T) {
 	waitFor(t, "the ending", func() bool { return len(c.ended()) > 0 })
 	if e := c.ended(); len(e) != 1 || e[0] != takeover.Withdrawn {
 		t.Fatalf("endings %v, want one Withdrawn", e)
+	}
+}
+
+// blockingOwned is Records whose Owned waits for release, counting the
+// calls in flight at once.
+type blockingOwned struct {
+	*stream.MemoryStore
+	release  chan struct{}
+	mu       sync.Mutex
+	inFlight int
+	most     int
+	calls    int
+}
+
+func (r *blockingOwned) Owned(ctx context.Context, server string, since time.Time) ([]stream.RecordKey, error) {
+	r.mu.Lock()
+	r.inFlight++
+	r.calls++
+	r.most = max(r.most, r.inFlight)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inFlight--
+		r.mu.Unlock()
+	}()
+	select {
+	case <-r.release:
+	case <-ctx.Done():
+	}
+	return nil, nil
+}
+
+func (r *blockingOwned) state() (inFlight, most, calls int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inFlight, r.most, r.calls
+}
+
+// TestSweepsRunFewAtATime: hundreds of members judged gone at once (a
+// table of leftovers) are swept a few at a time, never all at once; every
+// one is swept in the end.
+func TestSweepsRunFewAtATime(t *testing.T) {
+	recs := &blockingOwned{MemoryStore: stream.NewMemoryStore(nil), release: make(chan struct{})}
+	s := survivor(t, recs, &fleet{}, &core{})
+	const gone = 300
+	for i := range gone {
+		s.Sweep(fmt.Sprintf("leftover-%d", i))
+	}
+	waitFor(t, "the first sweeps", func() bool { n, _, _ := recs.state(); return n > 0 })
+	close(recs.release)
+	waitFor(t, "every sweep", func() bool { _, _, calls := recs.state(); return calls == gone })
+	if _, most, _ := recs.state(); most > 4 || most < 1 {
+		t.Fatalf("%d sweeps listed records at once, want 1-4", most)
 	}
 }
