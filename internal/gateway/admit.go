@@ -59,13 +59,6 @@ func (g *Gateway) newFlight(ctx context.Context, c Caller, req Request, log *str
 		logger: withTraceID(g.requestLogger(c, req.RequestID, zap.String("door", req.door())), root.SpanContext())}
 }
 
-// slotKey is whose in-flight slots the request takes: its tenant, its
-// user (auth.Principal.Owner) and its session.
-func (f *flight) slotKey() slotKey {
-	p := f.caller.Principal
-	return slotKey{tenant: p.Tenant, user: p.Owner(), session: p.Owner() + "/" + f.caller.SessionID}
-}
-
 // admit applies the in-flight caps, the model policy and the quota, and
 // returns the accepted event, which land stores and sends. Any error
 // rejects the request before acceptance. ctx bounds its store calls (with

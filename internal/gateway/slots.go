@@ -26,6 +26,13 @@ type slots struct {
 // slotKey is whose slots a request holds.
 type slotKey struct{ tenant, user, session string }
 
+// slotKey is whose in-flight slots the request takes: its tenant, its
+// user (auth.Principal.Owner) and its session.
+func (f *flight) slotKey() slotKey {
+	p := f.caller.Principal
+	return slotKey{tenant: p.Tenant, user: p.Owner(), session: p.Owner() + "/" + f.caller.SessionID}
+}
+
 func newSlots(o *Options, fleet Fleet, metrics *telemetry.Metrics) *slots {
 	return &slots{opts: o, fleet: fleet, metrics: metrics,
 		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}}
