@@ -12,6 +12,7 @@
 package anthropic
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -56,8 +57,8 @@ const MaxUserIDBytes = 64
 // rejected line, the user's refusal budget, its usage record); it returns
 // err, or the rate_limited that replaces it past the budget.
 type Gateway interface {
-	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
-	Refuse(c gateway.Caller, req gateway.Request, err error) error
+	Submit(ctx context.Context, c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
+	Refuse(ctx context.Context, c gateway.Caller, req gateway.Request, err error) error
 }
 
 // Apps finds the caller's app (models, count_tokens).
@@ -245,7 +246,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	refuseInvalid := func(in protocol.Inbound, e apiError) {
 		in.Type, in.RequestID = protocol.TypeRequest, requestID
 		err := &protocol.ClientError{Err: protocol.ErrInvalid, Msg: e.msg}
-		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorAnthropic,
+		if rerr := h.gw.Refuse(r.Context(), caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorAnthropic,
 			Trace: tracing.Parse(r.Header.Get("traceparent"))}, err); rerr != err {
 			e = fromProtocol(gateway.ProtocolError(rerr))
 		}
@@ -275,7 +276,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		logger.Info("metadata", zap.String("user_id", req.userID))
 	}
 	req.in.AfterSeq = after
-	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: req.in, ReceivedAt: received,
+	log, from, err := h.gw.Submit(r.Context(), caller, gateway.Request{Inbound: req.in, ReceivedAt: received,
 		Trace: tracing.Parse(r.Header.Get("traceparent")),
 		TopP:  req.topP, Stop: req.stop, PrefixCachePoint: req.prefixCache, Door: gateway.DoorAnthropic})
 	body.Release()

@@ -38,11 +38,11 @@ type fakeGateway struct {
 	refused chan gateway.Request
 }
 
-func (g fakeGateway) Submit(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+func (g fakeGateway) Submit(_ context.Context, c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 	return g.submit(c, req)
 }
 
-func (g fakeGateway) Refuse(c gateway.Caller, req gateway.Request, err error) error {
+func (g fakeGateway) Refuse(_ context.Context, c gateway.Caller, req gateway.Request, err error) error {
 	if g.refused != nil {
 		g.refused <- req
 	}

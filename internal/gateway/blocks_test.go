@@ -41,14 +41,14 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 	}), gateway.Options{})
 
 	// dearfirst: dear (no images) is the chosen model: refused.
-	log, _, _ := g.Submit(caller("dearfirst"), imageRequest("req-img-dear"))
+	log, _, _ := g.Submit(context.Background(), caller("dearfirst"), imageRequest("req-img-dear"))
 	if f := terminal(t, log); f["code"] != protocol.CodeInvalidRequest ||
 		f["message"] != `messages[].content: image blocks: model dear is not configured with the "images" capability` {
 		t.Errorf("terminal %v", f)
 	}
 	thinking := request("req-think-1", "")
 	thinking.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
-	log, _, _ = g.Submit(caller("solo"), thinking)
+	log, _, _ = g.Submit(context.Background(), caller("solo"), thinking)
 	if f := terminal(t, log); f["code"] != protocol.CodeInvalidRequest ||
 		f["message"] != `reasoning: model cheap is not configured with the "reasoning" capability` {
 		t.Errorf("terminal %v", f)
@@ -58,7 +58,7 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 	}
 
 	// chat: cheap (images) would fall back to dear (none): dear is left out.
-	log, _, _ = g.Submit(caller("chat"), imageRequest("req-img-chain"))
+	log, _, _ = g.Submit(context.Background(), caller("chat"), imageRequest("req-img-chain"))
 	if f := terminal(t, log); f["type"] != "done" || f["text"] != "a cat" {
 		t.Fatalf("terminal %v", f)
 	}
@@ -121,7 +121,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 	req.Tools = []protocol.Tool{{Name: "clock", Description: "the time", InputSchema: []byte(`{"type":"object"}`)}}
 	req.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceAuto}
 	req.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
-	log, _, err := g.Submit(caller("think"), req)
+	log, _, err := g.Submit(context.Background(), caller("think"), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 	g2 := e.gateway(blockReply("end_turn", router.BlockDelta{Kind: router.BlockText, Text: "no tool needed"}), gateway.Options{})
 	req = request("req-blocks-2", "")
 	req.Tools = []protocol.Tool{{Name: "clock", InputSchema: []byte(`{"type":"object"}`)}}
-	log, _, _ = g2.Submit(caller("solo"), req)
+	log, _, _ = g2.Submit(context.Background(), caller("solo"), req)
 	if f := terminal(t, log); f["text"] != "no tool needed" || len(f["blocks"].([]any)) != 1 || log.Read(0).Chunks[0] != "no tool needed" {
 		t.Fatalf("terminal %v, pieces %q", f, log.Read(0).Chunks)
 	}
@@ -192,7 +192,7 @@ func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range []gateway.Request{imageRequest("req-cache-img-1"), imageRequest("req-cache-img-2"), other} {
-		log, _, _ := g.Submit(caller("cached"), r)
+		log, _, _ := g.Submit(context.Background(), caller("cached"), r)
 		f := terminal(t, log)
 		if want := i == 1; f["type"] != "done" || f["cached"] != want {
 			t.Fatalf("request %d: terminal %v, want cached=%v", i, f, want)
@@ -216,7 +216,7 @@ func TestHugeReasoningBudgetIsRefusedWithoutOverflow(t *testing.T) {
 	for i, budget := range []int{math.MaxInt, math.MaxInt - 1000, 8192} {
 		req := request(fmt.Sprintf("req-budget-%d", i), "")
 		req.Reasoning = &protocol.Reasoning{BudgetTokens: budget}
-		log, _, err := g.Submit(caller("think"), req)
+		log, _, err := g.Submit(context.Background(), caller("think"), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestHugeReasoningBudgetIsRefusedWithoutOverflow(t *testing.T) {
 	// The same socket's next request is served.
 	ok := request("req-budget-ok", "")
 	ok.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
-	log, _, _ := g.Submit(caller("think"), ok)
+	log, _, _ := g.Submit(context.Background(), caller("think"), ok)
 	if f := terminal(t, log); f["type"] != "done" {
 		t.Fatalf("a valid budget after the refusals: %v", f)
 	}

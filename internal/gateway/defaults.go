@@ -35,10 +35,8 @@ const (
 // followers on other servers, it never ends an answer.
 const (
 	persistBackoff     = 50 * time.Millisecond
-	maxStoreBackoff    = 2 * time.Second  // between retries of a terminal's write, and polls of a record after store errors
-	sweepTimeout       = 30 * time.Second // listing and adopting a gone server's running records
-	sweepConcurrency   = 4                // sweeps of gone servers run at once; the rest wait their turn
-	drainPersistMargin = time.Second      // Wait's extra time, past StoreTimeout, for stopped requests to persist
+	maxStoreBackoff    = 2 * time.Second // between retries of a terminal's write
+	drainPersistMargin = time.Second     // Wait's extra time, past StoreTimeout, for stopped requests to persist
 )
 
 // Options bound the pipeline. Zero values mean the Default* constants above.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, err := a.Submit(caller("chat"), request("req-slow-store", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-slow-store", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +66,7 @@ func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
 		return err == nil && rec.Seq() == 1
 	})
 	flaky.failing.Store(true)
-	logB, err := b.Resume(caller("chat"), "req-slow-store")
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-slow-store")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +103,7 @@ func TestSweepEndsAGoneServersRequests(t *testing.T) {
 		return router.Outcome{Model: "cheap"}, errors.New("the server died")
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: time.Hour})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
-	if _, _, err := a.Submit(caller("chat"), request("req-orphan", "")); err != nil {
+	if _, _, err := a.Submit(context.Background(), caller("chat"), request("req-orphan", "")); err != nil {
 		t.Fatal(err)
 	}
 	owner := caller("chat").Principal.Owner()
@@ -137,7 +135,7 @@ func TestUnhealthyMembershipAdmitsNothing(t *testing.T) {
 	e.records = stream.NewMemoryStore(nil)
 	e.fleet.unhealthy = true
 	g := e.gateway(reply("cheap", "never"), gateway.Options{})
-	log, _, err := g.Submit(caller("chat"), request("req-cut-off", ""))
+	log, _, err := g.Submit(context.Background(), caller("chat"), request("req-cut-off", ""))
 	if err == nil {
 		f := terminal(t, log)
 		if f["code"] != protocol.CodeBusy || f["retryable"] != true {
@@ -201,7 +199,7 @@ func TestALateCheckpointIsCaughtUp(t *testing.T) {
 		onDelta(" three")
 		return router.Outcome{Model: "cheap", Result: router.Result{UsageReported: true}}, nil
 	}), gateway.Options{ServerID: "a", CheckpointChunks: 1, CheckpointInterval: 5 * time.Millisecond})
-	log, _, err := a.Submit(caller("chat"), request("req-late", ""))
+	log, _, err := a.Submit(context.Background(), caller("chat"), request("req-late", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +250,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	a := e.gateway(reply("cheap", "never runs"), gateway.Options{ServerID: "a"})
 	b := e.gateway(reply("cheap", "on", " b"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 	late.givingUp.Store(true)
-	logA, _, err := a.Submit(caller("chat"), request("req-late-put", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +259,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	}
 	late.givingUp.Store(false)
 	late.land(t)
-	logB, _, err := b.Submit(caller("chat"), request("req-late-put", ""))
+	logB, _, err := b.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +267,7 @@ func TestALatePutIsWithdrawn(t *testing.T) {
 	if f["code"] != protocol.CodeBusy || f["retryable"] != true || f["chunks"] != nil {
 		t.Fatalf("B's answer to the attempt %v, want a retryable busy refusing only the attempt", f)
 	}
-	logB, _, err = b.Submit(caller("chat"), request("req-late-put", ""))
+	logB, _, err = b.Submit(context.Background(), caller("chat"), request("req-late-put", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +296,7 @@ func TestALatePutRunsOnItsOwnServer(t *testing.T) {
 	e.records = late
 	a := e.gateway(reply("cheap", "on", " a"), gateway.Options{ServerID: "a"})
 	late.givingUp.Store(true)
-	logA, _, err := a.Submit(caller("chat"), request("req-late-own", ""))
+	logA, _, err := a.Submit(context.Background(), caller("chat"), request("req-late-own", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +305,7 @@ func TestALatePutRunsOnItsOwnServer(t *testing.T) {
 	}
 	late.givingUp.Store(false)
 	late.land(t)
-	logA, _, err = a.Submit(caller("chat"), request("req-late-own", ""))
+	logA, _, err = a.Submit(context.Background(), caller("chat"), request("req-late-own", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,59 +334,4 @@ func (e *env) settleAttempts(gs ...*gateway.Gateway) []telemetry.UsageRecord {
 		}
 	}
 	return e.usage.all()
-}
-
-// blockingOwned is Records whose Owned waits for release, counting the
-// calls in flight at once.
-type blockingOwned struct {
-	gateway.Records
-	release  chan struct{}
-	mu       sync.Mutex
-	inFlight int
-	most     int
-	calls    int
-}
-
-func (r *blockingOwned) Owned(ctx context.Context, server string, since time.Time) ([]stream.RecordKey, error) {
-	r.mu.Lock()
-	r.inFlight++
-	r.calls++
-	r.most = max(r.most, r.inFlight)
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inFlight--
-		r.mu.Unlock()
-	}()
-	select {
-	case <-r.release:
-	case <-ctx.Done():
-	}
-	return nil, nil
-}
-
-func (r *blockingOwned) state() (inFlight, most, calls int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.inFlight, r.most, r.calls
-}
-
-// TestSweepsRunFewAtATime: hundreds of members judged gone at once (a
-// table of leftovers) are swept a few at a time, never all at once; every
-// one is swept in the end.
-func TestSweepsRunFewAtATime(t *testing.T) {
-	e := newEnv(t)
-	recs := &blockingOwned{Records: stream.NewMemoryStore(nil), release: make(chan struct{})}
-	e.records = recs
-	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b"})
-	const gone = 300
-	for i := range gone {
-		b.Sweep(fmt.Sprintf("leftover-%d", i))
-	}
-	waitFor(t, "the first sweeps", func() bool { n, _, _ := recs.state(); return n > 0 })
-	close(recs.release)
-	waitFor(t, "every sweep", func() bool { _, _, calls := recs.state(); return calls == gone })
-	if _, most, _ := recs.state(); most > 4 || most < 1 {
-		t.Fatalf("%d sweeps listed records at once, want 1-4", most)
-	}
 }

@@ -3,15 +3,24 @@
 // one terminal outcome, settlement and the usage record. It also owns the one
 // table that turns domain errors into protocol errors (errors.go).
 //
-// A request's life, file by file:
+// A request's life, one stage a file, in the order it runs (each stage
+// hands the next what it takes):
 //
-//	gateway.go    Submit / Resume / Cancel / Drain / Wait
-//	admission.go  admit: in-flight caps, policy, reserve, cache lookup;
-//	              land: the record (beside the model call), accepted
-//	streaming.go  fly: the model call (or the cached answer) into the log, checkpoints
-//	finishing.go  finish(outcome): terminal, persisted, usage record, settle or release
-//	durable.go    follow another server's record; interrupt it when its lease passed
-//	refusals.go   the per-user refusal budget; the rejected line of refusals outside a flight
+//	gateway.go   Submit / Resume / Cancel / Drain / Wait: the entry points
+//	admit.go     admit: in-flight caps, policy, reserve, cache lookup -> the accepted event
+//	land.go      land: the record (beside the model call), then accepted; late puts withdrawn
+//	stream.go    stream: the model call (or the cached answer) into the log, checkpoints -> the outcome
+//	finish.go    finish(outcome): terminal, persisted, usage record, settle or release
+//	survivor.go  what internal/takeover asks of the pipeline: the ending of another server's request
+//	refusals.go  the per-user refusal budget; the rejected line of refusals outside a flight
+//
+// and what the stages share: slots.go (in-flight slots, taken at admit and
+// given back at the terminal), contexts.go (the store calls' contexts),
+// promptcache.go (the one price, the model's prompt cache), blocks.go,
+// tracing.go, errors.go (the one error table), defaults.go.
+//
+// A flight is one request on this server from admit to finish; the words
+// (flight, land, follow, adopt) are in docs/architecture.md, "Glossary".
 package gateway
 
 import (
@@ -35,6 +44,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
+	"github.com/jetway-gateway/jetway/internal/takeover"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/internal/tracing"
 )
@@ -51,10 +61,9 @@ type Quotas interface {
 	Settle(ctx context.Context, r *quota.Reservation, actual quota.Amount) error
 	Release(ctx context.Context, r *quota.Reservation) error
 	Restore(data []byte) (*quota.Reservation, error)
-	// GoneLeases and ReclaimGone take back the quota leases of a server
-	// the fleet judged gone (see Sweep).
-	GoneLeases(ctx context.Context, owner string, items []quota.Item) []quota.HeldLease
-	ReclaimGone(ctx context.Context, h quota.HeldLease, keep quota.Amount) error
+	// Leases take back the quota leases of a server the fleet judged
+	// gone: the survivor's (see Sweep).
+	takeover.Leases
 }
 
 // Cache is the response cache.
@@ -68,6 +77,29 @@ type UsageRecorder interface {
 	Record(r telemetry.UsageRecord)
 }
 
+// Records is the durable request store shared by every gateway task: what
+// lets a client resume on any server, and a request whose server died end
+// in exactly one terminal outcome.
+type Records interface {
+	Create(ctx context.Context, r stream.Record) (*stream.Record, error)
+	Checkpoint(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string) error
+	Finish(ctx context.Context, owner, requestID, server string, prevSeq int, chunks []string, state string, terminal []byte, expires time.Time) error
+	Withdraw(ctx context.Context, owner, requestID, server, bodyHash string) error
+	Interrupt(ctx context.Context, owner, requestID, server string, terminal []byte, expires time.Time) error
+	Cancel(ctx context.Context, owner, requestID string) error
+	takeover.Records // Get, and Owned for the survivor
+}
+
+// Fleet is what the pipeline asks of the fleet's membership
+// (*fleet.Membership): whether a server that owns a record is gone, and
+// whether this server is still a member in good standing.
+type Fleet interface {
+	takeover.Fleet // Gone, for the survivor
+	// Healthy reports whether this server's own membership is current; a
+	// server that cannot renew it admits nothing new.
+	Healthy() bool
+}
+
 // Gateway runs requests. Its zero value is not usable; see New.
 type Gateway struct {
 	cfg     *config.Config
@@ -75,7 +107,6 @@ type Gateway struct {
 	router  Router
 	quotas  Quotas
 	records Records // nil: requests live only in this process
-	fleet   Fleet   // nil: a fleet of one
 	cache   Cache   // nil: no response cache
 	usage   UsageRecorder
 	metrics *telemetry.Metrics
@@ -88,17 +119,12 @@ type Gateway struct {
 	stopBase   context.CancelFunc
 	settleBase context.Context // parent of settlements; ends at the drain deadline
 	stopSettle context.CancelFunc
-	wg         sync.WaitGroup // requests running
-	refusals   *refusals      // per-user refusal budgets
-	sweeps     chan struct{}  // one slot per sweep running (sweepConcurrency)
+	wg         sync.WaitGroup     // requests running
+	refusals   *refusals          // per-user refusal budgets
+	survivor   *takeover.Survivor // nil without Records: follows other servers' records, takes over a gone one's
 
-	mu        sync.Mutex
-	draining  bool
-	inflight  int
-	byTenant  map[string]int
-	byUser    map[string]int
-	bySession map[string]int
-	late      map[lateKey]*lateWatch // given-up record puts being watched (withdraw.go)
+	slots *slots    // in-flight slots (slots.go)
+	late  *latePuts // given-up record puts being watched (land.go)
 }
 
 // Deps are the gateway's collaborators.
@@ -121,12 +147,23 @@ func New(d Deps, o Options) *Gateway {
 	o.defaults()
 	base, stop := context.WithCancel(context.Background())
 	settleBase, stopSettle := context.WithCancel(context.Background())
-	return &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
-		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, fleet: d.Fleet, cache: d.Cache, usage: d.Usage,
+	g := &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
+		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
 		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
-		byTenant: map[string]int{}, byUser: map[string]int{}, bySession: map[string]int{}, late: map[lateKey]*lateWatch{},
-		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now), sweeps: make(chan struct{}, sweepConcurrency),
+		late:     &latePuts{watches: map[lateKey]*lateWatch{}},
+		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
+	g.slots = newSlots(&g.opts, d.Fleet, d.Metrics)
+	if d.Records != nil {
+		var fleet takeover.Fleet
+		if d.Fleet != nil {
+			fleet = d.Fleet
+		}
+		g.survivor = takeover.New(takeover.Deps{Records: d.Records, Fleet: fleet, Leases: d.Quotas, Logs: d.Logs,
+			Core: survivorCore{g}, Go: g.background, Tracer: d.Tracer, Logger: d.Logger},
+			takeover.Options{PollInterval: o.PollInterval, StoreTimeout: o.StoreTimeout, Now: o.Now})
+	}
+	return g
 }
 
 // Caller is who sent a frame: the authenticated principal on a session.
@@ -179,10 +216,15 @@ func (r Request) door() string { return cmp.Or(r.Door, DoorWS) }
 // charging again; one another server holds is found by the record's put,
 // which stops the model call started beside it and follows that server's
 // record. The same id with a different body is a conflict.
-func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err error) {
-	flying := false // then the flight releases the request
+//
+// ctx is the caller's (a connection's or an HTTP request's). A request
+// outlives it: once sent, it runs to its one terminal and the client may
+// resume it anywhere, so admission's store calls keep ctx's values but not
+// its end (they end with their own bounds and the server's drain).
+func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *stream.Log, from int, err error) {
+	started := false // then the flight (run) releases the request
 	defer func() {
-		if !flying && req.Release != nil {
+		if !started && req.Release != nil {
 			req.Release()
 		}
 	}()
@@ -199,9 +241,11 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 			zap.String("user", c.Principal.Subject), zap.Int("after_seq", req.AfterSeq))
 		return log, req.AfterSeq, nil
 	}
-	f := g.newFlight(c, req, log)
+	f := g.newFlight(ctx, c, req, log)
 	f.logger.Info("received")
-	if err := f.admit(); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	accepted, err := f.admit(ctx)
+	if err != nil {
 		f.reject(err)
 		return log, 0, nil
 	}
@@ -211,14 +255,15 @@ func (g *Gateway) Submit(c Caller, req Request) (log *stream.Log, from int, err 
 	if g.tracing {
 		base = trace.ContextWithSpan(base, f.root) // the router's model calls are its children
 	}
-	f.ctx, f.cancel = context.WithTimeout(base, g.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(base, g.opts.RequestTimeout) // the request's: ends with its terminal
+	f.cancel = cancel
 	f.cancelled = make(chan struct{})
 	f.stop = stopper(f.cancelled, f.cancel)
 	f.landed = make(chan struct{})
 	g.wg.Add(1)
-	flying = true
-	go f.fly()
-	f.land()
+	started = true
+	go f.run(rctx)
+	f.land(ctx, accepted)
 	if f.following {
 		return log, req.AfterSeq, nil // known on another server: follow it, never charge again
 	}
@@ -238,12 +283,13 @@ func stopper(cancelled chan struct{}, cancel context.CancelFunc) func() {
 // Resume returns the user's log for requestID so the caller can replay it.
 // Request ids belong to the principal's tenant, app and user
 // (auth.Principal.Owner): another's id, even the same sub's in another
-// tenant or app, is errNotFound.
-func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
+// tenant or app, is errNotFound. Its store read ends with ctx, the
+// caller's: a resume whose caller is gone has nobody to answer.
+func (g *Gateway) Resume(ctx context.Context, c Caller, requestID string) (*stream.Log, error) {
 	if err := g.refusalGate(c, requestID); err != nil {
 		return nil, err
 	}
-	log, err := g.Rejoin(c, requestID)
+	log, err := g.Rejoin(ctx, c, requestID)
 	if err != nil {
 		return nil, g.refused(c, requestID, err)
 	}
@@ -253,7 +299,7 @@ func (g *Gateway) Resume(c Caller, requestID string) (*stream.Log, error) {
 // Rejoin is Resume without the refusal budget and its log line: for a
 // re-sent request on a draining session, whose answer when the id is
 // unknown is `draining`, not a refusal.
-func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
+func (g *Gateway) Rejoin(ctx context.Context, c Caller, requestID string) (*stream.Log, error) {
 	log, ok := g.logs.Get(c.Principal.Owner(), requestID)
 	if ok {
 		return log, nil
@@ -261,7 +307,7 @@ func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 	if g.records == nil {
 		return nil, errNotFound
 	}
-	return g.adopt(c, requestID)
+	return g.adopt(ctx, c, requestID)
 }
 
 // Cancel stops the user's request; its terminal frame is `cancelled`. A
@@ -270,7 +316,11 @@ func (g *Gateway) Rejoin(c Caller, requestID string) (*stream.Log, error) {
 // next checkpoint, stops its model call and ends the request, and whoever
 // follows the record here delivers that one terminal. Cancelling a request
 // that already ended changes nothing.
-func (g *Gateway) Cancel(c Caller, requestID string) error {
+//
+// ctx is the caller's. A cancel sent is carried out even if its sender's
+// connection ends meanwhile (the model must stop whoever reads the
+// answer), so its store calls keep ctx's values but not its end.
+func (g *Gateway) Cancel(ctx context.Context, c Caller, requestID string) error {
 	owner := c.Principal.Owner()
 	log, ok := g.logs.Get(owner, requestID)
 	if ok && (log.Cancel() || !log.Ended().IsZero()) {
@@ -288,10 +338,11 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 		}
 		return nil
 	}
-	_, span := g.start(g.cancelTrace(owner, requestID), "jetway.cancel",
+	ctx = context.WithoutCancel(ctx)
+	_, span := g.start(g.cancelTrace(ctx, owner, requestID), "jetway.cancel",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(tracing.RequestID.String(requestID)))
-	ctx, cancel := g.storeCtx()
-	err := g.records.Cancel(ctx, owner, requestID)
+	sctx, cancel := g.callCtx(ctx)
+	err := g.records.Cancel(sctx, owner, requestID)
 	cancel()
 	endSpan(span, err, none, none)
 	switch {
@@ -313,11 +364,11 @@ func (g *Gateway) Cancel(c Caller, requestID string) error {
 // cancelTrace is the parent of a cancel sent through the record: the
 // request's root span. Only with tracing on, it costs a read of the
 // record (a cancel on a server that does not own the request is rare).
-func (g *Gateway) cancelTrace(owner, requestID string) context.Context {
+func (g *Gateway) cancelTrace(ctx context.Context, owner, requestID string) context.Context {
 	if !g.tracing {
 		return context.Background()
 	}
-	ctx, cancel := g.storeCtx()
+	ctx, cancel := g.callCtx(ctx)
 	defer cancel()
 	rec, err := g.records.Get(ctx, owner, requestID)
 	if err != nil {
@@ -328,9 +379,7 @@ func (g *Gateway) cancelTrace(owner, requestID string) context.Context {
 
 // Drain refuses new requests from now on (error `draining`).
 func (g *Gateway) Drain() {
-	g.mu.Lock()
-	g.draining = true
-	g.mu.Unlock()
+	g.slots.drain()
 }
 
 // Wait blocks until every running request has ended or ctx ends; then it
@@ -357,47 +406,7 @@ func (g *Gateway) Wait(ctx context.Context) error {
 
 // Inflight is the number of model calls running on this server.
 func (g *Gateway) Inflight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inflight
-}
-
-// routerMessages converts messages for the model call, blocks included
-// (validation decoded the attachments).
-func routerMessages(ms []protocol.Message) []router.Message {
-	out := make([]router.Message, len(ms))
-	for i, m := range ms {
-		out[i] = router.Message{Role: m.Role, Content: m.Content}
-		if m.Blocks != nil {
-			out[i].Blocks = routerBlocks(m.Blocks)
-		}
-	}
-	return out
-}
-
-// EstimateInputTokens is the input-token bound admission reserves for a
-// validated request (ValidateRequest decoded its attachments): its system
-// prompt, messages and tool definitions (name, description and schema,
-// which the model reads as input too) by quota.EstimateInputTokens, plus
-// its images and documents (quota.EstimateAttachmentTokens). Doors that
-// count tokens for their clients report this number, so a count and a
-// reservation agree.
-func EstimateInputTokens(in *protocol.Inbound) int64 {
-	f := in.Features()
-	texts := contents(in.Messages)
-	for _, t := range in.Tools {
-		texts = append(texts, t.Name+"\n"+t.Description+"\n"+string(t.InputSchema))
-	}
-	return quota.EstimateInputTokens(in.System, texts) +
-		quota.EstimateAttachmentTokens(f.Images, f.Documents, f.DocumentBytes)
-}
-
-func contents(ms []protocol.Message) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Text()
-	}
-	return out
+	return g.slots.count()
 }
 
 // bodyHash fingerprints what a request asks for (not after_seq), so a

@@ -283,7 +283,7 @@ func reply(model string, chunks ...string) streamFunc {
 func TestDoneChargesWhatItRecords(t *testing.T) {
 	e := newEnv(t)
 	g := e.gateway(reply("cheap", "Hel", "lo"), gateway.Options{})
-	log, _, err := g.Submit(caller("chat"), request("req-done-1", ""))
+	log, _, err := g.Submit(context.Background(), caller("chat"), request("req-done-1", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestFallbackChargesTheModelThatAnswered(t *testing.T) {
 		out.FallbackFrom = "cheap"
 		return out, err
 	}), gateway.Options{})
-	log, _, _ := g.Submit(caller("chat"), request("req-fallback", ""))
+	log, _, _ := g.Submit(context.Background(), caller("chat"), request("req-fallback", ""))
 	if f := terminal(t, log); f["model"] != "dear" {
 		t.Errorf("terminal %v", f)
 	}
@@ -321,9 +321,9 @@ func TestCachedAnswerEndsOnce(t *testing.T) {
 		calls++
 		return reply("cheap", "same", " answer")(ctx, chain, c, onDelta)
 	}), gateway.Options{})
-	first, _, _ := g.Submit(caller("cached"), request("req-cache-1", ""))
+	first, _, _ := g.Submit(context.Background(), caller("cached"), request("req-cache-1", ""))
 	terminal(t, first)
-	second, _, _ := g.Submit(caller("cached"), request("req-cache-2", ""))
+	second, _, _ := g.Submit(context.Background(), caller("cached"), request("req-cache-2", ""))
 	f := terminal(t, second)
 	if f["type"] != "done" || f["cached"] != true || f["text"] != "same answer" || calls != 1 {
 		t.Errorf("second terminal %v after %d model calls, want a cache hit", f, calls)
@@ -375,7 +375,7 @@ func TestRefusedByEveryModelChargesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			g := e.gateway(c.router, gateway.Options{})
-			log, _, _ := g.Submit(caller("chat"), request("req-refused", ""))
+			log, _, _ := g.Submit(context.Background(), caller("chat"), request("req-refused", ""))
 			if f := terminal(t, log); f["code"] != c.code || f["chunks"] != 0.0 {
 				t.Errorf("terminal %v, want %s with no chunk", f, c.code)
 			}
@@ -394,7 +394,7 @@ func TestRefusedByEveryModelChargesNothing(t *testing.T) {
 func TestRejectionsEndOnce(t *testing.T) {
 	e := newEnv(t)
 	g := e.gateway(reply("cheap", "never"), gateway.Options{})
-	log, _, _ := g.Submit(caller("chat"), request("req-not-allowed", "someone-elses-model"))
+	log, _, _ := g.Submit(context.Background(), caller("chat"), request("req-not-allowed", "someone-elses-model"))
 	if f := terminal(t, log); f["code"] != protocol.CodeModelNotAllowed || f["text"] != nil ||
 		f["message"] != `model "someone-elses-model" is not allowed for app chat` {
 		t.Errorf("terminal %v", f)
@@ -406,7 +406,7 @@ func TestRejectionsEndOnce(t *testing.T) {
 	// Refused after its reservation: the reservation is released.
 	e.records = failingCreate{stream.NewMemoryStore(nil)}
 	g2 := e.gateway(reply("cheap", "never"), gateway.Options{})
-	log, _, _ = g2.Submit(caller("chat"), request("req-store-down", ""))
+	log, _, _ = g2.Submit(context.Background(), caller("chat"), request("req-store-down", ""))
 	if f := terminal(t, log); f["code"] != protocol.CodeBusy {
 		t.Errorf("terminal %v", f)
 	}
@@ -446,12 +446,12 @@ func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
 			e := newEnv(t)
 			e.records = stream.NewMemoryStore(nil)
 			g := e.gateway(c.router, c.opts)
-			log, _, _ := g.Submit(caller("chat"), request("req-fails", ""))
+			log, _, _ := g.Submit(context.Background(), caller("chat"), request("req-fails", ""))
 			if c.cancel {
 				for s := log.Read(0); len(s.Chunks) == 0 && s.Terminal == nil; s = log.Read(0) {
 					<-s.Changed
 				}
-				if err := g.Cancel(caller("chat"), "req-fails"); err != nil {
+				if err := g.Cancel(context.Background(), caller("chat"), "req-fails"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -490,7 +490,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, _ := a.Submit(caller("chat"), request("req-lease", ""))
+	logA, _, _ := a.Submit(context.Background(), caller("chat"), request("req-lease", ""))
 	deadline := time.Now().Add(waitBound)
 	for rec, _ := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-lease"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-lease") {
 		if time.Now().After(deadline) {
@@ -498,7 +498,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 		}
 		<-time.After(time.Millisecond) // polling the store with a deadline
 	}
-	logB, err := b.Resume(caller("chat"), "req-lease")
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-lease")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +558,7 @@ func TestRecordBesideTheModelCall(t *testing.T) {
 	type submitted struct{ log *stream.Log }
 	got := make(chan submitted, 1)
 	go func() {
-		log, _, err := g.Submit(caller("chat"), request("req-beside", ""))
+		log, _, err := g.Submit(context.Background(), caller("chat"), request("req-beside", ""))
 		if err != nil {
 			t.Error(err)
 		}
@@ -595,7 +595,7 @@ func TestRecordOwnedElsewhereStopsTheLocalCall(t *testing.T) {
 	store := stream.NewMemoryStore(nil)
 	e.records = store
 	other := e.gateway(reply("cheap", "owner's ", "answer"), gateway.Options{ServerID: "server-0"})
-	first, _, err := other.Submit(caller("chat"), request("req-owned", ""))
+	first, _, err := other.Submit(context.Background(), caller("chat"), request("req-owned", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +609,7 @@ func TestRecordOwnedElsewhereStopsTheLocalCall(t *testing.T) {
 		stopped <- ctx.Err()
 		return router.Outcome{}, ctx.Err()
 	}), gateway.Options{ServerID: "server-1"})
-	log, _, err := g.Submit(caller("chat"), request("req-owned", ""))
+	log, _, err := g.Submit(context.Background(), caller("chat"), request("req-owned", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,15 +660,15 @@ func TestCancelOnAnotherServerEndsOnce(t *testing.T) {
 	}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-b", ""))
-	logB, err := b.Resume(caller("chat"), "req-cancel-b")
+	logA, _, _ := a.Submit(context.Background(), caller("chat"), request("req-cancel-b", ""))
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-cancel-b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for s := logB.Read(0); len(s.Chunks) == 0; s = logB.Read(0) {
 		<-s.Changed // B follows A's record: "par" arrived through a checkpoint
 	}
-	if err := b.Cancel(caller("chat"), "req-cancel-b"); err != nil {
+	if err := b.Cancel(context.Background(), caller("chat"), "req-cancel-b"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -689,11 +689,11 @@ func TestCancelOnAnotherServerEndsOnce(t *testing.T) {
 	}
 	// Cancelling again, anywhere, changes nothing; an unknown id is not_found.
 	for _, g := range []*gateway.Gateway{a, b} {
-		if err := g.Cancel(caller("chat"), "req-cancel-b"); err != nil {
+		if err := g.Cancel(context.Background(), caller("chat"), "req-cancel-b"); err != nil {
 			t.Errorf("second cancel: %v", err)
 		}
 	}
-	if err := b.Cancel(caller("chat"), "req-never-sent"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+	if err := b.Cancel(context.Background(), caller("chat"), "req-never-sent"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
 		t.Errorf("cancel of an unknown id: %v, want not_found", err)
 	}
 }
@@ -715,7 +715,7 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 	e.fleet.kill("a") // B judges A gone: A never learns it until its next write
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-dead", ""))
+	logA, _, _ := a.Submit(context.Background(), caller("chat"), request("req-cancel-dead", ""))
 	deadline := time.Now().Add(waitBound)
 	for rec, _ := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead"); rec == nil || rec.Seq() == 0; rec, _ = e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-cancel-dead") {
 		if time.Now().After(deadline) {
@@ -723,10 +723,10 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 		}
 		<-time.After(time.Millisecond) // polling the store with a deadline
 	}
-	if err := b.Cancel(caller("chat"), "req-cancel-dead"); err != nil {
+	if err := b.Cancel(context.Background(), caller("chat"), "req-cancel-dead"); err != nil {
 		t.Fatal(err)
 	}
-	logB, err := b.Resume(caller("chat"), "req-cancel-dead")
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-cancel-dead")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,12 +757,12 @@ func TestCancelElsewhereBeforeTheFirstToken(t *testing.T) {
 	}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
 	b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
 
-	logA, _, _ := a.Submit(caller("chat"), request("req-cancel-early", ""))
-	logB, err := b.Resume(caller("chat"), "req-cancel-early")
+	logA, _, _ := a.Submit(context.Background(), caller("chat"), request("req-cancel-early", ""))
+	logB, err := b.Resume(context.Background(), caller("chat"), "req-cancel-early")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Cancel(caller("chat"), "req-cancel-early"); err != nil {
+	if err := b.Cancel(context.Background(), caller("chat"), "req-cancel-early"); err != nil {
 		t.Fatal(err)
 	}
 	fb := terminal(t, logB)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -71,4 +72,18 @@ func (g *Gateway) cacheSavedMicroUSD(model string, u protocol.Usage) int64 {
 	}
 	uncached := protocol.Usage{InputTokens: u.AllInput(), OutputTokens: u.OutputTokens}
 	return g.price(model, uncached) - g.price(model, u)
+}
+
+// price is the one cost function: what usage costs on model, in micro-USD
+// rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
+// cost_usd states it. After a fallback, model is the one that answered.
+func (g *Gateway) price(model string, u protocol.Usage) int64 {
+	m, ok := g.cfg.Model(model)
+	if !ok {
+		return 0
+	}
+	p := m.Price
+	usd := float64(u.InputTokens)/1000*p.InputPer1K + float64(u.OutputTokens)/1000*p.OutputPer1K +
+		float64(u.CacheReadInputTokens)/1000*p.CacheRead() + float64(u.CacheWriteInputTokens)/1000*p.CacheWrite()
+	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar
 }

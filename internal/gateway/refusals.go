@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -164,15 +165,16 @@ func (g *Gateway) chargeRefusal(logger *zap.Logger, owner string, err error) {
 // budget and a `rejected` line, and for a request (req.Type is
 // protocol.TypeRequest) its usage record, as a request refused in the
 // pipeline has. Past the budget it is refused `rate_limited` at once
-// instead. It returns the error to send: err, or that rate_limited.
-func (g *Gateway) Refuse(c Caller, req Request, err error) error {
+// instead. It returns the error to send: err, or that rate_limited. ctx
+// is the caller's; the refused request's trace is its child.
+func (g *Gateway) Refuse(ctx context.Context, c Caller, req Request, err error) error {
 	if lerr := g.refusalGate(c, req.RequestID); lerr != nil {
 		return lerr
 	}
 	if req.Type != protocol.TypeRequest {
 		return g.refused(c, req.RequestID, err)
 	}
-	g.newFlight(c, req, nil).reject(err)
+	g.newFlight(ctx, c, req, nil).reject(err)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -35,7 +36,7 @@ func TestRefusalsAreRateBoundedPerUser(t *testing.T) {
 	g := e.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 3, Now: clk.Now})
 	alice := caller("chat")
 	for i := range 10 {
-		log, _, err := g.Submit(alice, request(fmt.Sprintf("refused-%02d", i), "not-a-model"))
+		log, _, err := g.Submit(context.Background(), alice, request(fmt.Sprintf("refused-%02d", i), "not-a-model"))
 		switch {
 		case i < 3 && (err != nil || terminal(t, log)["code"] != protocol.CodeModelNotAllowed):
 			t.Fatalf("refusal %d within the budget: %v, want model_not_allowed", i, err)
@@ -46,20 +47,20 @@ func TestRefusalsAreRateBoundedPerUser(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := g.Submit(alice, request("allowed-01", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, _, err := g.Submit(context.Background(), alice, request("allowed-01", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("an allowed request while the budget is spent: %v, want rate_limited", err)
 	}
-	if _, err := g.Resume(alice, "refused-01"); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, err := g.Resume(context.Background(), alice, "refused-01"); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("a resume while the budget is spent: %v, want rate_limited", err)
 	}
 	bob := alice
 	bob.Principal.Subject = "user-2"
-	log, _, err := g.Submit(bob, request("bob-0001", ""))
+	log, _, err := g.Submit(context.Background(), bob, request("bob-0001", ""))
 	if err != nil || terminal(t, log)["type"] != "done" {
 		t.Fatalf("another user: %v", err)
 	}
 	clk.add(time.Second / 2) // a token back
-	log, _, err = g.Submit(alice, request("allowed-02", ""))
+	log, _, err = g.Submit(context.Background(), alice, request("allowed-02", ""))
 	if err != nil || terminal(t, log)["type"] != "done" {
 		t.Fatalf("after the budget refilled: %v", err)
 	}
@@ -76,7 +77,7 @@ func TestServerCausedRefusalsTakeNoBudget(t *testing.T) {
 	e.records = failingCreate{stream.NewMemoryStore(nil)}
 	g := e.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 1})
 	for i := range 5 {
-		log, _, err := g.Submit(caller("chat"), request(fmt.Sprintf("busy-%04d", i), ""))
+		log, _, err := g.Submit(context.Background(), caller("chat"), request(fmt.Sprintf("busy-%04d", i), ""))
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -118,17 +119,17 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: decoded", c.frame[:60])
 		}
-		err = g.Refuse(alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)
+		err = g.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)
 		if pe := gateway.ProtocolError(err); pe.Code != protocol.CodeInvalidRequest || !strings.Contains(pe.Message, c.msg) {
 			t.Errorf("%s: %+v, want invalid_request naming %q", in.RequestID, pe, c.msg)
 		}
 	}
 	in, err := protocol.Decode([]byte(`{"type":"bogus","request_id":"bogus-00001"}`))
-	if gateway.ProtocolError(g.Refuse(alice, gateway.Request{Inbound: in}, err)).Code != protocol.CodeInvalidRequest {
+	if gateway.ProtocolError(g.Refuse(context.Background(), alice, gateway.Request{Inbound: in}, err)).Code != protocol.CodeInvalidRequest {
 		t.Fatal("an unknown frame type")
 	}
 	// The same user's next request is served.
-	log, _, err := g.Submit(alice, request("after-refusals", ""))
+	log, _, err := g.Submit(context.Background(), alice, request("after-refusals", ""))
 	if err != nil || terminal(t, log)["type"] != "done" {
 		t.Fatalf("after the refusals: %v", err)
 	}
@@ -159,20 +160,20 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 	g2 := e2.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 2, Now: (&clock{now: time.Unix(1_800_000_000, 0)}).Now})
 	for _, c := range invalidFrames[:2] {
 		in, err := protocol.Decode([]byte(c.frame))
-		if gateway.ProtocolError(g2.Refuse(alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)).Code != protocol.CodeInvalidRequest {
+		if gateway.ProtocolError(g2.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)).Code != protocol.CodeInvalidRequest {
 			t.Fatal("within the budget")
 		}
 	}
 	in, err = protocol.Decode([]byte(invalidFrames[2].frame))
-	if pe := gateway.ProtocolError(g2.Refuse(alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)); pe.Code != protocol.CodeRateLimited {
+	if pe := gateway.ProtocolError(g2.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)); pe.Code != protocol.CodeRateLimited {
 		t.Fatalf("a refusal past the budget: %+v, want rate_limited", pe)
 	}
-	if _, _, err := g2.Submit(alice, request("allowed-0001", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, _, err := g2.Submit(context.Background(), alice, request("allowed-0001", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("a valid request past the budget: %v, want rate_limited", err)
 	}
 	bob := alice
 	bob.Principal.Subject = "user-2"
-	log, _, err = g2.Submit(bob, request("bob-00000001", ""))
+	log, _, err = g2.Submit(context.Background(), bob, request("bob-00000001", ""))
 	if err != nil || terminal(t, log)["type"] != "done" {
 		t.Fatalf("another user: %v", err)
 	}
@@ -192,7 +193,7 @@ func TestCancelOfUnknownIDsIsGated(t *testing.T) {
 	g := e.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 3, Now: clk.Now})
 	alice := caller("chat")
 	for i := range 2000 {
-		err := g.Cancel(alice, fmt.Sprintf("unknown-%04d", i))
+		err := g.Cancel(context.Background(), alice, fmt.Sprintf("unknown-%04d", i))
 		code := gateway.ProtocolError(err).Code
 		switch {
 		case i < 3 && code != protocol.CodeNotFound:
@@ -205,7 +206,7 @@ func TestCancelOfUnknownIDsIsGated(t *testing.T) {
 		t.Fatalf("%d rejected lines for 2,000 cancels of unknown ids, want at most 4", lines)
 	}
 	clk.add(2 * time.Second)
-	if err := g.Cancel(alice, "unknown-again"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+	if err := g.Cancel(context.Background(), alice, "unknown-again"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
 		t.Fatalf("after the budget refilled: %v, want not_found", err)
 	}
 }

@@ -21,9 +21,10 @@ import (
 // (stream.Record.Trace). No span work happens per token.
 
 // startRequest starts a request's root span, a child of the client's
-// traceparent when the door passed one (Request.Trace).
-func (g *Gateway) startRequest(c Caller, req Request) (context.Context, trace.Span) {
-	parent := context.Background()
+// traceparent when the door passed one (Request.Trace). ctx is the
+// caller's, without its end: the request outlives it.
+func (g *Gateway) startRequest(ctx context.Context, c Caller, req Request) (context.Context, trace.Span) {
+	parent := context.WithoutCancel(ctx)
 	if req.Trace.IsValid() {
 		parent = trace.ContextWithRemoteSpanContext(parent, req.Trace)
 	}

@@ -80,7 +80,7 @@ tenants:
 	for i := 0; b.Loop(); i++ {
 		in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: fmt.Sprintf("req_bench_%08d", i),
 			Messages: []protocol.Message{{Role: "user", Content: "hello"}}}
-		log, _, err := g.Submit(c, gateway.Request{Inbound: in, ReceivedAt: time.Now()})
+		log, _, err := g.Submit(context.Background(), c, gateway.Request{Inbound: in, ReceivedAt: time.Now()})
 		if err != nil {
 			b.Fatal(err)
 		}

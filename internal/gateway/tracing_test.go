@@ -57,11 +57,11 @@ func TestCancelAndTakeoverJoinTheTrace(t *testing.T) {
 			return router.Outcome{Model: "cheap"}, ctx.Err()
 		}), gateway.Options{ServerID: "a", CheckpointInterval: 10 * time.Millisecond})
 		b := e.gateway(reply("cheap", "never"), gateway.Options{ServerID: "b", PollInterval: 5 * time.Millisecond})
-		logA, _, _ := a.Submit(caller("chat"), request("req-trace-cancel", ""))
+		logA, _, _ := a.Submit(context.Background(), caller("chat"), request("req-trace-cancel", ""))
 		for s := logA.Read(0); len(s.Chunks) == 0; s = logA.Read(0) {
 			<-s.Changed
 		}
-		if err := b.Cancel(caller("chat"), "req-trace-cancel"); err != nil {
+		if err := b.Cancel(context.Background(), caller("chat"), "req-trace-cancel"); err != nil {
 			t.Fatal(err)
 		}
 		if f := terminal(t, logA); f["code"] != protocol.CodeCancelled {
@@ -93,7 +93,7 @@ func TestCancelAndTakeoverJoinTheTrace(t *testing.T) {
 		const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 		req := request("req-trace-orphan", "")
 		req.Trace = tracing.Parse(parent)
-		if _, _, err := a.Submit(caller("chat"), req); err != nil {
+		if _, _, err := a.Submit(context.Background(), caller("chat"), req); err != nil {
 			t.Fatal(err)
 		}
 		owner := caller("chat").Principal.Owner()

@@ -8,6 +8,7 @@
 package openai
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -40,8 +41,8 @@ const (
 // client-caused refusal has. It returns err, or the rate_limited that
 // replaces it past the budget.
 type Gateway interface {
-	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
-	Refuse(c gateway.Caller, req gateway.Request, err error) error
+	Submit(ctx context.Context, c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
+	Refuse(ctx context.Context, c gateway.Caller, req gateway.Request, err error) error
 }
 
 // Apps finds the caller's app (for GET /v1/models).
@@ -169,7 +170,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	// the gateway's refusal path (its record, log line and budget).
 	refuseInvalid := func(in protocol.Inbound, err error, e apiError) {
 		in.Type, in.RequestID = protocol.TypeRequest, requestID
-		if rerr := h.gw.Refuse(caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorOpenAI,
+		if rerr := h.gw.Refuse(r.Context(), caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: gateway.DoorOpenAI,
 			Trace: tracing.Parse(r.Header.Get("traceparent"))}, err); rerr != err {
 			e = fromProtocol(gateway.ProtocolError(rerr), false)
 		}
@@ -202,7 +203,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.AfterSeq = after
-	log, from, err := h.gw.Submit(caller, gateway.Request{Inbound: in, ReceivedAt: received, TopP: chatReq.TopP,
+	log, from, err := h.gw.Submit(r.Context(), caller, gateway.Request{Inbound: in, ReceivedAt: received, TopP: chatReq.TopP,
 		Stop: chatReq.Stop, Door: gateway.DoorOpenAI, Trace: tracing.Parse(r.Header.Get("traceparent"))})
 	body.Release()
 	if err != nil {

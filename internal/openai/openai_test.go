@@ -42,11 +42,11 @@ type fakeGateway struct {
 	refuse func(c gateway.Caller, req gateway.Request, err error) error
 }
 
-func (g fakeGateway) Submit(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+func (g fakeGateway) Submit(_ context.Context, c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 	return g.submit(c, req)
 }
 
-func (g fakeGateway) Refuse(c gateway.Caller, req gateway.Request, err error) error {
+func (g fakeGateway) Refuse(_ context.Context, c gateway.Caller, req gateway.Request, err error) error {
 	if g.refuse == nil {
 		return err
 	}

@@ -268,7 +268,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 // request its usage record); the socket stays open.
 func (s *Session) refuse(req gateway.Request, err error) {
 	req.Trace = tracing.Parse(req.TraceParent())
-	err = s.hub.gw.Refuse(s.caller(), req, err)
+	err = s.hub.gw.Refuse(s.ctx, s.caller(), req, err)
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
 
@@ -304,13 +304,13 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 	case protocol.TypeAuth:
 		s.refresh(in.Token)
 	case protocol.TypeCancel:
-		if err := s.hub.gw.Cancel(s.caller(), in.RequestID); err != nil {
+		if err := s.hub.gw.Cancel(s.ctx, s.caller(), in.RequestID); err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 		}
 	case protocol.TypeResume:
 		s.admitting(true)
 		defer s.admitting(false)
-		log, err := s.hub.gw.Resume(s.caller(), in.RequestID)
+		log, err := s.hub.gw.Resume(s.ctx, s.caller(), in.RequestID)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(err))
 			return
@@ -323,7 +323,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			if release != nil {
 				release()
 			}
-			if log, err := s.hub.gw.Rejoin(s.caller(), in.RequestID); err == nil {
+			if log, err := s.hub.gw.Rejoin(s.ctx, s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
 				s.follow(log, in.AfterSeq, true)
 				return
@@ -331,7 +331,7 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release,
+		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release,
 			Trace: tracing.Parse(in.TraceParent())})
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))

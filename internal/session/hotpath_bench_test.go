@@ -152,18 +152,22 @@ type benchGateway struct {
 	submit func(gateway.Request) *stream.Log
 }
 
-func (g *benchGateway) Submit(_ gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
+func (g *benchGateway) Submit(_ context.Context, _ gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 	return g.submit(req), 0, nil
 }
 
-func (g *benchGateway) Resume(gateway.Caller, string) (*stream.Log, error) {
+func (g *benchGateway) Resume(context.Context, gateway.Caller, string) (*stream.Log, error) {
 	return nil, errors.New("bench: no resume")
 }
 
-func (g *benchGateway) Rejoin(gateway.Caller, string) (*stream.Log, error) {
+func (g *benchGateway) Rejoin(context.Context, gateway.Caller, string) (*stream.Log, error) {
 	return nil, errors.New("bench: no rejoin")
 }
 
-func (g *benchGateway) Cancel(gateway.Caller, string) error { return errors.New("bench: no cancel") }
+func (g *benchGateway) Cancel(context.Context, gateway.Caller, string) error {
+	return errors.New("bench: no cancel")
+}
 
-func (g *benchGateway) Refuse(_ gateway.Caller, _ gateway.Request, err error) error { return err }
+func (g *benchGateway) Refuse(_ context.Context, _ gateway.Caller, _ gateway.Request, err error) error {
+	return err
+}

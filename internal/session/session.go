@@ -32,11 +32,11 @@ import (
 
 // Gateway runs the requests a session receives.
 type Gateway interface {
-	Submit(c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
-	Resume(c gateway.Caller, requestID string) (*stream.Log, error)
-	Rejoin(c gateway.Caller, requestID string) (*stream.Log, error)
-	Cancel(c gateway.Caller, requestID string) error
-	Refuse(c gateway.Caller, req gateway.Request, err error) error
+	Submit(ctx context.Context, c gateway.Caller, req gateway.Request) (log *stream.Log, from int, err error)
+	Resume(ctx context.Context, c gateway.Caller, requestID string) (*stream.Log, error)
+	Rejoin(ctx context.Context, c gateway.Caller, requestID string) (*stream.Log, error)
+	Cancel(ctx context.Context, c gateway.Caller, requestID string) error
+	Refuse(ctx context.Context, c gateway.Caller, req gateway.Request, err error) error
 }
 
 // The defaults of Options, written once: the gateway's settings and

@@ -36,7 +36,7 @@ var errNoSuchRequest = errors.New("no such request")
 
 // Submit answers at once, so it releases the request (Request.Release)
 // as the gateway does when its model call ends.
-func (g fakeGateway) Submit(c gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
+func (g fakeGateway) Submit(_ context.Context, c gateway.Caller, r gateway.Request) (*stream.Log, int, error) {
 	if r.Release != nil {
 		defer r.Release()
 	}
@@ -46,7 +46,7 @@ func (g fakeGateway) Submit(c gateway.Caller, r gateway.Request) (*stream.Log, i
 	return g.submit(c, r)
 }
 
-func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
+func (g fakeGateway) Resume(_ context.Context, c gateway.Caller, id string) (*stream.Log, error) {
 	if g.resume == nil {
 		return nil, errNoSuchRequest
 	}
@@ -54,11 +54,13 @@ func (g fakeGateway) Resume(c gateway.Caller, id string) (*stream.Log, error) {
 }
 
 // Rejoin answers as Resume does.
-func (g fakeGateway) Rejoin(c gateway.Caller, id string) (*stream.Log, error) { return g.Resume(c, id) }
+func (g fakeGateway) Rejoin(ctx context.Context, c gateway.Caller, id string) (*stream.Log, error) {
+	return g.Resume(ctx, c, id)
+}
 
-func (fakeGateway) Cancel(gateway.Caller, string) error { return nil }
+func (fakeGateway) Cancel(context.Context, gateway.Caller, string) error { return nil }
 
-func (g fakeGateway) Refuse(c gateway.Caller, r gateway.Request, err error) error {
+func (g fakeGateway) Refuse(_ context.Context, c gateway.Caller, r gateway.Request, err error) error {
 	if g.refuse == nil {
 		return err
 	}

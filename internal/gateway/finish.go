@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -71,21 +70,57 @@ type outcome struct {
 	reservation      *quota.Reservation // nil: nothing reserved
 	reserved         int64              // tokens reserved, for the usage record
 	checkpoints      *checkpointer      // endOwned with a request store
-	tctx             context.Context    // carries the span the ending's spans are children of
 	span             trace.Span         // the request's root span, ended here (nil: another's record)
 	deliver          trace.Span         // accepted to terminal (nil: nothing was delivered)
 	settledElsewhere bool               // endOwned after a lost lease: the interrupting server charged it
 	ownerServer      string             // endInterrupted: the gone server whose record this ends
 }
 
+// reject ends a request that was never accepted: its only frame is the error.
+func (f *flight) reject(err error) {
+	if f.admitted {
+		f.admitted = false
+		f.g.slots.release(f.slotKey())
+	}
+	o := f.outcome(err)
+	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
+	f.g.finish(f.tctx, o)
+	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
+}
+
+// outcome is the part of an ending every path of this flight shares.
+func (f *flight) outcome(err error) outcome {
+	p := f.caller.Principal
+	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
+		span: f.root, deliver: f.deliver,
+		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
+			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
+	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
+	if f.reservation != nil {
+		o.reserved = f.reservation.Amount().Tokens
+	}
+	return o
+}
+
+// requestedModel is the chain's first model, or a configured model id the
+// client asked for, or "" or telemetry.OtherModel: never the client's
+// string, which would become a label and a record value.
+func (f *flight) requestedModel() string {
+	if len(f.chain) > 0 {
+		return f.chain[0].ID
+	}
+	if _, ok := f.g.cfg.Model(f.req.Model); ok || f.req.Model == "" {
+		return f.req.Model
+	}
+	return telemetry.OtherModel
+}
+
 // finish is the one ending of every request: it encodes the terminal,
 // persists it, delivers it, writes the usage record and settles or
 // releases the quota, at the one price (see price). It reports whether
 // this server ended the request (false only for a lost Interrupt race).
-func (g *Gateway) finish(o outcome) bool {
-	if o.tctx == nil {
-		o.tctx = context.Background()
-	}
+// ctx carries the span the ending's spans are children of.
+func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 	defer endRequest(o.span, &o)
 	terminal := o.terminal()
 	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Frame) {
@@ -115,7 +150,7 @@ func (g *Gateway) finish(o outcome) bool {
 		}
 		o.log.Finish(terminal, o.end)
 		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
-		if o.checkpoints != nil && !g.persistTerminal(o, o.checkpoints.stop(), terminal.Frame) {
+		if o.checkpoints != nil && !g.persistTerminal(ctx, o, o.checkpoints.stop(), terminal.Frame) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
 			return true
@@ -124,16 +159,16 @@ func (g *Gateway) finish(o outcome) bool {
 	charge := g.charge(o.model, o.usage)
 	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(o.model, o.usage), g.opts.ServerID)
 	if g.usage != nil {
-		_, span := g.start(o.tctx, "jetway.usage.record")
+		_, span := g.start(ctx, "jetway.usage.record")
 		g.usage.Record(rec)
 		span.End()
 	}
 	g.metrics.ObserveRequest(rec)
 	if o.reservation != nil {
 		if o.how == endRejected {
-			g.releaseQuota(o.tctx, o.logger, o.reservation)
+			g.releaseQuota(ctx, o.logger, o.reservation)
 		} else {
-			g.settleQuota(o.tctx, o.logger, o.reservation, charge)
+			g.settleQuota(ctx, o.logger, o.reservation, charge)
 		}
 	}
 	return true
@@ -159,20 +194,6 @@ func errorTerminal(requestID string, err error, accepted bool, text string, chun
 		pe.Text, pe.Chunks = &text, &chunks
 	}
 	return stream.ErrorTerminal(pe)
-}
-
-// price is the one cost function: what usage costs on model, in micro-USD
-// rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
-// cost_usd states it. After a fallback, model is the one that answered.
-func (g *Gateway) price(model string, u protocol.Usage) int64 {
-	m, ok := g.cfg.Model(model)
-	if !ok {
-		return 0
-	}
-	p := m.Price
-	usd := float64(u.InputTokens)/1000*p.InputPer1K + float64(u.OutputTokens)/1000*p.OutputPer1K +
-		float64(u.CacheReadInputTokens)/1000*p.CacheRead() + float64(u.CacheWriteInputTokens)/1000*p.CacheWrite()
-	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar
 }
 
 func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) telemetry.UsageRecord {
@@ -256,8 +277,8 @@ func (g *Gateway) releaseQuota(tctx context.Context, logger *zap.Logger, res *qu
 // log ended, retrying a store outage until the resume window passes. It
 // reports false when another server had ended the record (this server
 // was judged gone), which then charged the request.
-func (g *Gateway) persistTerminal(o outcome, stored int, frame []byte) (ok bool) {
-	_, span := g.start(o.tctx, "jetway.record.finish")
+func (g *Gateway) persistTerminal(tctx context.Context, o outcome, stored int, frame []byte) (ok bool) {
+	_, span := g.start(tctx, "jetway.record.finish")
 	defer func() {
 		outcome := "finished"
 		if !ok {

@@ -14,26 +14,36 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
-	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
-// fly calls the model (or replays the cached answer) into the log and ends
-// the request with exactly one finish, whatever happens, a panic included.
-func (f *flight) fly() {
-	g := f.g
-	defer g.wg.Done()
+// run is the flight's goroutine from the model call to its one ending:
+// stream, then finish, whatever happens, a panic included. ctx is the
+// request's: it ends with its terminal (f.cancel).
+func (f *flight) run(ctx context.Context) {
+	defer f.g.wg.Done()
 	defer f.dropContent() // whatever way the flight ends
 	defer func() {
 		// A bug must not leave an accepted request without its terminal.
 		if v := recover(); v != nil {
 			f.logger.Error("request_panic", zap.Any("panic", v), zap.Stack("stack"))
-			if !f.waitLanded() {
-				return // land ended this flight
+			if !f.waitLanded() || f.ended {
+				return // land ended this flight, or it panicked finishing
 			}
-			f.end(router.Outcome{}, fmt.Errorf("panic: %v", v))
+			f.end(f.owned(router.Outcome{}, fmt.Errorf("panic: %v", v)))
 		}
 	}()
 	defer f.cancel()
+	if o, landed := f.stream(ctx); landed {
+		f.end(o)
+	}
+}
+
+// stream calls the model (or replays the cached answer) into the log and
+// returns the request's outcome, which finish takes; landed is false when
+// land ended this flight (rejected, or following another server), and
+// there is nothing to finish.
+func (f *flight) stream(ctx context.Context) (o outcome, landed bool) {
+	g := f.g
 	f.logger.Info("model_started", zap.String("model", f.chain[0].ID))
 	var out router.Outcome
 	var err error
@@ -44,10 +54,10 @@ func (f *flight) fly() {
 		if f.blockMode {
 			call.OnBlock = f.onBlock
 		}
-		out, err = g.router.Stream(f.ctx, f.chain, call, f.onDelta)
+		out, err = g.router.Stream(ctx, f.chain, call, f.onDelta)
 	}
 	if !f.waitLanded() {
-		return // land ended this flight: rejected, or following another server
+		return outcome{}, false
 	}
 	f.dropContent()
 	if err != nil {
@@ -59,7 +69,7 @@ func (f *flight) fly() {
 				err = fmt.Errorf("%w: %w", errCancelled, err)
 			}
 		default:
-			if errors.Is(f.ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				err = fmt.Errorf("%w: request ran past %s: %w", errTimeout, g.opts.RequestTimeout, err)
 			}
 		}
@@ -67,7 +77,14 @@ func (f *flight) fly() {
 		// Before the terminal, so a client that asks again after done gets the hit.
 		f.storeCache(out, f.log.Pieces())
 	}
-	f.end(out, err)
+	return f.owned(out, err), true
+}
+
+// waitLanded waits for land and reports whether this server runs the
+// request (the record is stored, or there is no request store).
+func (f *flight) waitLanded() bool {
+	<-f.landed
+	return f.landErr == nil && !f.following
 }
 
 // dropContent forgets what the request asked once its model call ended
@@ -84,107 +101,6 @@ func (f *flight) dropContent() {
 	}
 }
 
-// end builds the request's outcome and finishes it, once per flight (a
-// panic inside finish must not charge or record twice).
-func (f *flight) end(out router.Outcome, err error) {
-	if f.ended {
-		return
-	}
-	f.ended = true
-	g := f.g
-	end := g.opts.Now()
-	pieces := f.log.Pieces()
-	answer := protocol.Assemble(pieces)
-	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
-		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
-	switch {
-	case out.UsageReported:
-	case len(pieces) == 0 && refusedByModel(err):
-		// No model took the call (throttled, unavailable, refused):
-		// Bedrock bills nothing, and neither does the gateway.
-		usage = protocol.Usage{}
-	default:
-		// The stream broke before Bedrock reported usage: charge the input
-		// estimate plus what was actually streamed.
-		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
-	}
-	model := out.Model
-	if model == "" {
-		model = f.requestedModel()
-	}
-	var ttft int64
-	if !f.first.IsZero() {
-		ttft = ttftMs(f.first.Sub(f.req.ReceivedAt))
-	}
-	if f.admitted {
-		f.admitted = false
-		g.release(f) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
-	}
-	o := f.outcome(err)
-	o.how, o.text, o.chunks, o.usage, o.model = endOwned, answer.Text, len(pieces), usage, model
-	o.toolCalls = answer.ToolCalls
-	if f.blockMode || !answer.Plain {
-		o.blocks = answer.Blocks
-	}
-	o.fallbackFrom, o.stopReason, o.end = out.FallbackFrom, out.StopReason, end
-	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
-	o.checkpoints = f.checkpoints
-	o.settledElsewhere = f.lostLease.Load()
-	g.finish(o)
-}
-
-// refusedByModel reports whether a model call's error says the model
-// refused it before doing any work: throttled, not ready, unavailable,
-// invalid or not permitted, with nothing streamed. Bedrock does not bill
-// such a call. After a fallback this is the last model's error (the
-// router's ErrAllUnavailable wraps it); a first-token timeout, a
-// cancellation or the request's own deadline are not refusals (the model
-// may have read the input), so they keep the estimate.
-func refusedByModel(err error) bool {
-	var me *router.ModelError
-	if !errors.As(err, &me) || me.Streamed {
-		return false
-	}
-	switch me.Kind {
-	case router.KindThrottled, router.KindNotReady, router.KindUnavailable, router.KindValidation, router.KindAccessDenied:
-		return true
-	}
-	return false
-}
-
-// ttftMs is the time to the first chunk in whole milliseconds, rounded up:
-// a request that sent a chunk has ttft_ms >= 1 (a cached answer's first
-// chunk is often under a millisecond), so 0 keeps meaning "no chunk".
-func ttftMs(d time.Duration) int64 {
-	return max(1, (d + time.Millisecond - 1).Milliseconds())
-}
-
-// reject ends a request that was never accepted: its only frame is the error.
-func (f *flight) reject(err error) {
-	if f.admitted {
-		f.admitted = false
-		f.g.release(f)
-	}
-	o := f.outcome(err)
-	o.how, o.model, o.end = endRejected, f.requestedModel(), f.g.opts.Now()
-	f.g.finish(o)
-	f.g.chargeRefusal(f.logger, f.caller.Principal.Owner(), err)
-}
-
-// outcome is the part of an ending every path of this flight shares.
-func (f *flight) outcome(err error) outcome {
-	p := f.caller.Principal
-	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
-		tctx: f.tctx, span: f.root, deliver: f.deliver,
-		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
-			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
-	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
-	if f.reservation != nil {
-		o.reserved = f.reservation.Amount().Tokens
-	}
-	return o
-}
-
 // call is the model call of the request (its cache key too).
 func (f *flight) call() router.Call {
 	c := router.Call{System: f.req.System, Messages: f.messages, MaxTokens: f.maxTokens,
@@ -198,6 +114,19 @@ func (f *flight) call() router.Call {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
 	return c
+}
+
+// routerMessages converts messages for the model call, blocks included
+// (validation decoded the attachments).
+func routerMessages(ms []protocol.Message) []router.Message {
+	out := make([]router.Message, len(ms))
+	for i, m := range ms {
+		out[i] = router.Message{Role: m.Role, Content: m.Content}
+		if m.Blocks != nil {
+			out[i].Blocks = routerBlocks(m.Blocks)
+		}
+	}
+	return out
 }
 
 // onDelta appends a text delta of a text-only call.
@@ -329,4 +258,85 @@ func (f *flight) checkpoint(done <-chan struct{}) int {
 		case <-tick.C:
 		}
 	}
+}
+
+// owned is the outcome of a request this server ran, from its model
+// call's result: what stream hands finish.
+func (f *flight) owned(out router.Outcome, err error) outcome {
+	g := f.g
+	end := g.opts.Now()
+	pieces := f.log.Pieces()
+	answer := protocol.Assemble(pieces)
+	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
+		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
+	switch {
+	case out.UsageReported:
+	case len(pieces) == 0 && refusedByModel(err):
+		// No model took the call (throttled, unavailable, refused):
+		// Bedrock bills nothing, and neither does the gateway.
+		usage = protocol.Usage{}
+	default:
+		// The stream broke before Bedrock reported usage: charge the input
+		// estimate plus what was actually streamed.
+		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
+	}
+	model := out.Model
+	if model == "" {
+		model = f.requestedModel()
+	}
+	var ttft int64
+	if !f.first.IsZero() {
+		ttft = ttftMs(f.first.Sub(f.req.ReceivedAt))
+	}
+	o := f.outcome(err)
+	o.how, o.text, o.chunks, o.usage, o.model = endOwned, answer.Text, len(pieces), usage, model
+	o.toolCalls = answer.ToolCalls
+	if f.blockMode || !answer.Plain {
+		o.blocks = answer.Blocks
+	}
+	o.fallbackFrom, o.stopReason, o.end = out.FallbackFrom, out.StopReason, end
+	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
+	o.checkpoints = f.checkpoints
+	o.settledElsewhere = f.lostLease.Load()
+	return o
+}
+
+// end finishes the flight with o, once per flight (a panic inside finish
+// must not charge or record twice).
+func (f *flight) end(o outcome) {
+	if f.ended {
+		return
+	}
+	f.ended = true
+	if f.admitted {
+		f.admitted = false
+		f.g.slots.release(f.slotKey()) // the slot frees with the terminal (settlement is bookkeeping), before the client can send more
+	}
+	f.g.finish(f.tctx, o)
+}
+
+// refusedByModel reports whether a model call's error says the model
+// refused it before doing any work: throttled, not ready, unavailable,
+// invalid or not permitted, with nothing streamed. Bedrock does not bill
+// such a call. After a fallback this is the last model's error (the
+// router's ErrAllUnavailable wraps it); a first-token timeout, a
+// cancellation or the request's own deadline are not refusals (the model
+// may have read the input), so they keep the estimate.
+func refusedByModel(err error) bool {
+	var me *router.ModelError
+	if !errors.As(err, &me) || me.Streamed {
+		return false
+	}
+	switch me.Kind {
+	case router.KindThrottled, router.KindNotReady, router.KindUnavailable, router.KindValidation, router.KindAccessDenied:
+		return true
+	}
+	return false
+}
+
+// ttftMs is the time to the first chunk in whole milliseconds, rounded up:
+// a request that sent a chunk has ttft_ms >= 1 (a cached answer's first
+// chunk is often under a millisecond), so 0 keeps meaning "no chunk".
+func ttftMs(d time.Duration) int64 {
+	return max(1, (d + time.Millisecond - 1).Milliseconds())
 }
