@@ -76,7 +76,9 @@ func TestRefusalWireBodies(t *testing.T) {
 	tools := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
 	call := `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}`
 	var cases []wireCase
-	post := func(name, body string) { cases = append(cases, wireCase{name: name, method: "POST", path: PathMessages, body: body}) }
+	post := func(name, body string) {
+		cases = append(cases, wireCase{name: name, method: "POST", path: PathMessages, body: body})
+	}
 	for _, c := range []struct{ name, body string }{
 		{"not an object", `[1]`},
 		{"syntax", `{"max_tokens":`},

@@ -59,9 +59,15 @@ func (e apiError) body(requestID string) errorBody {
 	return errorBody{Error: d}
 }
 
-// write sends the error as the whole response, with Retry-After (seconds,
+// HTTPStatus is the error's status.
+func (e apiError) HTTPStatus() int { return e.status }
+
+// ErrorCode is Jetway's code (or unsupported_parameter).
+func (e apiError) ErrorCode() string { return e.code }
+
+// Write sends the error as the whole response, with Retry-After (seconds,
 // and retry-after-ms, which OpenAI's SDKs read first) when there is one.
-func (e apiError) write(w http.ResponseWriter) {
+func (e apiError) Write(w http.ResponseWriter) {
 	h := w.Header()
 	if e.retryAfterMs > 0 {
 		h.Set("Retry-After", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
@@ -121,21 +127,33 @@ func fromProtocol(pe protocol.Error, partial bool) apiError {
 	return e
 }
 
+// refusal is the answer to a protocol error before any stream began (or
+// instead of one: an error after chunks is partial); status, when not 0,
+// replaces the code's.
+func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+	e := fromProtocol(pe, pe.Chunks != nil && *pe.Chunks > 0)
+	if status != 0 {
+		e.status = status
+	}
+	return e.named(names)
+}
+
 // named gives an invalid_request that names a field of the protocol
 // request the OpenAI parameter it came from.
-func (e apiError) named(origin fieldMap) apiError {
-	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.field != "" {
-		e.param, e.msg = origin.rename(e.field, e.msg)
+func (e apiError) named(names door.Namer) apiError {
+	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.field != "" && names != nil {
+		e.param, e.msg = rename(names, e.field, e.msg)
 	}
 	return e
 }
 
-func fromRequestError(err error) apiError {
+// fromRequestError is the answer to a body parse refused.
+func fromRequestError(err error, names door.Namer) door.Answer {
 	var re *requestError
 	if errors.As(err, &re) {
 		return apiError{status: http.StatusBadRequest, code: re.code, param: re.param, msg: re.msg}
 	}
-	return fromProtocol(gateway.ProtocolError(err), false)
+	return fromProtocol(gateway.ProtocolError(err), false).named(names)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

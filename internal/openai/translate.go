@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -399,14 +400,20 @@ func (f fieldMap) block(path string, s sourced) {
 	}
 }
 
+// Name is the OpenAI parameter a protocol field came from.
+func (f fieldMap) Name(field string) (string, bool) {
+	to, ok := f[field]
+	return to, ok
+}
+
 // rename names a protocol field (see protocol.ClientError.Field) as the
 // OpenAI parameter it came from: the parameter of the field, or of the
 // nearest field it is inside of, and the message (which starts with the
-// field) with that parameter instead. A field the map does not know
-// gives no parameter and the message unchanged.
-func (f fieldMap) rename(field, msg string) (param, renamed string) {
+// field) with that parameter instead. A field names does not know gives
+// no parameter and the message unchanged.
+func rename(names door.Namer, field, msg string) (param, renamed string) {
 	for k := field; k != ""; k = enclosing(k) {
-		if to, ok := f[k]; ok && strings.HasPrefix(msg, k) {
+		if to, ok := names.Name(k); ok && strings.HasPrefix(msg, k) {
 			return to, to + msg[len(k):]
 		}
 	}
@@ -429,7 +436,7 @@ func (f fieldMap) requestErr(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	param, msg := f.rename(ce.Field, ce.Msg)
+	param, msg := rename(f, ce.Field, ce.Msg)
 	return &requestError{code: "invalid_request", param: param, msg: msg}
 }
 
