@@ -64,9 +64,15 @@ func (e apiError) body(requestID string) errorBody {
 		Code: e.code, Retryable: e.retryable, RetryAfterMs: e.retryAfterMs}}
 }
 
-// write sends the error as the whole response, with retry-after (seconds)
+// HTTPStatus is the error's status.
+func (e apiError) HTTPStatus() int { return e.status }
+
+// ErrorCode is Jetway's code.
+func (e apiError) ErrorCode() string { return e.code }
+
+// Write sends the error as the whole response, with retry-after (seconds)
 // and retry-after-ms when there is one.
-func (e apiError) write(w http.ResponseWriter) {
+func (e apiError) Write(w http.ResponseWriter) {
 	h := w.Header()
 	if e.retryAfterMs > 0 {
 		h.Set("retry-after", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
@@ -112,6 +118,20 @@ func fromProtocol(pe protocol.Error) apiError {
 		e.typ = typeAPI
 	}
 	return e
+}
+
+// refusal is the answer to a protocol error before any stream began, its
+// field named by names (nil: none). A status the lifecycle chose (a body
+// too large or too slow: 413, 408) is the request's own fault.
+func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+	e := fromProtocol(pe)
+	if status != 0 {
+		e.status = status
+		if status < 500 {
+			e.typ = typeInvalidRequest
+		}
+	}
+	return rename(names, e)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

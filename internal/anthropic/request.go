@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // messagesBody is the part of a Messages body Jetway serves.
@@ -255,13 +258,36 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 	}
 	if err := protocol.ValidateRequest(&p.in); err != nil {
-		e := p.names.rename(fromProtocol(gateway.ProtocolError(err)))
+		e := rename(p.names, fromProtocol(gateway.ProtocolError(err)))
 		return p, &e
 	}
 	return p, nil
 }
 
 func ref(e apiError) *apiError { return &e }
+
+// Request is the core's request.
+func (p *parsed) Request() gateway.Request {
+	return gateway.Request{Inbound: p.in, TopP: p.topP, Stop: p.stop, PrefixCachePoint: p.prefixCache}
+}
+
+// Codec is Anthropic's events, or one message body.
+func (p *parsed) Codec() (stream.Codec, bool) {
+	if p.stream {
+		return events{}, true
+	}
+	return wholeMessage{}, false
+}
+
+// Log logs metadata.user_id, the end user the client names.
+func (p *parsed) Log(logger *zap.Logger) {
+	if p.userID != "" {
+		logger.Info("metadata", zap.String("user_id", p.userID))
+	}
+}
+
+// Names names the protocol request's fields as Anthropic's.
+func (p *parsed) Names() door.Namer { return p.names }
 
 // system reads a system prompt (path: where it is): a string or text
 // blocks; the parts are joined by a blank line. cached: a block has
@@ -693,16 +719,22 @@ func (n names) block(k, j int, s sourced) {
 	walk(p, s.from, s.block)
 }
 
+// Name is the Anthropic field a protocol field came from.
+func (n names) Name(field string) (string, bool) {
+	to, ok := n[field]
+	return to, ok
+}
+
 // rename names the protocol field an invalid request names (its field,
 // protocol.ClientError.Field) as the Anthropic field it came from, in its
 // message (which starts with the field); reasoning is thinking. A field
-// the map does not know has the same name here (tools, tool_choice,
+// names does not know has the same name here (tools, tool_choice,
 // max_tokens, temperature).
-func (n names) rename(e apiError) apiError {
-	if e.code != protocol.CodeInvalidRequest || e.field == "" || !strings.HasPrefix(e.msg, e.field) {
+func rename(n door.Namer, e apiError) apiError {
+	if n == nil || e.code != protocol.CodeInvalidRequest || e.field == "" || !strings.HasPrefix(e.msg, e.field) {
 		return e
 	}
-	to, ok := n[e.field]
+	to, ok := n.Name(e.field)
 	if rest, found := strings.CutPrefix(e.field, "reasoning"); found {
 		to, ok = "thinking"+rest, true
 	}
