@@ -63,7 +63,7 @@ var dialect = door.Dialect[*parsed]{
 	Parse: func(body []byte, requestID string) (*parsed, error) {
 		p, e := parseRequest(body, requestID, false)
 		if e != nil {
-			return &p, &protocol.ClientError{Err: protocol.ErrInvalid, Msg: e.msg}
+			return &p, &protocol.ClientError{Err: protocol.ErrInvalid, Problem: e.msg}
 		}
 		return &p, nil
 	},

@@ -37,8 +37,9 @@ const maxHonouredRetryAfterMs = 60_000
 type apiError struct {
 	status       int
 	typ          string
-	code         string // Jetway's protocol code
-	field        string // the protocol field an invalid_request names (protocol.Error.Field)
+	code         string        // Jetway's protocol code
+	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
+	problem      string        // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -91,7 +92,7 @@ func invalid(format string, args ...any) apiError {
 // fromProtocol is the one translation of a protocol error (a refusal or a
 // terminal) to Anthropic's status and error type.
 func fromProtocol(pe protocol.Error) apiError {
-	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, field: pe.Field, msg: pe.Message,
+	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message,
 		retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	switch pe.Code {
 	case protocol.CodeInvalidRequest, protocol.CodeConflict, protocol.CodeCancelled:

@@ -53,13 +53,13 @@ type Parsed interface {
 // (protocol.ClientError), in a door's own terms; ok is false for a field
 // it does not know.
 type Namer interface {
-	Name(field string) (name string, ok bool)
+	Name(p protocol.Path) (name string, ok bool)
 }
 
 // headers names a request header the lifecycle refuses as itself.
 type headers struct{}
 
-func (headers) Name(field string) (string, bool) { return field, true }
+func (headers) Name(p protocol.Path) (string, bool) { return p.String(), true }
 
 // Dialect is what an HTTP door supplies to the one lifecycle (its
 // endpoint spec): the rest, from sign-in to the slow-consumer cut, is

@@ -18,7 +18,8 @@ import (
 type apiError struct {
 	status       int
 	code, param  string
-	field        string // the protocol field an invalid_request names (protocol.Error.Field)
+	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
+	problem      string        // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -101,7 +102,7 @@ func errorType(status int) string {
 // use is 404 (OpenAI's answer for a model the key cannot see). partial marks
 // an error after the stream started.
 func fromProtocol(pe protocol.Error, partial bool) apiError {
-	e := apiError{status: pe.Status, code: pe.Code, field: pe.Field, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
+	e := apiError{status: pe.Status, code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	e.status = door.HTTPStatus(pe.Code)
 	switch pe.Code {
 	case protocol.CodeModelNotAllowed:
@@ -141,8 +142,8 @@ func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
 // named gives an invalid_request that names a field of the protocol
 // request the OpenAI parameter it came from.
 func (e apiError) named(names door.Namer) apiError {
-	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.field != "" && names != nil {
-		e.param, e.msg = rename(names, e.field, e.msg)
+	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.path != nil && names != nil {
+		e.param, e.msg = rename(names, e.path, e.problem)
 	}
 	return e
 }

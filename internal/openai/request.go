@@ -35,7 +35,7 @@ type chatRequest struct {
 	ToolChoice json.RawMessage `json:"tool_choice"`
 
 	// origin names the OpenAI parameters behind the protocol request's fields.
-	origin fieldMap
+	origin *origins
 }
 
 type chatMessage struct {
@@ -153,7 +153,12 @@ func (c *chat) Codec() (stream.Codec, bool) {
 func (c *chat) Log(*zap.Logger) {}
 
 // Names names the protocol request's fields as the OpenAI parameters.
-func (c *chat) Names() door.Namer { return c.req.origin }
+func (c *chat) Names() door.Namer {
+	if c.req.origin == nil {
+		return nil
+	}
+	return c.req.origin
+}
 
 // parseChat decodes and checks a Chat Completions body and turns it into
 // the WebSocket protocol's request fields (validated by the same rules).
