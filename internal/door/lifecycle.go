@@ -108,9 +108,6 @@ func NewLifecycle[R Parsed](d Dialect[R], v Verifier, gw Gateway, metrics *telem
 		logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o}
 }
 
-// Options are the door's bounds, with the defaults filled.
-func (l *Lifecycle[R]) Options() Options { return l.opts }
-
 // Metrics is the door's metrics (may be nil).
 func (l *Lifecycle[R]) Metrics() *telemetry.Metrics { return l.metrics }
 
