@@ -183,17 +183,23 @@ func FieldErrorf(cause error, field, format string, args ...any) error {
 type Path []string
 
 // ParsePath reads a path in the WebSocket's names ("messages[2].data").
+// Text that is not one ("messages[].content: image blocks") is one
+// element, which no door knows: its String is the text as it was.
 func ParsePath(s string) Path {
 	var p Path
-	for s != "" {
-		i := strings.IndexAny(s, ".[]")
+	for rest := s; rest != ""; {
+		i := strings.IndexAny(rest, ".[]")
 		if i < 0 {
-			return append(p, s)
+			p = append(p, rest)
+			break
 		}
 		if i > 0 {
-			p = append(p, s[:i])
+			p = append(p, rest[:i])
 		}
-		s = s[i+1:]
+		rest = rest[i+1:]
+	}
+	if p.String() != s {
+		return Path{s}
 	}
 	return p
 }
