@@ -19,7 +19,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -44,15 +43,10 @@ const headerRequestID = "request-id"
 // MaxUserIDBytes bounds metadata.user_id as it is logged.
 const MaxUserIDBytes = 64
 
-// Apps finds the caller's app (models, count_tokens).
-type Apps interface {
-	App(tenant, app string) (*config.Tenant, *config.App, bool)
-}
-
 // Handler serves the door's paths (and their CORS preflights).
 type Handler struct {
 	l    *door.Lifecycle[*parsed]
-	apps Apps
+	apps door.Apps
 }
 
 // dialect is Anthropic Messages over the HTTP doors' one lifecycle.
@@ -75,7 +69,7 @@ var dialect = door.Dialect[*parsed]{
 }
 
 // New returns the door. metrics may be nil.
-func New(v door.Verifier, gw door.Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
+func New(v door.Verifier, gw door.Gateway, apps door.Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
 	return &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
 }
 
@@ -99,33 +93,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// appModels are the models the caller's app may use, its default first.
-func appModels(app *config.App) []string {
-	var ids []string
-	seen := map[string]bool{}
-	for _, id := range append([]string{app.Models.Default}, app.Models.Allow...) {
-		if id != "" && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
 // modelEpoch is every model's created_at: the configuration has no date.
 var modelEpoch = time.Unix(0, 0).UTC().Format(time.RFC3339)
 
 // models lists the app's models (GET /v1/models) or one of them (GET
 // /v1/models/{id}) in Anthropic's shape; one page holds them all.
 func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
-	p, a := h.l.Authenticate(r)
-	if a != nil {
-		h.l.Refuse(w, "", a)
-		return
-	}
-	_, app, ok := h.apps.App(p.Tenant, p.App)
+	_, app, ok := h.l.App(w, r, h.apps)
 	if !ok {
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
 		return
 	}
 	type model struct {
@@ -134,7 +109,7 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 		DisplayName string `json:"display_name"`
 		CreatedAt   string `json:"created_at"`
 	}
-	ids := appModels(app)
+	ids := door.AppModels(app)
 	if one, found := strings.CutPrefix(r.URL.Path, PathModels+"/"); found {
 		for _, id := range ids {
 			if id == one {
@@ -168,14 +143,8 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 // its metric (jetway_count_tokens_total) and a sampled line.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 	h.l.Metrics().CountTokens()
-	p, a := h.l.Authenticate(r)
-	if a != nil {
-		h.l.Refuse(w, "", a)
-		return
-	}
-	_, app, ok := h.apps.App(p.Tenant, p.App)
+	p, app, ok := h.l.App(w, r, h.apps)
 	if !ok {
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
 		return
 	}
 	body, a := h.l.ReadBody(w, r, p)
@@ -192,7 +161,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	if m := req.in.Model; m != "" {
 		allowed := false
-		for _, id := range appModels(app) {
+		for _, id := range door.AppModels(app) {
 			allowed = allowed || id == m
 		}
 		if !allowed {

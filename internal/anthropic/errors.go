@@ -1,10 +1,8 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -74,13 +72,8 @@ func (e apiError) ErrorCode() string { return e.code }
 // Write sends the error as the whole response, with retry-after (seconds)
 // and retry-after-ms when there is one.
 func (e apiError) Write(w http.ResponseWriter) {
-	h := w.Header()
-	if e.retryAfterMs > 0 {
-		h.Set("retry-after", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
-		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
-	}
-	h.Set("x-should-retry", strconv.FormatBool(e.retryable && e.retryAfterMs <= maxHonouredRetryAfterMs))
-	writeJSON(w, e.status, e.body(h.Get(headerRequestID)))
+	door.RetryHeaders(w.Header(), e.retryAfterMs, e.retryable && e.retryAfterMs <= maxHonouredRetryAfterMs)
+	writeJSON(w, e.status, e.body(w.Header().Get(headerRequestID)))
 }
 
 // invalid is a 400 invalid_request_error.
@@ -136,12 +129,5 @@ func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	door.WriteJSON(w, status, v, `{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -117,6 +118,38 @@ func (l *Lifecycle[R]) Refusals() *zap.Logger { return l.refusals }
 // Fail answers pe in the dialect's shape (status 0: the code's).
 func (l *Lifecycle[R]) Fail(w http.ResponseWriter, pe protocol.Error, status int) {
 	l.Refuse(w, "", l.d.Refusal(pe, status, nil))
+}
+
+// Apps finds a caller's app.
+type Apps interface {
+	App(tenant, app string) (*config.Tenant, *config.App, bool)
+}
+
+// App signs the caller in and finds its app (the door's lists of
+// models); ok is false when it answered the refusal.
+func (l *Lifecycle[R]) App(w http.ResponseWriter, r *http.Request, apps Apps) (p auth.Principal, app *config.App, ok bool) {
+	p, a := l.Authenticate(r)
+	if a != nil {
+		l.Refuse(w, "", a)
+		return p, nil, false
+	}
+	if _, app, ok = apps.App(p.Tenant, p.App); !ok {
+		l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
+	}
+	return p, app, ok
+}
+
+// AppModels are the models an app may use, its default first.
+func AppModels(app *config.App) []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, id := range append([]string{app.Models.Default}, app.Models.Allow...) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // CORS applies the browser Origin policy (see CORS); it reports whether

@@ -1,11 +1,9 @@
 package openai
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -69,13 +67,8 @@ func (e apiError) ErrorCode() string { return e.code }
 // Write sends the error as the whole response, with Retry-After (seconds,
 // and retry-after-ms, which OpenAI's SDKs read first) when there is one.
 func (e apiError) Write(w http.ResponseWriter) {
-	h := w.Header()
-	if e.retryAfterMs > 0 {
-		h.Set("Retry-After", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
-		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
-	}
-	h.Set("x-should-retry", strconv.FormatBool(e.retryable))
-	writeJSON(w, e.status, e.body(h.Get("x-request-id")))
+	door.RetryHeaders(w.Header(), e.retryAfterMs, e.retryable)
+	writeJSON(w, e.status, e.body(w.Header().Get("x-request-id")))
 }
 
 // errorType is OpenAI's error type for a status.
@@ -158,12 +151,5 @@ func fromRequestError(err error, names door.Namer) door.Answer {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal","param":null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	door.WriteJSON(w, status, v, `{"error":{"message":"internal error","type":"server_error","code":"internal","param":null}}`)
 }

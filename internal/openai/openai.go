@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -25,15 +24,10 @@ const (
 	PathModels = "/v1/models"
 )
 
-// Apps finds the caller's app (for GET /v1/models).
-type Apps interface {
-	App(tenant, app string) (*config.Tenant, *config.App, bool)
-}
-
 // Handler serves PathChat and PathModels (and their CORS preflights).
 type Handler struct {
 	l    *door.Lifecycle[*chat]
-	apps Apps
+	apps door.Apps
 }
 
 // dialect is Chat Completions over the HTTP doors' one lifecycle.
@@ -46,7 +40,7 @@ var dialect = door.Dialect[*chat]{
 }
 
 // New returns the door. metrics may be nil.
-func New(v door.Verifier, gw door.Gateway, apps Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
+func New(v door.Verifier, gw door.Gateway, apps door.Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
 	return &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
 }
 
@@ -69,14 +63,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // models lists the models the caller's app may use, its default first.
 func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
-	p, a := h.l.Authenticate(r)
-	if a != nil {
-		h.l.Refuse(w, "", a)
-		return
-	}
-	_, app, ok := h.apps.App(p.Tenant, p.App)
+	_, app, ok := h.l.App(w, r, h.apps)
 	if !ok {
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
 		return
 	}
 	type model struct {
@@ -89,13 +77,8 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	ids := append([]string{app.Models.Default}, app.Models.Allow...)
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if id != "" && !seen[id] {
-			seen[id] = true
-			list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "jetway"})
-		}
+	for _, id := range door.AppModels(app) {
+		list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "jetway"})
 	}
 	writeJSON(w, http.StatusOK, list)
 }
