@@ -2,10 +2,7 @@ package anthropic
 
 import (
 	"flag"
-	"io"
 	"net/http/httptest"
-	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,18 +10,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/door"
+	"github.com/jetway-gateway/jetway/internal/door/doortest"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/refusals.golden from the door's answers")
-
-// wireCase is one request whose whole answer (status, headers, body) is pinned.
-type wireCase struct {
-	name, method, path, body string
-	hdr                      map[string]string
-}
 
 // TestRefusalWireBodies pins the bytes of the door's refusals: validation
 // errors named in Anthropic's fields (renamed from the protocol's paths),
@@ -75,9 +67,9 @@ func TestRefusalWireBodies(t *testing.T) {
 	}
 	tools := `"tools":[{"name":"f","input_schema":{"type":"object"}}]`
 	call := `{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}`
-	var cases []wireCase
+	var cases []doortest.Case
 	post := func(name, body string) {
-		cases = append(cases, wireCase{name: name, method: "POST", path: PathMessages, body: body})
+		cases = append(cases, doortest.Case{Name: name, Method: "POST", Path: PathMessages, Body: body})
 	}
 	for _, c := range []struct{ name, body string }{
 		{"not an object", `[1]`},
@@ -123,70 +115,17 @@ func TestRefusalWireBodies(t *testing.T) {
 		post(c.name, c.body)
 	}
 	cases = append(cases,
-		wireCase{name: "bad Idempotency-Key", method: "POST", path: PathMessages, body: ask("hi"), hdr: map[string]string{"Idempotency-Key": "bad key"}},
-		wireCase{name: "bad Last-Event-ID", method: "POST", path: PathMessages, body: ask("hi"), hdr: map[string]string{"Last-Event-ID": "-1"}},
-		wireCase{name: "no credentials", method: "POST", path: PathMessages, body: ask("hi"), hdr: map[string]string{"x-api-key": ""}},
-		wireCase{name: "bad token", method: "POST", path: PathMessages, body: ask("hi"), hdr: map[string]string{"x-api-key": "forged"}},
-		wireCase{name: "token in the query", method: "POST", path: PathMessages + "?api_key=x", body: ask("hi")},
-		wireCase{name: "origin refused", method: "POST", path: PathMessages, body: ask("hi"), hdr: map[string]string{"Origin": "https://evil.example"}},
-		wireCase{name: "method", method: "GET", path: PathMessages},
-		wireCase{name: "no such path", method: "POST", path: "/v1/messages/x"},
-		wireCase{name: "count_tokens bad body", method: "POST", path: PathCountTokens, body: `{"messages":[]}`},
-		wireCase{name: "count_tokens model", method: "POST", path: PathCountTokens, body: `{"model":"gpt","messages":[{"role":"user","content":"q"}]}`},
-		wireCase{name: "models one unknown", method: "GET", path: PathModels + "/gpt"},
+		doortest.Case{Name: "bad Idempotency-Key", Method: "POST", Path: PathMessages, Body: ask("hi"), Header: map[string]string{"Idempotency-Key": "bad key"}},
+		doortest.Case{Name: "bad Last-Event-ID", Method: "POST", Path: PathMessages, Body: ask("hi"), Header: map[string]string{"Last-Event-ID": "-1"}},
+		doortest.Case{Name: "no credentials", Method: "POST", Path: PathMessages, Body: ask("hi"), Header: map[string]string{"x-api-key": ""}},
+		doortest.Case{Name: "bad token", Method: "POST", Path: PathMessages, Body: ask("hi"), Header: map[string]string{"x-api-key": "forged"}},
+		doortest.Case{Name: "token in the query", Method: "POST", Path: PathMessages + "?api_key=x", Body: ask("hi")},
+		doortest.Case{Name: "origin refused", Method: "POST", Path: PathMessages, Body: ask("hi"), Header: map[string]string{"Origin": "https://evil.example"}},
+		doortest.Case{Name: "method", Method: "GET", Path: PathMessages},
+		doortest.Case{Name: "no such path", Method: "POST", Path: "/v1/messages/x"},
+		doortest.Case{Name: "count_tokens bad body", Method: "POST", Path: PathCountTokens, Body: `{"messages":[]}`},
+		doortest.Case{Name: "count_tokens model", Method: "POST", Path: PathCountTokens, Body: `{"model":"gpt","messages":[{"role":"user","content":"q"}]}`},
+		doortest.Case{Name: "models one unknown", Method: "GET", Path: PathModels + "/gpt"},
 	)
-	checkWire(t, srv.URL, cases, "testdata/refusals.golden")
-}
-
-// checkWire sends each case (with a fixed Idempotency-Key unless it sets
-// one) and compares the answers with the golden file.
-func checkWire(t *testing.T, base string, cases []wireCase, golden string) {
-	t.Helper()
-	var out strings.Builder
-	for _, c := range cases {
-		hdr := map[string]string{"Idempotency-Key": "wire-0000001"}
-		for k, v := range c.hdr {
-			hdr[k] = v
-		}
-		resp := do(t, c.method, base+c.path, c.body, hdr)
-		b, _ := io.ReadAll(resp.Body)
-		out.WriteString("== " + c.name + "\n" + resp.Status + "\n")
-		var names []string
-		for k := range resp.Header {
-			if k != "Date" {
-				names = append(names, k)
-			}
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			out.WriteString(k + ": " + strings.Join(resp.Header[k], ", ") + "\n")
-		}
-		out.Write(b)
-		out.WriteString("\n")
-	}
-	if *update {
-		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Errorf("line %d:\n got %s\nwant %s", i+1, g, w)
-			}
-		}
-	}
+	doortest.Check(t, srv.URL, map[string]string{"x-api-key": "good", VersionHeader: "2023-06-01", "Idempotency-Key": "wire-0000001"}, cases, "testdata/refusals.golden", *update)
 }

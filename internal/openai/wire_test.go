@@ -3,11 +3,7 @@ package openai
 import (
 	"errors"
 	"flag"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,18 +11,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/door"
+	"github.com/jetway-gateway/jetway/internal/door/doortest"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/refusals.golden from the door's answers")
-
-// wireCase is one request whose whole answer (status, headers, body) is pinned.
-type wireCase struct {
-	name, method, path, body string
-	hdr                      map[string]string
-}
 
 // TestRefusalWireBodies pins the bytes of the door's refusals: validation
 // errors naming the OpenAI parameter (renamed from the protocol's paths),
@@ -90,7 +81,7 @@ func TestRefusalWireBodies(t *testing.T) {
 	image := func(url string) string {
 		return `{"type":"image_url","image_url":{"url":"` + url + `"}}`
 	}
-	var cases []wireCase
+	var cases []doortest.Case
 	for _, c := range []struct{ name, body string }{
 		{"not an object", `[1]`},
 		{"syntax", `{"messages":`},
@@ -143,81 +134,18 @@ func TestRefusalWireBodies(t *testing.T) {
 		{"refusal replaced by the gateway", `{` + msgs + `,"temperature":7}`},
 		{"too large", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 9<<10) + `"}]}`},
 	} {
-		cases = append(cases, wireCase{name: c.name, method: "POST", path: PathChat, body: c.body})
+		cases = append(cases, doortest.Case{Name: c.name, Method: "POST", Path: PathChat, Body: c.body})
 	}
 	cases = append(cases,
-		wireCase{name: "bad Idempotency-Key", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Idempotency-Key": "bad key"}},
-		wireCase{name: "bad Last-Event-ID", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Last-Event-ID": "x"}},
-		wireCase{name: "no credentials", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Authorization": ""}},
-		wireCase{name: "bad token", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Authorization": "Bearer forged"}},
-		wireCase{name: "bad scheme", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Authorization": "Basic x"}},
-		wireCase{name: "token in the query", method: "POST", path: PathChat + "?token=x", body: ask("hi")},
-		wireCase{name: "origin refused", method: "POST", path: PathChat, body: ask("hi"), hdr: map[string]string{"Origin": "https://evil.example"}},
-		wireCase{name: "method", method: "GET", path: PathChat},
-		wireCase{name: "no such path", method: "POST", path: "/v1/chat"},
+		doortest.Case{Name: "bad Idempotency-Key", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Idempotency-Key": "bad key"}},
+		doortest.Case{Name: "bad Last-Event-ID", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Last-Event-ID": "x"}},
+		doortest.Case{Name: "no credentials", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Authorization": ""}},
+		doortest.Case{Name: "bad token", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Authorization": "Bearer forged"}},
+		doortest.Case{Name: "bad scheme", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Authorization": "Basic x"}},
+		doortest.Case{Name: "token in the query", Method: "POST", Path: PathChat + "?token=x", Body: ask("hi")},
+		doortest.Case{Name: "origin refused", Method: "POST", Path: PathChat, Body: ask("hi"), Header: map[string]string{"Origin": "https://evil.example"}},
+		doortest.Case{Name: "method", Method: "GET", Path: PathChat},
+		doortest.Case{Name: "no such path", Method: "POST", Path: "/v1/chat"},
 	)
-	checkWire(t, srv.URL, cases, "testdata/refusals.golden")
-}
-
-// checkWire sends each case (with a fixed Idempotency-Key unless it sets
-// one) and compares the answers with the golden file.
-func checkWire(t *testing.T, base string, cases []wireCase, golden string) {
-	t.Helper()
-	var out strings.Builder
-	for _, c := range cases {
-		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
-		req.Header.Set("Authorization", "Bearer good")
-		req.Header.Set("Idempotency-Key", "wire-0000001")
-		for k, v := range c.hdr {
-			if v == "" {
-				req.Header.Del(k)
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out.WriteString("== " + c.name + "\n" + resp.Status + "\n")
-		var names []string
-		for k := range resp.Header {
-			if k != "Date" {
-				names = append(names, k)
-			}
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			out.WriteString(k + ": " + strings.Join(resp.Header[k], ", ") + "\n")
-		}
-		out.Write(b)
-		out.WriteString("\n")
-	}
-	if *update {
-		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Errorf("line %d:\n got %s\nwant %s", i+1, g, w)
-			}
-		}
-	}
+	doortest.Check(t, srv.URL, map[string]string{"Authorization": "Bearer good", "Idempotency-Key": "wire-0000001"}, cases, "testdata/refusals.golden", *update)
 }
