@@ -45,6 +45,7 @@ const MaxUserIDBytes = 64
 
 // Handler serves the door's paths (and their CORS preflights).
 type Handler struct {
+	http.Handler
 	l    *door.Lifecycle[*parsed]
 	apps door.Apps
 }
@@ -70,27 +71,11 @@ var dialect = door.Dialect[*parsed]{
 
 // New returns the door. metrics may be nil.
 func New(v door.Verifier, gw door.Gateway, apps door.Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
-	return &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
-}
-
-// ServeHTTP routes by path and method.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.l.CORS(w, r) {
-		return
-	}
-	p := r.URL.Path
-	switch {
-	case p == PathMessages && r.Method == http.MethodPost:
-		h.l.Serve(w, r)
-	case p == PathCountTokens && r.Method == http.MethodPost:
-		h.countTokens(w, r)
-	case (p == PathModels || strings.HasPrefix(p, PathModels+"/")) && r.Method == http.MethodGet:
-		h.models(w, r)
-	case p == PathMessages || p == PathCountTokens || p == PathModels:
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeInvalidRequest, Message: r.Method + " is not allowed here"}, http.StatusMethodNotAllowed)
-	default:
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeNotFound, Message: "no such endpoint"}, 0)
-	}
+	h := &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
+	h.Handler = h.l.Routes(door.Route{Method: http.MethodPost, Path: PathMessages, Serve: h.l.Serve},
+		door.Route{Method: http.MethodPost, Path: PathCountTokens, Serve: h.countTokens},
+		door.Route{Method: http.MethodGet, Path: PathModels, Prefix: true, Serve: h.models})
+	return h
 }
 
 // modelEpoch is every model's created_at: the configuration has no date.

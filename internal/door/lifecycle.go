@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -152,9 +153,41 @@ func AppModels(app *config.App) []string {
 	return ids
 }
 
-// CORS applies the browser Origin policy (see CORS); it reports whether
+// Route is a handler of a path and method. Prefix also routes the
+// paths under Path ("/v1/models/{id}").
+type Route struct {
+	Method, Path string
+	Prefix       bool
+	Serve        http.HandlerFunc
+}
+
+// Routes is a door's handler: the CORS policy, then the route of the
+// path and method; another method of a route's path is 405, any other
+// path 404, in the dialect's shape.
+func (l *Lifecycle[R]) Routes(routes ...Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.cors(w, r) {
+			return
+		}
+		p, known := r.URL.Path, false
+		for _, rt := range routes {
+			if (p == rt.Path || rt.Prefix && strings.HasPrefix(p, rt.Path+"/")) && r.Method == rt.Method {
+				rt.Serve(w, r)
+				return
+			}
+			known = known || p == rt.Path
+		}
+		if known {
+			l.Fail(w, protocol.Error{Code: protocol.CodeInvalidRequest, Message: r.Method + " is not allowed here"}, http.StatusMethodNotAllowed)
+			return
+		}
+		l.Fail(w, protocol.Error{Code: protocol.CodeNotFound, Message: "no such endpoint"}, 0)
+	})
+}
+
+// cors applies the browser Origin policy (see CORS); it reports whether
 // the request was answered (a refused origin, or a preflight).
-func (l *Lifecycle[R]) CORS(w http.ResponseWriter, r *http.Request) bool {
+func (l *Lifecycle[R]) cors(w http.ResponseWriter, r *http.Request) bool {
 	refused, answered := CORS(w, r, l.opts.OriginAllowed, l.d.RequestIDHeader+", retry-after, retry-after-ms")
 	if refused {
 		l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "origin not allowed"}, 0)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -26,6 +25,7 @@ const (
 
 // Handler serves PathChat and PathModels (and their CORS preflights).
 type Handler struct {
+	http.Handler
 	l    *door.Lifecycle[*chat]
 	apps door.Apps
 }
@@ -41,24 +41,10 @@ var dialect = door.Dialect[*chat]{
 
 // New returns the door. metrics may be nil.
 func New(v door.Verifier, gw door.Gateway, apps door.Apps, metrics *telemetry.Metrics, logger *zap.Logger, o door.Options) *Handler {
-	return &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
-}
-
-// ServeHTTP routes by path and method.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.l.CORS(w, r) {
-		return
-	}
-	switch {
-	case r.URL.Path == PathChat && r.Method == http.MethodPost:
-		h.l.Serve(w, r)
-	case r.URL.Path == PathModels && r.Method == http.MethodGet:
-		h.models(w, r)
-	case r.URL.Path == PathChat || r.URL.Path == PathModels:
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeInvalidRequest, Message: r.Method + " is not allowed here"}, http.StatusMethodNotAllowed)
-	default:
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeNotFound, Message: "no such endpoint"}, 0)
-	}
+	h := &Handler{l: door.NewLifecycle(dialect, v, gw, metrics, logger, o), apps: apps}
+	h.Handler = h.l.Routes(door.Route{Method: http.MethodPost, Path: PathChat, Serve: h.l.Serve},
+		door.Route{Method: http.MethodGet, Path: PathModels, Serve: h.models})
+	return h
 }
 
 // models lists the models the caller's app may use, its default first.
