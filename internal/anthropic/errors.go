@@ -1,10 +1,8 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -37,8 +35,9 @@ const maxHonouredRetryAfterMs = 60_000
 type apiError struct {
 	status       int
 	typ          string
-	code         string // Jetway's protocol code
-	field        string // the protocol field an invalid_request names (protocol.Error.Field)
+	code         string        // Jetway's protocol code
+	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
+	problem      string        // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -64,16 +63,17 @@ func (e apiError) body(requestID string) errorBody {
 		Code: e.code, Retryable: e.retryable, RetryAfterMs: e.retryAfterMs}}
 }
 
-// write sends the error as the whole response, with retry-after (seconds)
+// HTTPStatus is the error's status.
+func (e apiError) HTTPStatus() int { return e.status }
+
+// ErrorCode is Jetway's code.
+func (e apiError) ErrorCode() string { return e.code }
+
+// Write sends the error as the whole response, with retry-after (seconds)
 // and retry-after-ms when there is one.
-func (e apiError) write(w http.ResponseWriter) {
-	h := w.Header()
-	if e.retryAfterMs > 0 {
-		h.Set("retry-after", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
-		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
-	}
-	h.Set("x-should-retry", strconv.FormatBool(e.retryable && e.retryAfterMs <= maxHonouredRetryAfterMs))
-	writeJSON(w, e.status, e.body(h.Get(headerRequestID)))
+func (e apiError) Write(w http.ResponseWriter) {
+	door.RetryHeaders(w.Header(), e.retryAfterMs, e.retryable && e.retryAfterMs <= maxHonouredRetryAfterMs)
+	writeJSON(w, e.status, e.body(w.Header().Get(headerRequestID)))
 }
 
 // invalid is a 400 invalid_request_error.
@@ -85,7 +85,7 @@ func invalid(format string, args ...any) apiError {
 // fromProtocol is the one translation of a protocol error (a refusal or a
 // terminal) to Anthropic's status and error type.
 func fromProtocol(pe protocol.Error) apiError {
-	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, field: pe.Field, msg: pe.Message,
+	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message,
 		retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	switch pe.Code {
 	case protocol.CodeInvalidRequest, protocol.CodeConflict, protocol.CodeCancelled:
@@ -114,13 +114,20 @@ func fromProtocol(pe protocol.Error) apiError {
 	return e
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
+// refusal is the answer to a protocol error before any stream began, its
+// field named by names (nil: none). A status the lifecycle chose (a body
+// too large or too slow: 413, 408) is the request's own fault.
+func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+	e := fromProtocol(pe)
+	if status != 0 {
+		e.status = status
+		if status < 500 {
+			e.typ = typeInvalidRequest
+		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	return rename(names, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	door.WriteJSON(w, status, v, `{"type":"error","error":{"type":"api_error","message":"internal error"}}`)
 }

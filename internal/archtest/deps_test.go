@@ -115,7 +115,7 @@ func TestDoorsAreApart(t *testing.T) {
 // (docs/benchmarks.md, "The gateway binary").
 var notLinked = []string{
 	"testing", "net/http/httptest", "go.uber.org/goleak",
-	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest",
+	module + "internal/gatewaytest", module + "internal/dynalitetest", module + "internal/auth/authtest", module + "internal/door/doortest",
 	module + "internal/delayproxy", module + "internal/archtest", module + "internal/jaegertest",
 	"github.com/hashicorp/terraform-", "github.com/hashicorp/hcl", // cmd/deploy and the Terraform tests
 	"github.com/chromedp/", "github.com/openai/", "github.com/anthropics/", // the page tests and the doors' tests

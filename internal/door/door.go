@@ -1,10 +1,12 @@
 // Package door is what every door shares at its edge: signing the caller
 // in from an HTTP request (the WebSocket upgrade, the OpenAI and the
-// Anthropic doors), request ids, and the one table from an outcome's
-// protocol code to its HTTP status and error class. A door is a codec
-// (see stream.Codec) plus its routes: it turns its wire format into the
-// core's gateway.Request, and the core's events back into its wire format.
-// Doors import this package, never each other.
+// Anthropic doors), request ids, the one table from an outcome's
+// protocol code to its HTTP status, and the HTTP doors' one request
+// lifecycle (Lifecycle). An HTTP door is a Dialect over that lifecycle
+// plus its routes: it turns its wire format into the core's
+// gateway.Request (naming the core's field paths in its own terms), and
+// the core's events back into its wire format (a stream.Codec). Doors
+// import this package, never each other.
 package door
 
 import (

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,6 +127,30 @@ func (s *SSE) Write(head []byte, b *stream.Batch) bool {
 		s.Logger.Info("client_gone", zap.Error(err))
 	}
 	return false
+}
+
+// WriteJSON sends v as the whole response (never cached), or fallback,
+// a door's own internal error body, when v does not marshal.
+func WriteJSON(w http.ResponseWriter, status int, v any, fallback string) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(fallback)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// RetryHeaders sets what an error tells the SDKs about retrying: when
+// there is a wait, Retry-After (whole seconds, rounded up) and
+// retry-after-ms (which the SDKs read first); and x-should-retry.
+func RetryHeaders(h http.Header, retryAfterMs int64, shouldRetry bool) {
+	if retryAfterMs > 0 {
+		h.Set("Retry-After", strconv.FormatInt((retryAfterMs+999)/1000, 10))
+		h.Set("retry-after-ms", strconv.FormatInt(retryAfterMs, 10))
+	}
+	h.Set("x-should-retry", strconv.FormatBool(shouldRetry))
 }
 
 // JSONProblem says briefly why a body is not the JSON a door takes.

@@ -135,7 +135,7 @@ func (in *Intake) take(w http.ResponseWriter, r *http.Request, door, owner strin
 		in.mu.Unlock()
 		in.metrics.HTTPRequestRefused(door, telemetry.HTTPRefusedUser)
 		return nil, fmt.Errorf("%w: %w", ErrRefused, &protocol.ClientError{Err: gateway.ErrRateLimited,
-			Msg: fmt.Sprintf("more than %d requests of this user arriving at once: wait for an answer before sending more", in.perUser)})
+			Problem: fmt.Sprintf("more than %d requests of this user arriving at once: wait for an answer before sending more", in.perUser)})
 	}
 	in.users[owner]++
 	in.mu.Unlock()

@@ -68,7 +68,7 @@ func ProtocolError(err error) protocol.Error {
 		set(protocol.CodeInvalidRequest, clientMessage(err, "invalid request"), false)
 		var ce *protocol.ClientError
 		if errors.As(err, &ce) {
-			e.Field = ce.Field
+			e.Path, e.Problem = ce.Path, ce.Problem
 		}
 	case errors.As(err, &exceeded):
 		set(protocol.CodeQuotaExceeded, "Token quota exceeded", true)
@@ -145,7 +145,7 @@ func isUnauthorized(err error) bool {
 func clientMessage(err error, fallback string) string {
 	var ce *protocol.ClientError
 	if errors.As(err, &ce) {
-		return ce.Msg
+		return ce.Message()
 	}
 	return fallback
 }

@@ -1,11 +1,9 @@
 package openai
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -18,7 +16,8 @@ import (
 type apiError struct {
 	status       int
 	code, param  string
-	field        string // the protocol field an invalid_request names (protocol.Error.Field)
+	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
+	problem      string        // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -59,16 +58,17 @@ func (e apiError) body(requestID string) errorBody {
 	return errorBody{Error: d}
 }
 
-// write sends the error as the whole response, with Retry-After (seconds,
+// HTTPStatus is the error's status.
+func (e apiError) HTTPStatus() int { return e.status }
+
+// ErrorCode is Jetway's code (or unsupported_parameter).
+func (e apiError) ErrorCode() string { return e.code }
+
+// Write sends the error as the whole response, with Retry-After (seconds,
 // and retry-after-ms, which OpenAI's SDKs read first) when there is one.
-func (e apiError) write(w http.ResponseWriter) {
-	h := w.Header()
-	if e.retryAfterMs > 0 {
-		h.Set("Retry-After", strconv.FormatInt((e.retryAfterMs+999)/1000, 10))
-		h.Set("retry-after-ms", strconv.FormatInt(e.retryAfterMs, 10))
-	}
-	h.Set("x-should-retry", strconv.FormatBool(e.retryable))
-	writeJSON(w, e.status, e.body(h.Get("x-request-id")))
+func (e apiError) Write(w http.ResponseWriter) {
+	door.RetryHeaders(w.Header(), e.retryAfterMs, e.retryable)
+	writeJSON(w, e.status, e.body(w.Header().Get("x-request-id")))
 }
 
 // errorType is OpenAI's error type for a status.
@@ -95,7 +95,7 @@ func errorType(status int) string {
 // use is 404 (OpenAI's answer for a model the key cannot see). partial marks
 // an error after the stream started.
 func fromProtocol(pe protocol.Error, partial bool) apiError {
-	e := apiError{status: pe.Status, code: pe.Code, field: pe.Field, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
+	e := apiError{status: pe.Status, code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	e.status = door.HTTPStatus(pe.Code)
 	switch pe.Code {
 	case protocol.CodeModelNotAllowed:
@@ -121,30 +121,35 @@ func fromProtocol(pe protocol.Error, partial bool) apiError {
 	return e
 }
 
+// refusal is the answer to a protocol error before any stream began (or
+// instead of one: an error after chunks is partial); status, when not 0,
+// replaces the code's.
+func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+	e := fromProtocol(pe, pe.Chunks != nil && *pe.Chunks > 0)
+	if status != 0 {
+		e.status = status
+	}
+	return e.named(names)
+}
+
 // named gives an invalid_request that names a field of the protocol
 // request the OpenAI parameter it came from.
-func (e apiError) named(origin fieldMap) apiError {
-	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.field != "" {
-		e.param, e.msg = origin.rename(e.field, e.msg)
+func (e apiError) named(names door.Namer) apiError {
+	if e.code == protocol.CodeInvalidRequest && e.param == "" && !e.partial && e.path != nil && names != nil {
+		e.param, e.msg = rename(names, e.path, e.problem)
 	}
 	return e
 }
 
-func fromRequestError(err error) apiError {
+// fromRequestError is the answer to a body parse refused.
+func fromRequestError(err error, names door.Namer) door.Answer {
 	var re *requestError
 	if errors.As(err, &re) {
 		return apiError{status: http.StatusBadRequest, code: re.code, param: re.param, msg: re.msg}
 	}
-	return fromProtocol(gateway.ProtocolError(err), false)
+	return fromProtocol(gateway.ProtocolError(err), false).named(names)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal","param":null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	door.WriteJSON(w, status, v, `{"error":{"message":"internal error","type":"server_error","code":"internal","param":null}}`)
 }

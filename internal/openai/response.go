@@ -1,70 +1,12 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"strconv"
 
-	"go.uber.org/zap"
-
-	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
-
-// responder delivers one request's stream log in OpenAI's shapes.
-type responder struct {
-	h         *Handler
-	w         http.ResponseWriter
-	rc        *http.ResponseController
-	logger    *zap.Logger
-	requestID string
-	origin    fieldMap // the request's OpenAI parameters, for refusals that name a field
-	sse       door.SSE
-}
-
-// stream writes the log after seq `from` as Server-Sent Events (see
-// events): one event per chunk with `id: <seq>`, then the finish (and
-// usage) event or one error event, then `data: [DONE]`. The 200 and its
-// headers go out with the first chunk, so a request that fails before any
-// text (and was not resumed mid-answer) gets a plain HTTP error with its
-// status.
-func (s *responder) stream(ctx context.Context, log *stream.Log, from int, usage bool) {
-	started := from > 0
-	s.sse = door.SSE{W: s.w, RC: s.rc, Timeout: s.h.opts.WriteTimeout, Logger: s.logger, Metrics: s.h.metrics}
-	for b := range log.Follow(ctx, events{usage: usage}, from) {
-		if !s.sse.Started {
-			if !started && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
-				s.h.refuse(s.w, s.requestID, fromProtocol(*b.Terminal.Error, false).named(s.origin)) // nothing streamed: a plain HTTP error
-				return
-			}
-			if started && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {
-				s.sse.Start()
-			}
-		}
-		if !s.sse.Started {
-			continue
-		}
-		if b.Terminal != nil && b.Terminal.Error != nil {
-			s.logger.Info("stream_error", zap.String("code", b.Terminal.Error.Code), zap.Int("chunks", b.Last()))
-		}
-		if !s.sse.Write(nil, &b) {
-			return
-		}
-	}
-	if ctx.Err() != nil {
-		s.logger.Info("client_gone", zap.String("hint", "the answer continues: resume with Idempotency-Key and Last-Event-ID"))
-	}
-}
-
-// whole waits for the terminal and writes one chat.completion body (see
-// completion), or the error.
-func (s *responder) whole(ctx context.Context, log *stream.Log) {
-	door.WriteWhole(ctx, log, completion{}, s.w, s.rc, s.h.opts.WriteTimeout, s.logger, func(e *protocol.Error) {
-		s.h.refuse(s.w, s.requestID, fromProtocol(*e, e.Chunks != nil && *e.Chunks > 0).named(s.origin))
-	})
-}
 
 // events is the door's streaming codec: a request's events as
 // chat.completion.chunk Server-Sent Events, each encoded once per request

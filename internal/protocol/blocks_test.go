@@ -90,7 +90,7 @@ func TestDecodeBlocks(t *testing.T) {
 				return
 			}
 			var ce *ClientError
-			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ce) || !strings.Contains(ce.Msg, c.wantErr) {
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ce) || !strings.Contains(ce.Message(), c.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
@@ -211,7 +211,7 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 		request("", `[{"type":"image","format":"png","data":"`+b64(MaxDocumentBytes+3)+`"}]`): fmt.Sprintf("is %d bytes, over the %d bytes an image may have", MaxDocumentBytes+3, MaxImageBytes),
 	} {
 		var ce *ClientError
-		if _, err := Decode([]byte(frame)); !errors.As(err, &ce) || !strings.Contains(ce.Msg, want) {
+		if _, err := Decode([]byte(frame)); !errors.As(err, &ce) || !strings.Contains(ce.Message(), want) {
 			t.Errorf("%.80s...: %v, want %q", frame, err, want)
 		}
 	}

@@ -121,10 +121,11 @@ type Error struct {
 	Text         *string `json:"text,omitempty"`
 	Scope        string  `json:"scope,omitempty"`
 	Window       string  `json:"window,omitempty"`
-	// Field is the request field an invalid_request names (see
-	// ClientError), for the doors that name it in their own terms; the
-	// WebSocket's message names it.
-	Field string `json:"-"`
+	// Path is the request field an invalid_request names and Problem what
+	// is wrong with it (see ClientError), for the doors that name it in
+	// their own terms; the WebSocket's Message names it.
+	Path    Path   `json:"-"`
+	Problem string `json:"-"`
 }
 
 // Draining tells the client this server is shutting down.

@@ -169,3 +169,18 @@ func TestTraceparentIsNeverRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPathRoundTrips: a field named in the WebSocket's terms reads as a
+// Path whose String is the same text, a path or not.
+func TestPathRoundTrips(t *testing.T) {
+	for s, want := range map[string]int{"messages[2].content[1].data": 5, "reasoning.budget_tokens": 2, "Idempotency-Key": 1,
+		"tools": 1, "messages[].content: image blocks": 1, "a..b": 1, "x[1": 1, "": 0} {
+		p := ParsePath(s)
+		if p.String() != s || len(p) != want {
+			t.Errorf("%q: %q (%d elements), want %d", s, p, len(p), want)
+		}
+	}
+	if n, ok := ParsePath("messages[2]").Index(1); !ok || n != 2 {
+		t.Errorf("Index: %d %v", n, ok)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
 
@@ -20,9 +21,8 @@ import (
 type translation struct {
 	system []string
 	turns  []protocol.Message
-	// origin names, for each field of the protocol request that validation
-	// may name, the OpenAI parameter it came from.
-	origin fieldMap
+	// origin is where each turn, block and tool came from.
+	origin *origins
 	// awaiting are the last assistant turn's tool calls, until the
 	// messages after it answered each one.
 	awaiting []pendingCall
@@ -47,9 +47,8 @@ type sourced struct {
 // parameters (OpenAI allows it; Bedrock needs a schema).
 var defaultToolParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 
-func translate(req *chatRequest, in *protocol.Inbound) (fieldMap, error) {
-	t := translation{origin: fieldMap{"tools": "tools", "tool_choice": "tool_choice", "tool_choice.name": "tool_choice.function.name",
-		"temperature": "temperature", "max_tokens": "max_tokens"}}
+func translate(req *chatRequest, in *protocol.Inbound) (*origins, error) {
+	t := translation{origin: &origins{}}
 	if err := t.messages(req.Messages); err != nil {
 		return t.origin, err
 	}
@@ -195,10 +194,8 @@ func (t *translation) tool(m chatMessage, param string) error {
 
 // add appends a turn: text, or blocks when there are any.
 func (t *translation) add(role, text string, blocks []sourced, from string) {
-	k := len(t.turns)
-	path := fmt.Sprintf("messages[%d]", k)
-	t.origin[path] = from
-	t.origin[path+".content"] = from + ".content"
+	t.origin.turns = append(t.origin.turns, from)
+	t.origin.blocks = append(t.origin.blocks, nil)
 	if blocks == nil {
 		t.turns = append(t.turns, protocol.Message{Role: role, Content: text})
 		return
@@ -212,7 +209,7 @@ func (t *translation) extend(blocks []sourced) {
 	k := len(t.turns) - 1
 	turn := &t.turns[k]
 	for _, s := range blocks {
-		t.origin.block(fmt.Sprintf("messages[%d].content[%d]", k, len(turn.Blocks)), s)
+		t.origin.blocks[k] = append(t.origin.blocks[k], s)
 		turn.Blocks = append(turn.Blocks, s.block)
 	}
 }
@@ -245,10 +242,7 @@ func (t *translation) tools(in *protocol.Inbound, tools []chatTool, choice json.
 			params = defaultToolParameters
 		}
 		in.Tools = append(in.Tools, protocol.Tool{Name: f.Name, Description: f.Description, InputSchema: params})
-		t.origin[p] = p
-		t.origin[p+".name"] = p + ".function.name"
-		t.origin[p+".description"] = p + ".function.description"
-		t.origin[p+".input_schema"] = p + ".function.parameters"
+		t.origin.tools++
 	}
 	in.ToolChoice = tc
 	if t.toolCalls && len(in.Tools) == 0 {
@@ -373,63 +367,118 @@ func imageBlock(p contentPart, from string) (protocol.Block, error) {
 	return protocol.Block{Type: protocol.BlockImage, Format: format, Data: protocol.ParseData(data)}, nil
 }
 
-// fieldMap maps a protocol request's field paths, as its validation names
-// them ("messages[2].content[1].data"), to the OpenAI parameters they came
-// from ("messages[3].content[1].image_url.url").
-type fieldMap map[string]string
-
-// block records where a block at path came from.
-func (f fieldMap) block(path string, s sourced) {
-	f[path] = s.from
-	switch s.block.Type {
-	case protocol.BlockText:
-		f[path+".text"] = s.from
-	case protocol.BlockImage:
-		f[path+".data"] = s.from + ".image_url.url"
-		f[path+".format"] = s.from + ".image_url.url"
-	case protocol.BlockToolUse:
-		f[path+".id"] = s.from + ".id"
-		f[path+".name"] = s.from + ".function.name"
-		f[path+".input"] = s.from + ".function.arguments"
-	case protocol.BlockToolResult:
-		f[path+".tool_use_id"] = s.from + ".tool_call_id"
-		f[path+".content"] = s.from + ".content"
-		f[path+".content[0]"] = s.from + ".content"
-		f[path+".content[0].text"] = s.from + ".content"
-	}
+// origins records where the protocol request's turns, blocks and tools
+// came from, so that a field its validation names ("messages[2].content[1].data")
+// is named as the OpenAI parameter ("messages[3].content[1].image_url.url").
+type origins struct {
+	turns  []string    // turn k's message ("messages[3]")
+	blocks [][]sourced // turn k's blocks and their parameters
+	tools  int         // the tools translated, in order
 }
 
-// rename names a protocol field (see protocol.ClientError.Field) as the
-// OpenAI parameter it came from: the parameter of the field, or of the
-// nearest field it is inside of, and the message (which starts with the
-// field) with that parameter instead. A field the map does not know
-// gives no parameter and the message unchanged.
-func (f fieldMap) rename(field, msg string) (param, renamed string) {
-	for k := field; k != ""; k = enclosing(k) {
-		if to, ok := f[k]; ok && strings.HasPrefix(msg, k) {
-			return to, to + msg[len(k):]
+// toolFields are a tool's fields under OpenAI's function.
+var toolFields = map[string]string{"name": ".function.name", "description": ".function.description", "input_schema": ".function.parameters"}
+
+// Name is the OpenAI parameter a field of the protocol request came from.
+func (o *origins) Name(p protocol.Path) (string, bool) {
+	if o == nil || len(p) == 0 {
+		return "", false
+	}
+	switch p[0] {
+	case "temperature", "max_tokens":
+		return p[0], len(p) == 1
+	case "tool_choice":
+		switch {
+		case len(p) == 1:
+			return "tool_choice", true
+		case len(p) == 2 && p[1] == "name":
+			return "tool_choice.function.name", true
+		}
+	case "tools":
+		if len(p) == 1 {
+			return "tools", true
+		}
+		i, ok := p.Index(1)
+		if !ok || i >= o.tools {
+			return "", false
+		}
+		from := "tools" + p[:2].Rest(1)
+		if len(p) == 2 {
+			return from, true
+		}
+		if f, ok := toolFields[p[2]]; ok && len(p) == 3 {
+			return from + f, true
+		}
+	case "messages":
+		k, ok := p.Index(1)
+		switch {
+		case !ok || k >= len(o.turns) || len(p) > 2 && p[2] != "content":
+			return "", false
+		case len(p) == 2:
+			return o.turns[k], true
+		case len(p) == 3:
+			return o.turns[k] + ".content", true
+		}
+		if j, ok := p.Index(3); ok && j < len(o.blocks[k]) {
+			return o.blocks[k][j].name(p[4:])
 		}
 	}
-	return "", msg
+	return "", false
 }
 
-// enclosing is the field a field path is inside of ("" at the top):
-// "messages[2].content" -> "messages[2]" -> "messages".
-func enclosing(path string) string {
-	i := strings.LastIndexAny(path, ".[")
-	if i < 0 {
-		return ""
+// name is the parameter of the block's field rest (none: the block's).
+func (s sourced) name(rest protocol.Path) (string, bool) {
+	if len(rest) == 0 {
+		return s.from, true
 	}
-	return path[:i]
+	f := rest[0]
+	one := len(rest) == 1
+	switch s.block.Type {
+	case protocol.BlockText:
+		return s.from, one && f == "text"
+	case protocol.BlockImage:
+		return s.from + ".image_url.url", one && (f == "data" || f == "format")
+	case protocol.BlockToolUse:
+		switch {
+		case one && f == "id":
+			return s.from + ".id", true
+		case one && f == "name":
+			return s.from + ".function.name", true
+		case one && f == "input":
+			return s.from + ".function.arguments", true
+		}
+	case protocol.BlockToolResult:
+		switch {
+		case one && f == "tool_use_id":
+			return s.from + ".tool_call_id", true
+		case f == "content" && (one || len(rest) <= 3 && rest[1] == "0" && (len(rest) == 2 || rest[2] == "text")):
+			return s.from + ".content", true // the result is one text block: the tool message's content
+		}
+	}
+	return "", false
+}
+
+// rename names a protocol field (see protocol.ClientError.Path) as the
+// OpenAI parameter it came from: the parameter of the field, or of the
+// nearest field it is inside of (the rest of the path follows it in the
+// message). A field names does not know gives no parameter and the
+// protocol's own message.
+func rename(names door.Namer, p protocol.Path, problem string) (param, msg string) {
+	for i := len(p); i > 0; i-- {
+		if to, ok := names.Name(p[:i]); ok {
+			return to, to + p.Rest(i) + problem
+		}
+	}
+	return "", p.String() + problem
 }
 
 // requestErr is a protocol validation error in OpenAI's names.
-func (f fieldMap) requestErr(err error) error {
+func (o *origins) requestErr(err error) error {
 	var ce *protocol.ClientError
 	if !errors.As(err, &ce) {
 		return err
 	}
-	param, msg := f.rename(ce.Field, ce.Msg)
+	param, msg := rename(o, ce.Path, ce.Problem)
 	return &requestError{code: "invalid_request", param: param, msg: msg}
 }
 

@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // messagesBody is the part of a Messages body Jetway serves.
@@ -123,7 +126,7 @@ type parsed struct {
 	stop   []string
 	stream bool
 	userID string // metadata.user_id, clipped to MaxUserIDBytes
-	names  names  // Anthropic's names of the protocol request's paths
+	names  *names // where the protocol request's turns and blocks came from
 	// prefixCache: a system block or a tool has cache_control (the
 	// gateway's point after the system prompt and tools).
 	prefixCache bool
@@ -230,7 +233,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	if err != nil {
 		return p, err
 	}
-	t := translation{names: names{}, system: system, prefixCache: cached}
+	t := translation{names: &names{}, system: system, prefixCache: cached}
 	if err := t.messages(b.Messages); err != nil {
 		return p, err
 	}
@@ -255,13 +258,41 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 	}
 	if err := protocol.ValidateRequest(&p.in); err != nil {
-		e := p.names.rename(fromProtocol(gateway.ProtocolError(err)))
+		e := rename(p.Names(), fromProtocol(gateway.ProtocolError(err)))
 		return p, &e
 	}
 	return p, nil
 }
 
 func ref(e apiError) *apiError { return &e }
+
+// Request is the core's request.
+func (p *parsed) Request() gateway.Request {
+	return gateway.Request{Inbound: p.in, TopP: p.topP, Stop: p.stop, PrefixCachePoint: p.prefixCache}
+}
+
+// Codec is Anthropic's events, or one message body.
+func (p *parsed) Codec() (stream.Codec, bool) {
+	if p.stream {
+		return events{}, true
+	}
+	return wholeMessage{}, false
+}
+
+// Log logs metadata.user_id, the end user the client names.
+func (p *parsed) Log(logger *zap.Logger) {
+	if p.userID != "" {
+		logger.Info("metadata", zap.String("user_id", p.userID))
+	}
+}
+
+// Names names the protocol request's fields as Anthropic's.
+func (p *parsed) Names() door.Namer {
+	if p.names == nil {
+		return nil
+	}
+	return p.names
+}
 
 // system reads a system prompt (path: where it is): a string or text
 // blocks; the parts are joined by a blank line. cached: a block has
@@ -323,7 +354,7 @@ type translation struct {
 	prefixCache bool     // a system block or a tool has cache_control
 	marked      bool     // the block just read (or a block inside it) has cache_control
 	turns       []protocol.Message
-	names       names
+	names       *names
 	toolBlocks  bool // the messages hold tool_use or tool_result blocks
 	documents   int  // documents so far, for their generated names
 }
@@ -356,7 +387,7 @@ func (t *translation) messages(msgs []message) *apiError {
 		if k < 0 || t.turns[k].Role != m.Role {
 			k++
 			t.turns = append(t.turns, protocol.Message{Role: m.Role, Content: text, Blocks: nil})
-			t.names.message(k, path)
+			t.names.message(path)
 			if blocks == nil {
 				continue
 			}
@@ -365,14 +396,14 @@ func (t *translation) messages(msgs []message) *apiError {
 			// A merged turn is a list of blocks: its string content first.
 			prev := t.turns[k].Content
 			t.turns[k].Content, t.turns[k].Blocks = "", []protocol.Block{}
-			t.names.block(k, 0, sourced{protocol.Block{Type: protocol.BlockText, Text: prev}, t.names["messages["+strconv.Itoa(k)+"]"] + ".content"})
+			t.names.block(k, sourced{protocol.Block{Type: protocol.BlockText, Text: prev}, t.names.turns[k] + ".content"})
 			t.turns[k].Blocks = append(t.turns[k].Blocks, protocol.Block{Type: protocol.BlockText, Text: prev})
 		}
 		if blocks == nil {
 			blocks = []sourced{{protocol.Block{Type: protocol.BlockText, Text: text}, path + ".content"}}
 		}
 		for _, s := range blocks {
-			t.names.block(k, len(t.turns[k].Blocks), s)
+			t.names.block(k, s)
 			t.turns[k].Blocks = append(t.turns[k].Blocks, s.block)
 		}
 	}
@@ -653,61 +684,87 @@ func tools(in *protocol.Inbound, ts []tool, choice *toolChoice, t *translation) 
 	return nil
 }
 
-// names maps the protocol request's paths, as its validation names them
-// ("messages[2].content[1].data"), to the Anthropic fields they came from
-// ("messages[3].content[0].source.data").
-type names map[string]string
-
-func (n names) message(k int, from string) {
-	p := "messages[" + strconv.Itoa(k) + "]"
-	n[p] = from
-	n[p+".content"] = from + ".content"
-	n[p+".role"] = from + ".role"
+// names records where the protocol request's turns and blocks came
+// from, so that a field its validation names ("messages[2].content[1].data")
+// is named as the Anthropic field ("messages[3].content[0].source.data").
+type names struct {
+	turns  []string    // turn k's message ("messages[3]")
+	blocks [][]sourced // turn k's blocks and where they came from
 }
 
-func (n names) block(k, j int, s sourced) {
-	p := "messages[" + strconv.Itoa(k) + "].content[" + strconv.Itoa(j) + "]"
-	n[p] = s.from
-	var walk func(p, from string, b protocol.Block)
-	walk = func(p, from string, b protocol.Block) {
-		n[p] = from
-		switch b.Type {
-		case protocol.BlockImage, protocol.BlockDocument:
-			n[p+".data"] = from + ".source.data"
-			n[p+".format"] = from + ".source.media_type"
-			n[p+".name"] = from + ".title"
-		case protocol.BlockReasoning:
-			n[p+".text"] = from + ".thinking"
-		case protocol.BlockText:
-			n[p+".text"] = from + ".text"
-			if !strings.HasSuffix(from, "]") { // a string content
-				n[p+".text"] = from
-			}
-		case protocol.BlockToolResult:
-			for k, c := range b.Content {
-				ks := ".content[" + strconv.Itoa(k) + "]"
-				walk(p+ks, from+ks, c)
-			}
-		}
+func (n *names) message(from string) {
+	n.turns = append(n.turns, from)
+	n.blocks = append(n.blocks, nil)
+}
+
+// block records the next block of turn k.
+func (n *names) block(k int, s sourced) { n.blocks[k] = append(n.blocks[k], s) }
+
+// Name is the Anthropic field a field of the protocol request came from.
+func (n *names) Name(p protocol.Path) (string, bool) {
+	k, ok := p.Index(1)
+	if !ok || p[0] != "messages" || k >= len(n.turns) {
+		return "", false
 	}
-	walk(p, s.from, s.block)
+	switch {
+	case len(p) == 2:
+		return n.turns[k], true
+	case len(p) == 3 && (p[2] == "content" || p[2] == "role"):
+		return n.turns[k] + "." + p[2], true
+	case p[2] != "content":
+		return "", false
+	}
+	j, ok := p.Index(3)
+	if !ok || j >= len(n.blocks[k]) {
+		return "", false
+	}
+	return blockName(n.blocks[k][j].from, n.blocks[k][j].block, p[4:])
 }
 
-// rename names the protocol field an invalid request names (its field,
-// protocol.ClientError.Field) as the Anthropic field it came from, in its
-// message (which starts with the field); reasoning is thinking. A field
-// the map does not know has the same name here (tools, tool_choice,
-// max_tokens, temperature).
-func (n names) rename(e apiError) apiError {
-	if e.code != protocol.CodeInvalidRequest || e.field == "" || !strings.HasPrefix(e.msg, e.field) {
+// sourceFields are an image's or a document's fields in Anthropic's names.
+var sourceFields = map[string]string{"data": ".source.data", "format": ".source.media_type", "name": ".title"}
+
+// blockName is the Anthropic field of field rest of block b, which came
+// from `from` (none: the block's).
+func blockName(from string, b protocol.Block, rest protocol.Path) (string, bool) {
+	if len(rest) == 0 {
+		return from, true
+	}
+	if len(rest) == 1 {
+		switch f := rest[0]; {
+		case b.Type == protocol.BlockImage || b.Type == protocol.BlockDocument:
+			to, ok := sourceFields[f]
+			return from + to, ok
+		case b.Type == protocol.BlockReasoning && f == "text":
+			return from + ".thinking", true
+		case b.Type == protocol.BlockText && f == "text":
+			if !strings.HasSuffix(from, "]") { // a string content
+				return from, true
+			}
+			return from + ".text", true
+		}
+		return "", false
+	}
+	if i, ok := rest.Index(1); ok && b.Type == protocol.BlockToolResult && rest[0] == "content" && i < len(b.Content) {
+		return blockName(from+rest[:2].Rest(0), b.Content[i], rest[2:])
+	}
+	return "", false
+}
+
+// rename names the protocol field an invalid request names (its path,
+// protocol.ClientError.Path) as the Anthropic field it came from, followed
+// by the problem; reasoning is thinking. A field names does not know has
+// the same name here (tools, tool_choice, max_tokens, temperature).
+func rename(n door.Namer, e apiError) apiError {
+	if n == nil || e.code != protocol.CodeInvalidRequest || e.path == nil {
 		return e
 	}
-	to, ok := n[e.field]
-	if rest, found := strings.CutPrefix(e.field, "reasoning"); found {
-		to, ok = "thinking"+rest, true
+	to, ok := n.Name(e.path)
+	if e.path[0] == "reasoning" {
+		to, ok = "thinking"+e.path.Rest(1), true
 	}
 	if ok {
-		e.msg, e.field = to+e.msg[len(e.field):], to
+		e.msg = to + e.problem
 	}
 	return e
 }

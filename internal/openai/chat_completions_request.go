@@ -9,8 +9,12 @@ import (
 	"sort"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/jetway-gateway/jetway/internal/door"
+	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
 // chatRequest is the part of a Chat Completions body Jetway serves.
@@ -31,7 +35,7 @@ type chatRequest struct {
 	ToolChoice json.RawMessage `json:"tool_choice"`
 
 	// origin names the OpenAI parameters behind the protocol request's fields.
-	origin fieldMap
+	origin *origins
 }
 
 type chatMessage struct {
@@ -119,6 +123,41 @@ func badParam(param, format string, args ...any) *requestError {
 func unsupported(param, why string) *requestError {
 	return &requestError{code: "unsupported_parameter", param: param,
 		msg: fmt.Sprintf("%s is not supported by this gateway%s: remove it (it would change the answer)", param, why)}
+}
+
+// chat is a Chat Completions body turned into the core's request.
+type chat struct {
+	req chatRequest
+	in  protocol.Inbound
+}
+
+func parse(body []byte, requestID string) (*chat, error) {
+	req, in, err := parseChat(body, requestID)
+	return &chat{req: req, in: in}, err
+}
+
+// Request is the core's request.
+func (c *chat) Request() gateway.Request {
+	return gateway.Request{Inbound: c.in, TopP: c.req.TopP, Stop: c.req.Stop}
+}
+
+// Codec is chat.completion.chunk events, or one chat.completion body.
+func (c *chat) Codec() (stream.Codec, bool) {
+	if c.req.Stream {
+		return events{usage: c.req.StreamOptions != nil && c.req.StreamOptions.IncludeUsage}, true
+	}
+	return completion{}, false
+}
+
+// Log logs nothing: user is not logged.
+func (c *chat) Log(*zap.Logger) {}
+
+// Names names the protocol request's fields as the OpenAI parameters.
+func (c *chat) Names() door.Namer {
+	if c.req.origin == nil {
+		return nil
+	}
+	return c.req.origin
 }
 
 // parseChat decodes and checks a Chat Completions body and turns it into
