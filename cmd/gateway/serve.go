@@ -196,11 +196,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if s.RequestsTable != "" {
 		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
 		rs.SetObserver(metrics)
+		rs.SetFormat(s.recordFormat)
 		records = rs
 	}
 
 	cache := router.NewCache(router.CacheOptions{Dynamo: dynamoIf(s.CacheTable != "", dynamo), Table: s.CacheTable,
-		MaxBytes: int64(s.CacheMaxBytes), Observer: metrics, Logger: logger})
+		MaxBytes: int64(s.CacheMaxBytes), Observer: metrics, Logger: logger, Format: s.recordFormat})
 
 	var sink telemetry.Sink
 	if s.FirehoseStream != "" {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -98,6 +99,8 @@ type settings struct {
 	QuotaLeaseMaxItems   int
 	RequestsTable        string
 	CacheTable           string
+	RecordFormat         string
+	recordFormat         call.Format
 	MembersTable         string
 	BalanceInterval      time.Duration
 	BalanceMargin        float64
@@ -166,6 +169,11 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 		}
 		s.ServeDemo = b
 	}
+	format, err := call.ParseFormat(s.RecordFormat)
+	if err != nil {
+		return nil, fmt.Errorf("settings: JETWAY_RECORD_FORMAT (--%s): %w", flagName("JETWAY_RECORD_FORMAT"), err)
+	}
+	s.recordFormat = format
 	if s.EMF != "off" && s.EMF != "stdout" {
 		return nil, fmt.Errorf("settings: JETWAY_EMF=%q: want off or stdout", s.EMF)
 	}
@@ -331,6 +339,7 @@ func (s *settings) flags(name string, getenv func(string) string) (*flag.FlagSet
 	num(&s.QuotaLeaseMaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on")
 	str(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)")
 	str(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)")
+	str(&s.RecordFormat, "JETWAY_RECORD_FORMAT", "v1", "stored form of the request records and cache entries this server writes: v1 (read by the previous release) or v2 (compact; every server of the fleet must read it first); both are read")
 	str(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet members table (unset: a fleet of one); required with a requests table")
 	dur(&s.BalanceInterval, "JETWAY_BALANCE_INTERVAL", fleet.DefaultBalanceInterval, "with a members table: how often this server compares its sessions with the fleet's mean")
 	fraction(&s.BalanceMargin, "JETWAY_BALANCE_MARGIN", fleet.DefaultBalanceMargin, "with a members table: move idle sessions only while above the fleet's mean by this fraction")

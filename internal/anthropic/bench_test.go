@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // benchParse measures parseRequest (decoding, translation and the
@@ -37,7 +37,7 @@ func BenchmarkParseImage(b *testing.B) {
 // (one content_block_delta event).
 func BenchmarkEncodeTextChunk(b *testing.B) {
 	enc := newEncoder("req_0123456789abcdef")
-	piece := protocol.TextPiece(" lorem")
+	piece := call.Piece{Text: " lorem"}
 	dst := enc.AppendChunk(nil, 1, piece)
 	b.ReportAllocs()
 	seq := 2

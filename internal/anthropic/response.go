@@ -40,7 +40,7 @@ func (s *responder) stream(ctx context.Context, log *stream.Log, from int) {
 		}
 		if !s.sse.Started {
 			if (from == 0 || !accepted) && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
-				s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(*b.Terminal.Error))) // nothing streamed: a plain HTTP error
+				s.h.refuse(s.w, s.requestID, s.names.rename(fromProtocol(protocol.ErrorFrame(b.Terminal.Error)))) // nothing streamed: a plain HTTP error
 				return
 			}
 			if from > 0 && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -198,7 +199,7 @@ func copyRecord(log *stream.Log, rec *stream.Record, accepted *bool) bool {
 func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.Record, env envelope, now time.Time, logger *zap.Logger) bool {
 	tctx, span := g.start(tctx, "jetway.takeover", trace.WithAttributes(tracing.Server.String(rec.Server)))
 	defer span.End()
-	answer := protocol.Assemble(rec.Chunks)
+	answer := call.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()
 	err := errInterrupted
 	if rec.Cancelled {
@@ -431,8 +432,8 @@ func (g *Gateway) countUse(rec *stream.Record, server string, byItem map[string]
 
 // doneUsage is what a record that ended done was charged.
 func (g *Gateway) doneUsage(rec *stream.Record) (quota.Amount, bool) {
-	var d protocol.Done
-	if rec.State != stream.StateDone || json.Unmarshal(rec.Terminal, &d) != nil {
+	d, _ := call.DecodeTerminal(rec.Terminal)
+	if rec.State != stream.StateDone || d == nil {
 		return quota.Amount{}, false
 	}
 	return g.charge(d.Model, d.Usage), true

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -94,7 +95,7 @@ func (f *flight) end(out router.Outcome, err error) {
 	g := f.g
 	end := g.opts.Now()
 	pieces := f.log.Pieces()
-	answer := protocol.Assemble(pieces)
+	answer := call.Assemble(pieces)
 	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
 		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
 	switch {
@@ -201,7 +202,7 @@ func (f *flight) call() router.Call {
 }
 
 // onDelta appends a text delta of a text-only call.
-func (f *flight) onDelta(text string) { f.appendPiece(protocol.TextPiece(text)) }
+func (f *flight) onDelta(text string) { f.appendPiece(call.TextPiece(text)) }
 
 // appendPiece appends one chunk of the answer (a protocol piece) to the log.
 func (f *flight) appendPiece(piece string) {

@@ -2,88 +2,72 @@ package protocol
 
 import (
 	"encoding/json"
-	"reflect"
 	"testing"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
-// Every piece writes the frame json.Marshal writes for its chunk, and
-// decodes back to that chunk.
+var samplePieces = []call.Piece{
+	{Text: "plain"},
+	{Text: ""},
+	{Text: "\x00starts with the mark"},
+	{Text: "second block", Block: 1},
+	{Block: 0, Kind: KindReasoning, Reasoning: "let me <think>\n"},
+	{Block: 0, Kind: KindReasoning, Signature: "sig=="},
+	{Block: 2, Kind: KindToolUse, ID: "tooluse_1", Name: "clock"},
+	{Block: 2, Kind: KindToolUse, Input: `{"tz":"UTC"`},
+	{Block: 3, Kind: KindToolUse, Input: "\u2028\xff"},
+}
+
+// Every piece writes the frame json.Marshal writes for its chunk, and the
+// chunk carries the piece back.
 func TestPiecesMatchEncodingJSON(t *testing.T) {
-	chunks := []Chunk{
-		{Text: "plain"},
-		{Text: ""},
-		{Text: "\x00starts with the mark"},
-		{Text: "second block", Block: 1},
-		{Block: 0, Kind: KindReasoning, Reasoning: "let me <think>\n"},
-		{Block: 0, Kind: KindReasoning, Signature: "sig=="},
-		{Block: 2, Kind: KindToolUse, ID: "tooluse_1", Name: "clock"},
-		{Block: 2, Kind: KindToolUse, Input: `{"tz":"UTC"`},
-		{Block: 3, Kind: KindToolUse, Input: "\u2028\xff"},
-	}
-	for _, c := range chunks {
-		p := BlockPiece(c)
-		if c.Block == 0 && c.Kind == "" && (c.Text == "" || c.Text[0] != pieceMark) && p != c.Text {
-			t.Errorf("text chunk %q kept as %q, want its text", c.Text, p)
-		}
+	for _, p := range samplePieces {
 		got := AppendChunk(nil, "req_12345678", 9, p)
+		c := ChunkOf(p)
 		c.Type, c.RequestID, c.Seq = TypeChunk, "req_12345678", 9
 		want, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != string(want) {
-			t.Errorf("AppendChunk(BlockPiece(%+v))\n got %s\nwant %s", c, got, want)
+			t.Errorf("AppendChunk(%+v)\n got %s\nwant %s", p, got, want)
 		}
-		var back Chunk
-		if err := json.Unmarshal(want, &back); err != nil {
-			t.Fatal(err)
+		if back := PieceOf(c); back != p {
+			t.Errorf("PieceOf(ChunkOf(%+v)) = %+v", p, back)
 		}
-		dec := DecodePiece(p)
-		dec.Type, dec.RequestID, dec.Seq = back.Type, back.RequestID, back.Seq
-		if !reflect.DeepEqual(dec, back) {
-			t.Errorf("DecodePiece(%q) = %+v, want %+v", p, dec, back)
-		}
-		if PieceText(p) != back.Text {
-			t.Errorf("PieceText(%q) = %q, want %q", p, PieceText(p), back.Text)
-		}
-	}
-	if TextPiece("a") != "a" || DecodePiece(TextPiece("\x00a")).Text != "\x00a" {
-		t.Error("TextPiece")
 	}
 }
 
-func TestAssemble(t *testing.T) {
-	pieces := []string{
-		BlockPiece(Chunk{Kind: KindReasoning, Reasoning: "think "}),
-		BlockPiece(Chunk{Kind: KindReasoning, Reasoning: "hard"}),
-		BlockPiece(Chunk{Kind: KindReasoning, Signature: "sig"}),
-		BlockPiece(Chunk{Block: 1, Text: "Let me "}),
-		BlockPiece(Chunk{Block: 1, Text: "check."}),
-		BlockPiece(Chunk{Block: 2, Kind: KindToolUse, ID: "t1", Name: "clock"}),
-		BlockPiece(Chunk{Block: 2, Kind: KindToolUse, Input: `{"tz":`}),
-		BlockPiece(Chunk{Block: 2, Kind: KindToolUse, Input: `"UTC"}`}),
-		BlockPiece(Chunk{Block: 3, Kind: KindToolUse, ID: "t2", Name: "now"}),
+// The core's stored (v1) forms of pieces and events are this wire's
+// frames, byte for byte: what every release before formats had a version
+// stored, so servers of both read each other's records.
+func TestStoredFormIsTheV1Frame(t *testing.T) {
+	for _, p := range samplePieces[3:] {
+		stored := call.StoredPieces(call.FormatV1, []string{call.Encode(p)})[0]
+		frame := AppendChunk(nil, "r", 1, p)
+		want := string(frame[len(`{"type":"chunk","request_id":"r","seq":1,`) : len(frame)-1])
+		if stored[1:] != want {
+			t.Errorf("v1 piece of %+v\n got %s\nwant %s", p, stored[1:], want)
+		}
 	}
-	a := Assemble(pieces)
-	want := []Block{
-		{Type: BlockReasoning, Text: "think hard", Signature: "sig"},
-		{Type: BlockText, Text: "Let me check."},
-		{Type: BlockToolUse, ID: "t1", Name: "clock", Input: json.RawMessage(`{"tz":"UTC"}`)},
-		{Type: BlockToolUse, ID: "t2", Name: "now", Input: json.RawMessage(`{}`)},
+	a := call.Accepted{RequestID: "r1", Model: "m", ReservedTokens: 9, Quota: &call.Quota{Window: "day", Limit: 10, Remaining: 1}}
+	if got, want := call.EncodeAccepted(a), Encode(AcceptedFrame(a)); string(got) != string(want) {
+		t.Errorf("accepted\n got %s\nwant %s", got, want)
 	}
-	if a.Text != "Let me check." || a.Plain || a.ToolCalls != 2 || a.Generated != len("think hardLet me check.")+len(`{"tz":"UTC"}`) {
-		t.Errorf("answer %+v", a)
+	d := &call.Done{RequestID: "r1", Chunks: 2, Text: "hi <b>", Model: "m", Usage: call.Usage{InputTokens: 1, OutputTokens: 2,
+		CacheReadInputTokens: 3}, StopReason: "tool_use", TTFTMs: 4, LatencyMs: 5, Blocks: []call.Block{{Type: BlockText, Text: "hi"},
+		{Type: BlockReasoning, Text: "x", Signature: "s"}, {Type: BlockToolUse, ID: "t", Name: "n", Input: json.RawMessage(`{"a": 1}`)}}}
+	if got, want := call.EncodeDone(d), Encode(DoneFrame(d)); string(got) != string(want) {
+		t.Errorf("done\n got %s\nwant %s", got, want)
 	}
-	if !reflect.DeepEqual(a.Blocks, want) {
-		t.Errorf("blocks\n got %+v\nwant %+v", a.Blocks, want)
-	}
-	// A stream cut inside a tool call's input keeps what came as a string.
-	cut := Assemble(pieces[:7])
-	if in := string(cut.Blocks[2].Input); in != `"{\"tz\":"` {
-		t.Errorf("cut input %s", in)
-	}
-	plain := Assemble([]string{"a", "b"})
-	if !plain.Plain || plain.Text != "ab" || len(plain.Blocks) != 1 || plain.Blocks[0].Text != "ab" {
-		t.Errorf("plain answer %+v", plain)
+	n, text := 3, "so far"
+	for _, e := range []*call.Failure{
+		{RequestID: "r1", Code: CodeInterrupted, Status: 503, Message: "x", Retryable: true, Chunks: &n, Text: &text},
+		{Code: CodeRateLimited, Status: 429, Message: "slow", RetryAfterMs: 7, Scope: "user", Window: "minute"},
+	} {
+		if got, want := call.EncodeFailure(e), Encode(ErrorFrame(e)); string(got) != string(want) {
+			t.Errorf("failure\n got %s\nwant %s", got, want)
+		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // Subprotocol is the WebSocket subprotocol the server selects.
@@ -25,52 +27,29 @@ const Subprotocol = "jetway.v1"
 // BearerPrefix prefixes a JWT offered as a WebSocket subprotocol by browsers.
 const BearerPrefix = "bearer."
 
-// Error codes, each with its fixed status (see Status).
+// Error codes, each with its fixed status (see Status): the core's
+// (package call), which the jetway.v1 wire sends as they are.
 const (
-	CodeInvalidRequest   = "invalid_request"
-	CodeUnauthorized     = "unauthorized"
-	CodeForbidden        = "forbidden"
-	CodeModelNotAllowed  = "model_not_allowed"
-	CodeNotFound         = "not_found"
-	CodeConflict         = "conflict"
-	CodeQuotaExceeded    = "quota_exceeded"
-	CodeRateLimited      = "rate_limited"
-	CodeCancelled        = "cancelled"
-	CodeInternal         = "internal"
-	CodeModelError       = "model_error"
-	CodeModelUnavailable = "model_unavailable"
-	CodeBusy             = "busy"
-	CodeDraining         = "draining"
-	CodeTimeout          = "timeout"
-	CodeInterrupted      = "interrupted"
+	CodeInvalidRequest   = call.CodeInvalidRequest
+	CodeUnauthorized     = call.CodeUnauthorized
+	CodeForbidden        = call.CodeForbidden
+	CodeModelNotAllowed  = call.CodeModelNotAllowed
+	CodeNotFound         = call.CodeNotFound
+	CodeConflict         = call.CodeConflict
+	CodeQuotaExceeded    = call.CodeQuotaExceeded
+	CodeRateLimited      = call.CodeRateLimited
+	CodeCancelled        = call.CodeCancelled
+	CodeInternal         = call.CodeInternal
+	CodeModelError       = call.CodeModelError
+	CodeModelUnavailable = call.CodeModelUnavailable
+	CodeBusy             = call.CodeBusy
+	CodeDraining         = call.CodeDraining
+	CodeTimeout          = call.CodeTimeout
+	CodeInterrupted      = call.CodeInterrupted
 )
 
-var statuses = map[string]int{
-	CodeInvalidRequest:   400,
-	CodeUnauthorized:     401,
-	CodeForbidden:        403,
-	CodeModelNotAllowed:  403,
-	CodeNotFound:         404,
-	CodeConflict:         409,
-	CodeQuotaExceeded:    429,
-	CodeRateLimited:      429,
-	CodeCancelled:        499,
-	CodeInternal:         500,
-	CodeModelError:       502,
-	CodeModelUnavailable: 503,
-	CodeBusy:             503,
-	CodeDraining:         503,
-	CodeTimeout:          504,
-	CodeInterrupted:      503,
-}
-
 // Status is the HTTP-like status of an error code (500 for an unknown code).
-func Status(code string) int {
-	if s, ok := statuses[code]; ok {
-		return s
-	}
-	return 500
-}
+func Status(code string) int { return call.Status(code) }
 
 // DefaultMaxFrame is the default bound of an inbound frame in bytes; a
 // larger frame closes the socket with 1009.
