@@ -46,3 +46,17 @@ func BenchmarkEncodeTextChunk(b *testing.B) {
 		seq++
 	}
 }
+
+// BenchmarkEncodeReasoningChunk is the streaming encoder's cost per
+// reasoning chunk from the piece the log keeps (one thinking_delta event).
+func BenchmarkEncodeReasoningChunk(b *testing.B) {
+	enc := newEncoder("req_0123456789abcdef")
+	piece := call.Encode(call.Piece{Kind: call.KindReasoning, Reasoning: " lorem"})
+	dst := enc.AppendChunk(nil, 1, call.Decode(piece))
+	b.ReportAllocs()
+	seq := 2
+	for b.Loop() {
+		dst = enc.AppendChunk(dst[:0], seq, call.Decode(piece))
+		seq++
+	}
+}
