@@ -160,6 +160,15 @@ func AppendChunk(dst []byte, requestID string, seq int, p call.Piece) []byte {
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, `,"text":`...)
 	dst = call.AppendJSONString(dst, p.Text)
+	if p.Block != 0 || p.Kind != "" || p.ID != "" || p.Name != "" || p.Input != "" || p.Reasoning != "" || p.Signature != "" {
+		dst = appendBlockFields(dst, &p)
+	}
+	return append(dst, '}')
+}
+
+// appendBlockFields appends the chunk fields after text of a piece that
+// is not plain text of block 0.
+func appendBlockFields(dst []byte, p *call.Piece) []byte {
 	if p.Block != 0 {
 		dst = append(dst, `,"block":`...)
 		dst = strconv.AppendInt(dst, int64(p.Block), 10)
@@ -171,5 +180,5 @@ func AppendChunk(dst []byte, requestID string, seq int, p call.Piece) []byte {
 			dst = call.AppendJSONString(dst, f.value)
 		}
 	}
-	return append(dst, '}')
+	return dst
 }
