@@ -94,12 +94,11 @@ var wires = []string{"internal/protocol"}
 
 // speaksWire lists the packages that still import a wire they do not own,
 // until they speak the core's vocabulary (issue 31): the gateway's typed
-// request, the usage record's clipping, and the HTTP doors' errors and
-// requests, which borrow the WebSocket door's. Remove an entry once its
+// request, and the HTTP doors' errors and requests, which borrow the
+// WebSocket door's. Remove an entry once its
 // package is clean; add none.
 var speaksWire = map[string]bool{
 	"internal/gateway":   true,
-	"internal/telemetry": true,
 	"internal/openai":    true,
 	"internal/anthropic": true,
 }

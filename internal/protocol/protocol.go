@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -360,23 +359,12 @@ func validatePingT(t json.RawMessage) error {
 	return nil
 }
 
-// MaxEchoBytes bounds every client-sent string the server repeats: in an
-// error message, a pong, a log field or a usage report. Longer values are
-// cut by Clip.
-const MaxEchoBytes = 100
+// MaxEchoBytes bounds every client-sent string the server repeats (the
+// core's bound, call.MaxEchoBytes).
+const MaxEchoBytes = call.MaxEchoBytes
 
-// Clip returns s cut to at most MaxEchoBytes bytes (never inside a UTF-8
-// sequence), with "..." appended when it was cut.
-func Clip(s string) string {
-	if len(s) <= MaxEchoBytes {
-		return s
-	}
-	n := MaxEchoBytes - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+// Clip returns s cut to at most MaxEchoBytes bytes (call.Clip).
+func Clip(s string) string { return call.Clip(s) }
 
 // MaxStopSequences bounds a request's stop sequences (OpenAI's stop,
 // Anthropic's stop_sequences): Bedrock Converse's
