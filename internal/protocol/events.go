@@ -2,25 +2,11 @@ package protocol
 
 import "github.com/jetway-gateway/jetway/internal/call"
 
-// # Pieces
-//
-// A chunk frame carries one piece of the answer (call.Piece): the core
-// keeps pieces in its own codec, and this door writes each as a chunk
-// frame with AppendChunk.
-
-// ChunkOf is the chunk frame of piece p (Type, RequestID and Seq unset).
-func ChunkOf(p call.Piece) Chunk {
-	return Chunk{Text: p.Text, Block: p.Block, Kind: p.Kind, ID: p.ID, Name: p.Name, Input: p.Input,
-		Reasoning: p.Reasoning, Signature: p.Signature}
-}
-
-// PieceOf is the piece chunk c carries.
-func PieceOf(c Chunk) call.Piece {
-	return call.Piece{Text: c.Text, Block: c.Block, Kind: c.Kind, ID: c.ID, Name: c.Name, Input: c.Input,
-		Reasoning: c.Reasoning, Signature: c.Signature}
-}
-
 // # The core's events as frames
+//
+// The core's events (package call) are this wire's frames: the accepted
+// frame, a chunk frame per piece (AppendChunk), and the done or error
+// frame. The WebSocket door encodes each once per request.
 
 // AcceptedFrame is the accepted frame of event a.
 func AcceptedFrame(a call.Accepted) Accepted {
