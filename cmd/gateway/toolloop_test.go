@@ -181,8 +181,16 @@ func TestToolLoopAndReasoningThroughTheGateway(t *testing.T) {
 // call's input streams resumes on another server and gets the rest: the
 // frames and the done blocks are those of an uninterrupted run.
 func TestResumeMidToolInputOnAnotherServer(t *testing.T) {
+	// Both record formats: the tool call's pieces are JSON in v1 records,
+	// the core's compact codec in v2 ones; the resume is the same.
+	for _, format := range []string{"v1", "v2"} {
+		t.Run(format, func(t *testing.T) { resumeMidToolInput(t, format) })
+	}
+}
+
+func resumeMidToolInput(t *testing.T, format string) {
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 40 * time.Millisecond})
-	cl := w.cluster(2, nil)
+	cl := w.cluster(2, map[string]string{"JETWAY_RECORD_FORMAT": format})
 	const prompt = "supercalifragilistic expialidocious antidisestablishmentarianism"
 
 	var whole frames
