@@ -34,6 +34,7 @@ type Call struct {
 	acceptTimer *time.Timer
 	refusedAt   time.Time // first refusal of a resume since the last progress (zero: none)
 	on          *conn     // the connection the call's last attempt went on (nil: none yet)
+	attempts    int       // attempts sent (request or resume frames); each claims the call
 }
 
 // Stats count what arrived for one call, before deduplication.
@@ -110,7 +111,14 @@ func (c *Call) Wait(ctx context.Context) (*Done, error) {
 	}
 }
 
-func (c *Call) send(afterSeq int, kind string) error {
+func (c *Call) send(afterSeq int, kind string) error { return c.attempt(-1, afterSeq, kind) }
+
+// attempt sends the call on the current connection (waiting for one). A
+// call has one attempt in flight at a time: when seen is not -1, the
+// attempt goes only if no other went since the caller saw `seen` attempts
+// (a resume after a connection ended and a re-send after a move's refusal
+// can race; both going would make the server deliver the answer twice).
+func (c *Call) attempt(seen, afterSeq int, kind string) error {
 	ctx, cancel := context.WithTimeout(c.client.ctx, 30*time.Second)
 	defer cancel()
 	cn, err := c.client.waitConn(ctx)
@@ -118,12 +126,24 @@ func (c *Call) send(afterSeq int, kind string) error {
 		return err
 	}
 	c.mu.Lock()
+	if (seen >= 0 && c.attempts != seen) || c.finished {
+		c.mu.Unlock()
+		return nil
+	}
+	c.attempts++
 	c.on = cn
 	c.mu.Unlock()
 	if kind == protocol.TypeResume {
 		return cn.write(protocol.Inbound{Type: protocol.TypeResume, RequestID: c.ID, AfterSeq: afterSeq})
 	}
 	return cn.write(c.req.frame(afterSeq))
+}
+
+// seen returns how many attempts the call has sent.
+func (c *Call) seen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts
 }
 
 // armAcceptTimer re-sends the request if no accepted arrives in time.
@@ -151,25 +171,29 @@ func (c *Call) armAcceptTimer() {
 	})
 }
 
-// resume continues the call on a new connection.
 // stranded reports whether the call's last attempt went on a connection
-// that has ended (or on none): nothing delivers it now.
-func (c *Call) stranded() bool {
+// that has ended: nothing delivers it now. A call whose first attempt is
+// still on its way (Send waits for a connection) is not stranded. It
+// returns the attempts seen, for resume.
+func (c *Call) stranded() (int, bool) {
 	c.mu.Lock()
-	on := c.on
+	on, seen := c.on, c.attempts
 	c.mu.Unlock()
 	if on == nil {
-		return true
+		return seen, false
 	}
 	select {
 	case <-on.done:
-		return true
+		return seen, true
 	default:
-		return false
+		return seen, false
 	}
 }
 
-func (c *Call) resume() {
+// resume continues the call on the current connection, unless another
+// attempt went after the caller saw `seen`: a resume of an accepted call,
+// or the request again if it was never accepted.
+func (c *Call) resume(seen int) {
 	c.mu.Lock()
 	if c.finished {
 		c.mu.Unlock()
@@ -180,9 +204,9 @@ func (c *Call) resume() {
 	c.stats.Resumes++
 	c.mu.Unlock()
 	if accepted {
-		_ = c.send(after, protocol.TypeResume)
+		_ = c.attempt(seen, after, protocol.TypeResume)
 	} else {
-		_ = c.send(after, protocol.TypeRequest)
+		_ = c.attempt(seen, after, protocol.TypeRequest)
 	}
 }
 
@@ -275,6 +299,7 @@ func (c *Call) onError(e *Error, from *conn) {
 	// without it for a call already accepted refused this attempt (a resume
 	// the server could not serve now), while the request runs on to its own
 	// terminal. Retryable: resume again after retry_after_ms, for a while.
+	seen := c.attempts
 	if (accepted || resumeOnly) && e.Chunks == nil && e.Retryable && c.client.opts.Reconnect && !c.finished {
 		now := time.Now()
 		if c.refusedAt.IsZero() {
@@ -287,7 +312,7 @@ func (c *Call) onError(e *Error, from *conn) {
 			if wait <= 0 {
 				wait = c.client.opts.MinBackoff
 			}
-			time.AfterFunc(wait, c.resume)
+			time.AfterFunc(wait, func() { c.resume(seen) })
 			return
 		}
 	}
@@ -303,7 +328,7 @@ func (c *Call) onError(e *Error, from *conn) {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.mu.Unlock()
-		go c.resendAway(from, e)
+		go c.resendAway(from, seen, e)
 		return
 	}
 	// not_found on a resume means the request never arrived: send it again.
@@ -312,7 +337,7 @@ func (c *Call) onError(e *Error, from *conn) {
 		c.stats.Resends++
 		c.acc = nil
 		c.mu.Unlock()
-		go func() { _ = c.send(0, protocol.TypeRequest); c.armAcceptTimer() }()
+		go func() { _ = c.attempt(seen, 0, protocol.TypeRequest); c.armAcceptTimer() }()
 		return
 	}
 	c.finish(nil, e)
@@ -349,11 +374,16 @@ func (c *Call) keepLonger(e *Error) *Error {
 
 // resendAway re-sends the request once the client has a connection other
 // than the draining one; it gives up with the draining error after a while.
-func (c *Call) resendAway(from *conn, e *Error) {
+// Another attempt since the refusal (a resume once the draining
+// connection ended) takes its place.
+func (c *Call) resendAway(from *conn, seen int, e *Error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		if c.seen() != seen {
+			return
+		}
 		if cur := c.client.current(); cur != nil && cur != from {
-			_ = c.send(0, protocol.TypeRequest)
+			_ = c.attempt(seen, 0, protocol.TypeRequest)
 			c.armAcceptTimer()
 			return
 		}

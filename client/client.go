@@ -435,8 +435,8 @@ func (c *Client) resumeStranded() {
 	}
 	c.mu.Unlock()
 	for _, call := range calls {
-		if call.stranded() {
-			call.resume()
+		if seen, ok := call.stranded(); ok {
+			call.resume(seen)
 		}
 	}
 }

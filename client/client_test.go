@@ -601,3 +601,59 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// A request refused busy on a connection asked to move, whose connection
+// then ends, is sent again once: the re-send after the refusal and the
+// resume after the end are one attempt, or the server would answer it twice.
+func TestMovedAndEndedCallIsSentOnce(t *testing.T) {
+	for i := range 30 {
+		id := "moved-ended-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		var requests atomic.Int32
+		pinged := make(chan struct{})
+		s := newServer(t,
+			func(p *peer) {
+				p.read()
+				p.send(protocol.Draining{Type: protocol.TypeDraining, ReconnectAfterMs: 1})
+				p.send(busy(id))
+				p.drop()
+			},
+			func(p *peer) {
+				for {
+					in := p.read()
+					switch {
+					case in.Type == "":
+						return
+					case in.Type == protocol.TypePing:
+						close(pinged)
+						return
+					case in.RequestID == id:
+						if requests.Add(1) == 1 {
+							p.send(accepted(id))
+							p.chunk(id, 1, "hi")
+							p.send(done(id, 1, "hi"))
+						}
+					}
+				}
+			})
+		c := dial(t, s, func(o *Options) { o.Reconnect = true })
+		call, err := c.Send(context.Background(), ask(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wait(t, call); err != nil {
+			t.Fatalf("result: %v", err)
+		}
+		if err := c.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		select { // every frame the client sent before the ping has been read
+		case <-pinged:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the ping never arrived")
+		}
+		_ = c.Close()
+		if n := requests.Load(); n != 1 {
+			t.Fatalf("round %d: the moved request went %d times on the new connection, want once (stats %+v)", i, n, call.Stats())
+		}
+	}
+}

@@ -43,11 +43,13 @@ func TestPageOriginDies(t *testing.T) {
 
 	p := openPage(t, a.HTTP()+"/?ttl=60&ws="+url.QueryEscape(relay.WS()+","+b.WS()), 1024, 768)
 	p.signIn("contoso/support-assistant", "dee")
+	// The relay holds A's frames back from the first chunk on, however
+	// slowly the page notices it streams (the whole answer takes ~2.4 s).
+	relay.holdAfterChunk()
 	p.send(prompt)
 	p.waitJS(`(() => { const l = [...document.querySelectorAll('.turn.assistant')].at(-1);
 		return l && l.dataset.state === 'streaming' && l.querySelector('.text').textContent.length > 0; })()`,
 		"the answer to start streaming", 15*time.Second)
-	relay.hold()
 	id := eval[string](p, `[...document.querySelectorAll('.turn.assistant')].at(-1).dataset.requestId`)
 
 	records := stream.NewDynamoStore(dynalitetest.Client(t, endpoint), table+"-req")

@@ -185,6 +185,7 @@ type relay struct {
 	conns map[net.Conn]struct{}
 
 	armed     atomic.Int64                  // cut once this many more bytes went server -> client (0: off)
+	holdChunk atomic.Bool                   // hold once bytes holding a chunk frame went server -> client
 	held      atomic.Pointer[chan struct{}] // non-nil: server -> client bytes wait until it is closed
 	forwarded atomic.Int64
 	cuts      atomic.Int64
@@ -238,6 +239,9 @@ func (r *relay) down(c, up net.Conn) {
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
 			}
+			if r.holdChunk.Load() && bytes.Contains(buf[:n], []byte(`{"type":"chunk"`)) && r.holdChunk.CompareAndSwap(true, false) {
+				r.hold()
+			}
 			total := r.forwarded.Add(int64(n))
 			if limit := r.armed.Load(); limit > 0 && total >= limit && r.armed.CompareAndSwap(limit, 0) {
 				r.cuts.Add(1)
@@ -257,6 +261,11 @@ func (r *relay) hold() {
 	held := make(chan struct{})
 	r.held.Store(&held)
 }
+
+// holdAfterChunk holds (see hold) right after the first bytes holding a
+// chunk frame reached the client: the client has part of an answer, at
+// any pace of the machine.
+func (r *relay) holdAfterChunk() { r.holdChunk.Store(true) }
 
 // close stops the relay as a dead server: nothing listens at its address any
 // more and every connection is reset.

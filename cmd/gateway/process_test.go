@@ -19,7 +19,14 @@ type proc struct {
 // overrides; it is killed when the test ends.
 func (w *world) startProcess(overrides map[string]string) *proc {
 	w.t.Helper()
-	p := gatewaytest.Start(w.t, gatewaytest.Options{Env: w.merged(overrides), KillAtEnd: true})
+	return w.startBinary("", overrides)
+}
+
+// startBinary is startProcess with another gateway binary (a previous
+// release; "" is this one).
+func (w *world) startBinary(bin string, overrides map[string]string) *proc {
+	w.t.Helper()
+	p := gatewaytest.Start(w.t, gatewaytest.Options{Binary: bin, Env: w.merged(overrides), KillAtEnd: true})
 	return &proc{gw: &gw{Addr: p.Addr, Admin: p.Admin, logs: p.Log}, p: p}
 }
 

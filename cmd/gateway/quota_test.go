@@ -68,7 +68,9 @@ type test2Result struct {
 	killedOwner                                                   string
 }
 
-func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
+// runTest2 runs Test 2 on three servers; with bins, server i runs
+// bins[i%len(bins)] ("" is this release's binary).
+func runTest2(t *testing.T, env map[string]string, kill bool, bins ...string) test2Result {
 	const limit = 20000
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: time.Millisecond})
 	endpoint := dynalitetest.Start(t)
@@ -90,7 +92,11 @@ func runTest2(t *testing.T, env map[string]string, kill bool) test2Result {
 		for k, v := range env {
 			e[k] = v
 		}
-		servers = append(servers, w.startProcess(e))
+		bin := ""
+		if len(bins) > 0 {
+			bin = bins[i%len(bins)]
+		}
+		servers = append(servers, w.startBinary(bin, e))
 	}
 	owner := func(p *proc) string {
 		l := p.logs.Find("listening", "")

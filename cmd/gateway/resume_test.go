@@ -22,9 +22,17 @@ type cluster struct {
 	endpoint string
 	quota    string
 	requests string
+	env      map[string]string // every server's settings (beside its id)
 }
 
 func (w *world) cluster(n int, extra map[string]string) *cluster {
+	w.t.Helper()
+	return w.clusterOf(make([]string, n), extra)
+}
+
+// clusterOf is a cluster whose server i runs binary bins[i] ("" is this
+// release's).
+func (w *world) clusterOf(bins []string, extra map[string]string) *cluster {
 	w.t.Helper()
 	cl := &cluster{endpoint: dynalitetest.Start(w.t), quota: dynalitetest.TableName(w.t), requests: dynalitetest.TableName(w.t) + "-req"}
 	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": cl.endpoint, "JETWAY_QUOTA_TABLE": cl.quota,
@@ -34,14 +42,20 @@ func (w *world) cluster(n int, extra map[string]string) *cluster {
 		env[k] = v
 	}
 	w.runCommand(env, "tables", "create")
-	for i := 0; i < n; i++ {
-		e := map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("task-%d", i)}
-		for k, v := range env {
-			e[k] = v
-		}
-		cl.servers = append(cl.servers, w.startProcess(e))
+	for i, bin := range bins {
+		cl.servers = append(cl.servers, w.startBinary(bin, cl.serverEnv(env, i)))
 	}
+	cl.env = env
 	return cl
+}
+
+// serverEnv is the cluster's settings for its server i.
+func (cl *cluster) serverEnv(env map[string]string, i int) map[string]string {
+	e := map[string]string{"JETWAY_SERVER_ID": fmt.Sprintf("task-%d", i)}
+	for k, v := range env {
+		e[k] = v
+	}
+	return e
 }
 
 func (cl *cluster) urls(first int) []string {

@@ -69,11 +69,88 @@ func Binary(tb testing.TB) string {
 	return build.bin
 }
 
-// RemoveBinary deletes the binary Binary built; call it from TestMain after m.Run.
+// RemoveBinary deletes the binaries Binary and BinaryAt built; call it
+// from TestMain after m.Run.
 func RemoveBinary() {
 	if build.dir != "" {
 		_ = os.RemoveAll(build.dir)
 	}
+	releases.Lock()
+	defer releases.Unlock()
+	for _, r := range releases.built {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
+// releases are gateway binaries built from other commits, once each.
+var releases struct {
+	sync.Mutex
+	built map[string]*release
+}
+
+type release struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// BinaryAt returns the gateway binary of another commit of this
+// repository (a rolling deploy's previous release): its tree, taken with
+// git archive, built with the flags of `make build`. A commit the clone
+// does not hold fails the test, saying so: the mixed-release tests need
+// the repository's history, never a silent skip.
+func BinaryAt(tb testing.TB, rev string) string {
+	tb.Helper()
+	releases.Lock()
+	if releases.built == nil {
+		releases.built = map[string]*release{}
+	}
+	r := releases.built[rev]
+	if r == nil {
+		r = &release{}
+		releases.built[rev] = r
+	}
+	releases.Unlock()
+	r.once.Do(func() { r.dir, r.bin, r.err = buildAt(rev) })
+	if r.err != nil {
+		tb.Fatalf("gateway binary of %s: %v", rev, r.err)
+	}
+	return r.bin
+}
+
+func buildAt(rev string) (dir, bin string, err error) {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("git rev-parse --show-toplevel: %v (the test needs a git checkout)", err)
+	}
+	repo := strings.TrimSpace(string(root))
+	if out, err := exec.Command("git", "-C", repo, "cat-file", "-e", rev+"^{commit}").CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("commit %s is not in %s (a shallow clone? fetch its history): %v %s", rev, repo, err, out)
+	}
+	dir, err = os.MkdirTemp("", "jetway-release-")
+	if err != nil {
+		return "", "", err
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return dir, "", err
+	}
+	tar := filepath.Join(dir, "src.tar")
+	if out, err := exec.Command("git", "-C", repo, "archive", "--format=tar", "-o", tar, rev).CombinedOutput(); err != nil {
+		return dir, "", fmt.Errorf("git archive %s: %v %s", rev, err, out)
+	}
+	if out, err := exec.Command("tar", "-xf", tar, "-C", src).CombinedOutput(); err != nil {
+		return dir, "", fmt.Errorf("untar %s: %v %s", rev, err, out)
+	}
+	bin = filepath.Join(dir, "gateway")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/gateway")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return dir, "", fmt.Errorf("go build ./cmd/gateway at %s: %v\n%s", rev, err, out)
+	}
+	return dir, bin, nil
 }
 
 // Addrs are a gateway's listeners, from its "listening" line.
@@ -208,9 +285,10 @@ func AwaitListening(tb testing.TB, name string, listening <-chan Addrs, l *Log) 
 
 // Options configure a gateway process.
 type Options struct {
-	Name string            // in failure messages (default: the main address)
-	Env  map[string]string // the process's whole environment; PATH is added when absent
-	Args []string
+	Name   string            // in failure messages (default: the main address)
+	Binary string            // the gateway binary to run (default: Binary's)
+	Env    map[string]string // the process's whole environment; PATH is added when absent
+	Args   []string
 	// KillAtEnd ends the process with SIGKILL when the test ends, instead of
 	// draining it (SIGTERM, up to StopTimeout).
 	KillAtEnd bool
@@ -230,7 +308,11 @@ type Process struct {
 // stopped when the test ends (see Options.KillAtEnd).
 func Start(tb testing.TB, o Options) *Process {
 	tb.Helper()
-	cmd := exec.Command(Binary(tb), o.Args...)
+	bin := o.Binary
+	if bin == "" {
+		bin = Binary(tb)
+	}
+	cmd := exec.Command(bin, o.Args...)
 	cmd.Env = environ(o.Env)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
