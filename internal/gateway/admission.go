@@ -168,7 +168,7 @@ func (f *flight) standDown() {
 }
 
 // reserve takes the request's worst case from every quota that applies and
-// returns the accepted frame that reports it.
+// returns the accepted event that reports it.
 func (f *flight) reserve(tctx context.Context) (call.Accepted, error) {
 	g, p := f.g, f.caller.Principal
 	f.estimate = EstimateInputTokens(&f.req.Inbound)
