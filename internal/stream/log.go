@@ -111,9 +111,9 @@ func (l *Log) Finish(t *Terminal, now time.Time) bool {
 	return true
 }
 
-// Memory estimate of a finished log: its events and their encodings, a
-// string header per chunk, and the structs, map entry and eviction entry
-// around them (the decoded terminal counted as twice its frame).
+// Memory estimate of a finished log: its events (Accepted.bytes,
+// Terminal.bytes) and each door's encodings, a string header per chunk,
+// and the structs, map entry and eviction entry around them.
 const (
 	logFixedBytes = 512
 	chunkBytes    = 16
