@@ -44,10 +44,14 @@ func ParseFormat(s string) (Format, error) {
 
 func (f Format) String() string { return "v" + strconv.Itoa(int(f)) }
 
+// compact reports whether f keeps pieces in this package's codec; the
+// zero Format is v1.
+func (f Format) compact() bool { return f >= FormatV2 }
+
 // StoredPieces are pieces in format f, for an item of that format; the
 // pieces themselves are not changed.
 func StoredPieces(f Format, pieces []string) []string {
-	if f != FormatV1 {
+	if f.compact() {
 		return pieces
 	}
 	var out []string // a copy, from the first marked piece on
@@ -69,7 +73,7 @@ func StoredPieces(f Format, pieces []string) []string {
 // LoadPieces are the pieces an item of format f holds, in this
 // release's codec (stored may be changed in place).
 func LoadPieces(f Format, stored []string) []string {
-	if f != FormatV1 {
+	if f.compact() {
 		return stored
 	}
 	for i, p := range stored {

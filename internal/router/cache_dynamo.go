@@ -113,7 +113,7 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 		}),
 		cacheAttrExpires: dynamotable.N(expires.Unix()),
 	}
-	if f := c.format(); f != call.FormatV1 {
+	if f := c.format(); f >= call.FormatV2 {
 		item[cacheAttrFormat] = dynamotable.N(int64(f))
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
@@ -124,12 +124,7 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 }
 
 // format is the stored form the shared tier writes.
-func (c *Cache) format() call.Format {
-	if c.opts.Format == 0 {
-		return call.FormatV1
-	}
-	return c.opts.Format
-}
+func (c *Cache) format() call.Format { return max(c.opts.Format, call.FormatV1) }
 
 // readOnlyRequestBodies is, per call, the second of sdkWorkarounds
 // (bedrock.go) for DynamoDB: smithy-go's request body reader fails a write

@@ -93,7 +93,7 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		attrSeq:       dynamotable.N(0),
 		attrItemBytes: dynamotable.N(int64(size)),
 	}
-	if s.format != call.FormatV1 {
+	if s.format >= call.FormatV2 {
 		item[attrFormat] = dynamotable.N(int64(s.format))
 	}
 	if r.BodyHash != "" {
