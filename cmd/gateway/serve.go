@@ -218,10 +218,12 @@ func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedr
 	if s.RequestsTable != "" {
 		rs := stream.NewDynamoStore(dynamo, s.RequestsTable)
 		rs.SetObserver(metrics)
+		rs.SetFormat(s.recordFormat)
 		records = rs
 	}
 	co := s.Cache
 	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
+	co.Format = s.recordFormat
 	cache := router.NewCache(co)
 	var err error
 	if srv.sink, err = usageSink(s, awsCfg, metrics, logger); err != nil {

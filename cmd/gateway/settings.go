@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -63,6 +64,8 @@ type settings struct {
 	Pprof                                     bool
 	QuotaTable, RequestsTable                 string
 	CacheTable, MembersTable                  string
+	RecordFormat                              string      // "v1" or "v2": parsed into recordFormat
+	recordFormat                              call.Format // what records and cache entries are written in
 	QuotaLease                                bool
 	FirehoseStream, UsageDir, UsageSpoolDir   string
 	EMF                                       string
@@ -183,6 +186,7 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Lease.MaxItems, "JETWAY_QUOTA_LEASE_MAX_ITEMS", quota.DefaultLeaseMaxItems, "quota items one server holds leases on"),
 		row(&s.RequestsTable, "JETWAY_REQUESTS_TABLE", "", "DynamoDB requests table (unset: in memory)"),
 		row(&s.CacheTable, "JETWAY_CACHE_TABLE", "", "DynamoDB cache table (unset: in memory)"),
+		row(&s.RecordFormat, "JETWAY_RECORD_FORMAT", "v1", "stored form of the request records and cache entries this server writes: v1 (read by the previous release) or v2 (compact; every server of the fleet must read it first); both are read"),
 		row(&s.MembersTable, "JETWAY_MEMBERS_TABLE", "", "DynamoDB fleet members table (unset: a fleet of one); required with a requests table"),
 		row(&s.Balance.Interval, "JETWAY_BALANCE_INTERVAL", fleet.DefaultBalanceInterval, "with a members table: how often this server compares its sessions with the fleet's mean"),
 		row(&s.Balance.Margin, "JETWAY_BALANCE_MARGIN", fleet.DefaultBalanceMargin, "with a members table: move idle sessions only while above the fleet's mean by this fraction"),
@@ -318,6 +322,11 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 		}
 		s.ServeDemo = b
 	}
+	format, err := call.ParseFormat(s.RecordFormat)
+	if err != nil {
+		return nil, fmt.Errorf("settings: JETWAY_RECORD_FORMAT (--%s): %w", flagName("JETWAY_RECORD_FORMAT"), err)
+	}
+	s.recordFormat = format
 	if s.EMF != "off" && s.EMF != "stdout" {
 		return nil, fmt.Errorf("settings: JETWAY_EMF=%q: want off or stdout", s.EMF)
 	}

@@ -181,12 +181,28 @@ func TestToolLoopAndReasoningThroughTheGateway(t *testing.T) {
 // call's input streams resumes on another server and gets the rest: the
 // frames and the done blocks are those of an uninterrupted run.
 func TestResumeMidToolInputOnAnotherServer(t *testing.T) {
-	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 40 * time.Millisecond})
-	cl := w.cluster(2, nil)
+	// Both record formats: the tool call's pieces are JSON in v1 records,
+	// the core's compact codec in v2 ones; the resume is the same.
+	for _, format := range []string{"v1", "v2"} {
+		t.Run(format, func(t *testing.T) {
+			w := newWorld(t, toolResumePace)
+			resumeMidToolInput(t, w, w.cluster(2, map[string]string{"JETWAY_RECORD_FORMAT": format}), 0, 1)
+		})
+	}
+}
+
+// toolResumePace is slow enough that a tool call's input is cut mid way.
+var toolResumePace = mockmodel.Options{TTFT: time.Millisecond, PerToken: 40 * time.Millisecond}
+
+// resumeMidToolInput cuts a tool call's answer on server from while its
+// input streams and checks that the resume on server to (the next of the
+// client's URLs) delivers exactly the frames and blocks of an
+// uninterrupted answer from to.
+func resumeMidToolInput(t *testing.T, w *world, cl *cluster, from, to int) {
 	const prompt = "supercalifragilistic expialidocious antidisestablishmentarianism"
 
 	var whole frames
-	ref := w.dialAgent(cl.servers[1].gw, "resumer", nil)
+	ref := w.dialAgent(cl.servers[to].gw, "resumer", nil)
 	refCall, err := ref.Send(context.Background(), toolRequest(prompt, &whole))
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +215,8 @@ func TestResumeMidToolInputOnAnotherServer(t *testing.T) {
 	var cutAt int
 	cut := make(chan struct{})
 	var part frames
-	c := w.dialAgent(cl.servers[0].gw, "resumer", func(o *client.Options) {
-		o.URLs = cl.urls(0)
+	c := w.dialAgent(cl.servers[from].gw, "resumer", func(o *client.Options) {
+		o.URLs = cl.urls(from)
 		o.Reconnect = true
 	})
 	req := toolRequest(prompt, &part)
@@ -222,8 +238,8 @@ func TestResumeMidToolInputOnAnotherServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resume on another server: %v", err)
 	}
-	if len(cl.servers[1].logs.Await("adopted", call.ID, 1, 10*time.Second)) != 1 {
-		t.Fatalf("server 1 did not follow the record:\n%s", cl.servers[1].logs.String())
+	if len(cl.servers[to].logs.Await("adopted", call.ID, 1, 10*time.Second)) != 1 {
+		t.Fatalf("server %d did not follow the record:\n%s", to, cl.servers[to].logs.String())
 	}
 	if last := part.got[len(part.got)-1]; last.Seq <= cutAt {
 		t.Fatalf("nothing after the cut at seq %d", cutAt)
@@ -235,5 +251,5 @@ func TestResumeMidToolInputOnAnotherServer(t *testing.T) {
 		t.Fatalf("answer resumed at seq %d differs from an uninterrupted one:\n%s\n%s\nblocks %s\n       %s",
 			cutAt, strings.Join(whole.wire(), "\n"), strings.Join(part.wire(), "\n"), b1, b2)
 	}
-	t.Logf("cut at seq %d of %d, resumed on task-1", cutAt, len(part.got))
+	t.Logf("cut at seq %d of %d, resumed on task-%d", cutAt, len(part.got), to)
 }

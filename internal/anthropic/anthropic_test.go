@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -101,12 +102,12 @@ func decodeError(t *testing.T, r io.Reader) errorBody {
 // finished returns a log that was accepted, streamed pieces and ended with done.
 func finished(req gateway.Request, stop string, pieces ...string) *stream.Log {
 	log := stream.NewLog("alice", req.RequestID, "h", time.Now())
-	log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
+	log.Accept(stream.NewAccepted(call.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 	for _, p := range pieces {
 		log.Append(p)
 	}
-	a := protocol.Assemble(pieces)
-	d := protocol.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
+	a := call.Assemble(pieces)
+	d := call.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
 		Model: "mock-a", Usage: protocol.Usage{InputTokens: 7, OutputTokens: int64(len(pieces))}, StopReason: stop}
 	if !a.Plain {
 		d.Blocks = a.Blocks
@@ -416,14 +417,14 @@ func readEvents(t *testing.T, r io.Reader) []event {
 // blockAnswer is an answer's pieces: thinking and its signature, text, a
 // tool call whose input streams in fragments, a second call.
 var blockAnswer = []string{
-	protocol.BlockPiece(protocol.Chunk{Kind: protocol.KindReasoning, Reasoning: "thinking"}),
-	protocol.BlockPiece(protocol.Chunk{Kind: protocol.KindReasoning, Signature: "sig"}),
-	protocol.BlockPiece(protocol.Chunk{Block: 1, Text: "Let me "}),
-	protocol.BlockPiece(protocol.Chunk{Block: 1, Text: "look."}),
-	protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, ID: "tooluse_1", Name: "lookup"}),
-	protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, Input: `{"query":`}),
-	protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, Input: `"Paris"}`}),
-	protocol.BlockPiece(protocol.Chunk{Block: 3, Kind: protocol.KindToolUse, ID: "tooluse_2", Name: "clock"}),
+	call.Encode(call.Piece{Kind: protocol.KindReasoning, Reasoning: "thinking"}),
+	call.Encode(call.Piece{Kind: protocol.KindReasoning, Signature: "sig"}),
+	call.Encode(call.Piece{Block: 1, Text: "Let me "}),
+	call.Encode(call.Piece{Block: 1, Text: "look."}),
+	call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, ID: "tooluse_1", Name: "lookup"}),
+	call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, Input: `{"query":`}),
+	call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, Input: `"Paris"}`}),
+	call.Encode(call.Piece{Block: 3, Kind: protocol.KindToolUse, ID: "tooluse_2", Name: "clock"}),
 }
 
 // TestStreamEventsAndResume: the events in Anthropic's order, one id per
@@ -504,10 +505,10 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Now())
 		switch req.Messages[0].Text() {
 		case "quota":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeQuotaExceeded, Status: 429,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeQuotaExceeded, Status: 429,
 				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
 		case "model":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelNotAllowed, Status: 403,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
 			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
@@ -522,11 +523,11 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 		case "conflict":
 			return nil, 0, gateway.ErrConflict
 		default:
-			log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
+			log.Accept(stream.NewAccepted(call.Accepted{Model: "mock-a"}))
 			log.Append("part")
 			log.Append("ial")
 			n, text := 2, "partial"
-			log.Finish(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelError, Status: 502,
+			log.Finish(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelError, Status: 502,
 				Message: "the model failed while answering", Retryable: true, Chunks: &n, Text: &text}), time.Now())
 		}
 		return log, 0, nil

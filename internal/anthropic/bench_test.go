@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // benchParse measures parseRequest (decoding, translation and the
@@ -37,12 +37,26 @@ func BenchmarkParseImage(b *testing.B) {
 // (one content_block_delta event).
 func BenchmarkEncodeTextChunk(b *testing.B) {
 	enc := newEncoder("req_0123456789abcdef")
-	piece := protocol.TextPiece(" lorem")
+	piece := call.Piece{Text: " lorem"}
 	dst := enc.AppendChunk(nil, 1, piece)
 	b.ReportAllocs()
 	seq := 2
 	for b.Loop() {
 		dst = enc.AppendChunk(dst[:0], seq, piece)
+		seq++
+	}
+}
+
+// BenchmarkEncodeReasoningChunk is the streaming encoder's cost per
+// reasoning chunk from the piece the log keeps (one thinking_delta event).
+func BenchmarkEncodeReasoningChunk(b *testing.B) {
+	enc := newEncoder("req_0123456789abcdef")
+	piece := call.Encode(call.Piece{Kind: call.KindReasoning, Reasoning: " lorem"})
+	dst := enc.AppendChunk(nil, 1, call.Decode(piece))
+	b.ReportAllocs()
+	seq := 2
+	for b.Loop() {
+		dst = enc.AppendChunk(dst[:0], seq, call.Decode(piece))
 		seq++
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -50,8 +51,7 @@ func (e *encoder) Accepted(a *stream.Accepted) []byte {
 // AppendChunk appends the event group of chunk seq: the stop of the open
 // block and the start of a new one when the chunk begins a block, then its
 // delta.
-func (e *encoder) AppendChunk(dst []byte, seq int, piece string) []byte {
-	c := protocol.DecodePiece(piece)
+func (e *encoder) AppendChunk(dst []byte, seq int, c call.Piece) []byte {
 	last := func() { // the group's last event carries the seq
 		dst = append(dst, "id: "...)
 		dst = strconv.AppendInt(dst, int64(seq), 10)
@@ -129,7 +129,7 @@ func (e *encoder) stop(dst []byte) []byte {
 // reason and usage) and message_stop; or one error event.
 func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	if t.Error != nil {
-		b, _ := json.Marshal(fromProtocol(*t.Error).body(e.requestID))
+		b, _ := json.Marshal(fromProtocol(protocol.ErrorFrame(t.Error)).body(e.requestID))
 		dst := append([]byte(nil), "event: error\ndata: "...)
 		dst = append(dst, b...)
 		return append(dst, "\n\n"...)
@@ -187,8 +187,8 @@ func (wholeMessage) NewEncoder(l *stream.Log) stream.Encoder {
 
 type wholeEncoder struct{ requestID string }
 
-func (wholeEncoder) Accepted(*stream.Accepted) []byte               { return nil }
-func (wholeEncoder) AppendChunk(dst []byte, _ int, _ string) []byte { return dst }
+func (wholeEncoder) Accepted(*stream.Accepted) []byte                   { return nil }
+func (wholeEncoder) AppendChunk(dst []byte, _ int, _ call.Piece) []byte { return dst }
 
 func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 	d := t.Done
@@ -210,7 +210,7 @@ func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 }
 
 // content is the whole answer's content blocks in Anthropic's shape.
-func content(d *protocol.Done) []any {
+func content(d *call.Done) []any {
 	type text struct {
 		Type string `json:"type"`
 		Text string `json:"text"`

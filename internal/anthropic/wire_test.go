@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/door/doortest"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -43,13 +44,13 @@ func TestRefusalWireBodies(t *testing.T) {
 		case "draining":
 			return nil, 0, gateway.ErrDraining
 		case "quota":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeQuotaExceeded, Status: 429,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeQuotaExceeded, Status: 429,
 				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
 		case "model":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelNotAllowed, Status: 403,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "late":
-			log.Reject(stream.ErrorTerminal(gateway.ProtocolError(protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`))), time.Now())
+			log.Reject(stream.ErrorTerminal(failure(gateway.ProtocolError(protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)))), time.Now())
 		default:
 			return finished(req, "end_turn", "ok"), 0, nil
 		}
@@ -128,4 +129,11 @@ func TestRefusalWireBodies(t *testing.T) {
 		doortest.Case{Name: "models one unknown", Method: "GET", Path: PathModels + "/gpt"},
 	)
 	doortest.Check(t, srv.URL, map[string]string{"x-api-key": "good", VersionHeader: "2023-06-01", "Idempotency-Key": "wire-0000001"}, cases, "testdata/refusals.golden", *update)
+}
+
+// failure is the core's failure event of a protocol error, as the
+// gateway's ending builds it.
+func failure(pe protocol.Error) call.Failure {
+	return call.Failure{RequestID: pe.RequestID, Code: pe.Code, Status: pe.Status, Message: pe.Message, Retryable: pe.Retryable,
+		RetryAfterMs: pe.RetryAfterMs, Scope: pe.Scope, Window: pe.Window, Path: pe.Path, Problem: pe.Problem}
 }

@@ -178,7 +178,8 @@ func WriteWhole(ctx context.Context, log *stream.Log, c stream.Codec, w http.Res
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
 		if e := b.Terminal.Error; e != nil {
-			refuse(e)
+			pe := protocol.ErrorFrame(e)
+			refuse(&pe)
 			return
 		}
 		h := w.Header()

@@ -377,7 +377,7 @@ func (s *responder[R]) stream(ctx context.Context, log *stream.Log, codec stream
 		if !sse.Started {
 			plain := from == 0 || s.l.d.RefuseUnstartedResume && !accepted
 			if plain && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
-				s.l.Refuse(s.w, s.requestID, s.l.d.Refusal(*b.Terminal.Error, 0, s.req.Names())) // nothing streamed: a plain HTTP error
+				s.l.Refuse(s.w, s.requestID, s.l.d.Refusal(protocol.ErrorFrame(b.Terminal.Error), 0, s.req.Names())) // nothing streamed: a plain HTTP error
 				return
 			}
 			if from > 0 && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -79,7 +80,7 @@ func (f *flight) admit(ctx context.Context) (*stream.Accepted, error) {
 // admission authorizes the request (its principal was verified by the
 // door), picks its models and reserves its quota, in the span
 // jetway.admission.
-func (f *flight) admission(ctx context.Context) (acc protocol.Accepted, err error) {
+func (f *flight) admission(ctx context.Context) (acc call.Accepted, err error) {
 	g, p := f.g, f.caller.Principal
 	tctx, span := f.span("jetway.admission")
 	defer func() { endSpan(span, err, tracing.AuthResult.String("verified"), none) }()
@@ -149,7 +150,7 @@ func (f *flight) policy() error {
 // reserve takes the request's worst case from every quota that applies and
 // returns the accepted frame that reports it; tctx carries the span of
 // admission.
-func (f *flight) reserve(ctx, tctx context.Context) (protocol.Accepted, error) {
+func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 	g, p := f.g, f.caller.Principal
 	f.estimate = EstimateInputTokens(&f.req.Inbound)
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
@@ -167,15 +168,15 @@ func (f *flight) reserve(ctx, tctx context.Context) (protocol.Accepted, error) {
 	if err != nil {
 		err = fmt.Errorf("reserve: %w", err)
 		endSpan(span, err, outcome, none)
-		return protocol.Accepted{}, err
+		return call.Accepted{}, err
 	}
 	endSpan(span, nil, tracing.QuotaOutcome.String("reserved"), tracing.QuotaLease.Bool(fromLease(res)))
 	f.reservation = res
-	acc := protocol.Accepted{Type: protocol.TypeAccepted, RequestID: f.req.RequestID, Model: f.chain[0].ID,
+	acc := call.Accepted{RequestID: f.req.RequestID, Model: f.chain[0].ID,
 		ReservedTokens: amount.Tokens}
 	fields := []zap.Field{zap.Int64("estimate", amount.Tokens)}
 	if w, limit, remaining := res.Tightest(); w != "" {
-		acc.Quota = &protocol.Quota{Window: string(w), Limit: limit, Remaining: remaining}
+		acc.Quota = &call.Quota{Window: string(w), Limit: limit, Remaining: remaining}
 		fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
 	}
 	f.logger.Info("quota_reserved", fields...)

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/router"
@@ -93,14 +94,14 @@ func (f *flight) tools(c *router.Call) {
 
 // onBlock appends one streamed piece of a block-mode answer to the log.
 func (f *flight) onBlock(d router.BlockDelta) {
-	c := protocol.Chunk{Block: d.Block, Text: d.Text}
+	c := call.Piece{Block: d.Block, Text: d.Text}
 	switch d.Kind {
 	case router.BlockReasoning:
-		c.Kind, c.Text, c.Reasoning, c.Signature = protocol.KindReasoning, "", d.Text, d.Signature
+		c.Kind, c.Text, c.Reasoning, c.Signature = call.KindReasoning, "", d.Text, d.Signature
 	case router.BlockToolUse:
-		c.Kind, c.ID, c.Name, c.Input = protocol.KindToolUse, d.ID, d.Name, d.Input
+		c.Kind, c.ID, c.Name, c.Input = call.KindToolUse, d.ID, d.Name, d.Input
 	}
-	f.appendPiece(protocol.BlockPiece(c))
+	f.appendPiece(call.Encode(c))
 }
 
 // routerBlocks converts a message's blocks for the model call. Attachments

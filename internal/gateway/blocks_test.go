@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -66,7 +67,7 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 		t.Fatalf("chain %+v, want cheap alone", seenChain)
 	}
 	var acc protocol.Accepted
-	if err := json.Unmarshal(log.Read(0).Accepted.Frame, &acc); err != nil || acc.ReservedTokens < quota.EstimateImageTokens || calls.Load() != 1 {
+	if err := json.Unmarshal(log.Read(0).Accepted.Stored(), &acc); err != nil || acc.ReservedTokens < quota.EstimateImageTokens || calls.Load() != 1 {
 		t.Fatalf("accepted %+v (%v), calls %d: the reservation must count the image", acc, err, calls.Load())
 	}
 	bs := seen.Messages[0].Blocks
@@ -135,7 +136,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 	}
 	var frames []string
 	for i, p := range log.Read(0).Chunks {
-		frames = append(frames, string(protocol.AppendChunk(nil, "req-blocks-1", i+1, p)))
+		frames = append(frames, string(protocol.AppendChunk(nil, "req-blocks-1", i+1, call.Decode(p))))
 	}
 	want := []string{
 		`{"type":"chunk","request_id":"req-blocks-1","seq":1,"text":"","kind":"reasoning","reasoning":"I should "}`,
@@ -150,7 +151,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 		t.Fatalf("chunk frames\n%s\nwant\n%s", strings.Join(frames, "\n"), strings.Join(want, "\n"))
 	}
 	var done protocol.Done
-	if err := json.Unmarshal(log.Read(0).Terminal.Frame, &done); err != nil {
+	if err := json.Unmarshal(log.Read(0).Terminal.Stored(), &done); err != nil {
 		t.Fatal(err)
 	}
 	wantBlocks := `[{"type":"reasoning","text":"I should ask the clock.","signature":"sig"},{"type":"text","text":"Let me check."},` +

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -52,7 +53,7 @@ type outcome struct {
 	text string
 	// blocks are done's blocks (nil: none on the wire); toolCalls counts
 	// the answer's tool_use blocks.
-	blocks    []protocol.Block
+	blocks    []call.Block
 	toolCalls int
 	// chunks is the last seq; usage is what is charged, on model's price.
 	chunks       int
@@ -123,7 +124,7 @@ func (f *flight) requestedModel() string {
 func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 	defer endRequest(o.span, &o)
 	terminal := o.terminal()
-	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Frame) {
+	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Stored()) {
 		return false
 	}
 	if !o.settledElsewhere {
@@ -150,7 +151,7 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 		}
 		o.log.Finish(terminal, o.end)
 		endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
-		if o.checkpoints != nil && !g.persistTerminal(ctx, o, o.checkpoints.stop(), terminal.Frame) {
+		if o.checkpoints != nil && !g.persistTerminal(ctx, o, o.checkpoints.stop(), terminal.Stored()) {
 			// Another server ended the record (this one was judged gone):
 			// it wrote the usage record and settled, refund included.
 			return true
@@ -177,7 +178,7 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 // terminal is the outcome's terminal event (for a rejection: the only one).
 func (o *outcome) terminal() *stream.Terminal {
 	if o.err == nil {
-		return stream.DoneTerminal(protocol.Done{RequestID: o.who.requestID, Chunks: o.chunks,
+		return stream.DoneTerminal(call.Done{RequestID: o.who.requestID, Chunks: o.chunks,
 			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
 			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks})
 	}
@@ -189,11 +190,12 @@ func (o *outcome) terminal() *stream.Terminal {
 // before it.
 func errorTerminal(requestID string, err error, accepted bool, text string, chunks int) *stream.Terminal {
 	pe := ProtocolError(err)
-	pe.RequestID = requestID
+	f := call.Failure{RequestID: requestID, Code: pe.Code, Status: pe.Status, Message: pe.Message, Retryable: pe.Retryable,
+		RetryAfterMs: pe.RetryAfterMs, Scope: pe.Scope, Window: pe.Window, Path: pe.Path, Problem: pe.Problem}
 	if accepted {
-		pe.Text, pe.Chunks = &text, &chunks
+		f.Text, f.Chunks = &text, &chunks
 	}
-	return stream.ErrorTerminal(pe)
+	return stream.ErrorTerminal(f)
 }
 
 func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) telemetry.UsageRecord {

@@ -74,7 +74,7 @@ func TestSlowStoreNeverEndsALiveAnswer(t *testing.T) {
 	fa := terminal(t, logA)
 	waitFor(t, "failed writes", func() bool { return flaky.failures.Load() >= 3 })
 	if logB.Read(0).Terminal != nil {
-		t.Fatalf("B ended the request while its owner was alive: %s", logB.Read(0).Terminal.Frame)
+		t.Fatalf("B ended the request while its owner was alive: %s", logB.Read(0).Terminal.Stored())
 	}
 	flaky.failing.Store(false) // the store answers again: the record catches up
 	fb := terminal(t, logB)

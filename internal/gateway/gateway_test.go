@@ -220,8 +220,8 @@ func terminal(t *testing.T, log *stream.Log) map[string]any {
 		s := log.Read(0)
 		if s.Terminal != nil {
 			var f map[string]any
-			if err := json.Unmarshal(s.Terminal.Frame, &f); err != nil {
-				t.Fatalf("terminal %s: %v", s.Terminal.Frame, err)
+			if err := json.Unmarshal(s.Terminal.Stored(), &f); err != nil {
+				t.Fatalf("terminal %s: %v", s.Terminal.Stored(), err)
 			}
 			return f
 		}
@@ -464,7 +464,7 @@ func TestFailuresAfterAcceptanceEndOnce(t *testing.T) {
 				t.Errorf("usage records %+v", recs)
 			}
 			rec, err := e.records.Get(context.Background(), caller("chat").Principal.Owner(), "req-fails")
-			if err != nil || rec.State != stream.StateError || string(rec.Terminal) != string(log.Read(0).Terminal.Frame) {
+			if err != nil || rec.State != stream.StateError || string(rec.Terminal) != string(log.Read(0).Terminal.Stored()) {
 				t.Errorf("stored record %+v, %v: want the same terminal", rec, err)
 			}
 		})
@@ -508,7 +508,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 	if fb["code"] != protocol.CodeInterrupted || fb["text"] != "saved" {
 		t.Errorf("B's terminal %v", fb)
 	}
-	if string(logA.Read(0).Terminal.Frame) != string(logB.Read(0).Terminal.Frame) {
+	if string(logA.Read(0).Terminal.Stored()) != string(logB.Read(0).Terminal.Stored()) {
 		t.Errorf("A delivered %v, B %v: one request, two terminals", fa, fb)
 	}
 	recs := e.settle(a, b)
@@ -680,7 +680,7 @@ func TestCancelOnAnotherServerEndsOnce(t *testing.T) {
 	if fb["code"] != protocol.CodeCancelled || fb["text"] != "par" || fb["chunks"] != 1.0 {
 		t.Errorf("B's terminal %v, want cancelled with the streamed text", fb)
 	}
-	if string(logA.Read(0).Terminal.Frame) != string(logB.Read(0).Terminal.Frame) {
+	if string(logA.Read(0).Terminal.Stored()) != string(logB.Read(0).Terminal.Stored()) {
 		t.Errorf("A delivered %v, B %v: one request, two terminals", fa, fb)
 	}
 	recs := e.settle(a, b)
@@ -736,7 +736,7 @@ func TestCancelOfADeadOwnerEndsCancelled(t *testing.T) {
 	if fb["code"] != protocol.CodeCancelled || fb["text"] != "saved" {
 		t.Errorf("B's terminal %v, want cancelled with the saved text", fb)
 	}
-	if string(logA.Read(0).Terminal.Frame) != string(logB.Read(0).Terminal.Frame) {
+	if string(logA.Read(0).Terminal.Stored()) != string(logB.Read(0).Terminal.Stored()) {
 		t.Errorf("A and B delivered different terminals")
 	}
 	recs := e.settle(a, b)
@@ -769,7 +769,7 @@ func TestCancelElsewhereBeforeTheFirstToken(t *testing.T) {
 	if fb["code"] != protocol.CodeCancelled || fb["text"] != "" || fb["chunks"] != 0.0 {
 		t.Errorf("B's terminal %v, want cancelled with no text", fb)
 	}
-	if string(terminalFrame(t, logA)) != string(logB.Read(0).Terminal.Frame) {
+	if string(terminalFrame(t, logA)) != string(logB.Read(0).Terminal.Stored()) {
 		t.Errorf("A and B delivered different terminals")
 	}
 	recs := e.settle(a, b)
@@ -781,5 +781,5 @@ func TestCancelElsewhereBeforeTheFirstToken(t *testing.T) {
 func terminalFrame(t *testing.T, log *stream.Log) []byte {
 	t.Helper()
 	terminal(t, log)
-	return log.Read(0).Terminal.Frame
+	return log.Read(0).Terminal.Stored()
 }

@@ -102,7 +102,7 @@ func (f *flight) createRecord(ctx context.Context, accepted *stream.Accepted) er
 	_, span := f.span("jetway.record.create")
 	cctx, cancel := g.callCtx(ctx)
 	existing, err := g.records.Create(cctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
-		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: accepted.Frame,
+		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: accepted.Stored(),
 		Reservation: env, Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {

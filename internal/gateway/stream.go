@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -130,7 +131,7 @@ func routerMessages(ms []protocol.Message) []router.Message {
 }
 
 // onDelta appends a text delta of a text-only call.
-func (f *flight) onDelta(text string) { f.appendPiece(protocol.TextPiece(text)) }
+func (f *flight) onDelta(text string) { f.appendPiece(call.TextPiece(text)) }
 
 // appendPiece appends one chunk of the answer (a protocol piece) to the log.
 func (f *flight) appendPiece(piece string) {
@@ -266,7 +267,7 @@ func (f *flight) owned(out router.Outcome, err error) outcome {
 	g := f.g
 	end := g.opts.Now()
 	pieces := f.log.Pieces()
-	answer := protocol.Assemble(pieces)
+	answer := call.Assemble(pieces)
 	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
 		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
 	switch {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -94,8 +95,8 @@ func (c survivorCore) Facts(rec *stream.Record) (takeover.Facts, error) {
 
 // Charged is what a record that ended done was charged.
 func (c survivorCore) Charged(rec *stream.Record) (quota.Amount, bool) {
-	var d protocol.Done
-	if rec.State != stream.StateDone || json.Unmarshal(rec.Terminal, &d) != nil {
+	d, _ := call.DecodeTerminal(rec.Terminal)
+	if rec.State != stream.StateDone || d == nil {
 		return quota.Amount{}, false
 	}
 	return c.g.charge(d.Model, d.Usage), true
@@ -111,7 +112,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 	defer span.End()
 	var env envelope
 	_ = json.Unmarshal(rec.Reservation, &env) // unreadable: logged by the survivor; ended with what is known
-	answer := protocol.Assemble(rec.Chunks)
+	answer := call.Assemble(rec.Chunks)
 	received := time.UnixMilli(env.ReceivedAt).UTC()
 	err := errInterrupted
 	if rec.Cancelled {

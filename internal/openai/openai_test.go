@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -96,12 +97,12 @@ func decodeError(t *testing.T, r io.Reader) errorDetail {
 // finished returns a log that was accepted, streamed chunks and ended with done.
 func finished(req gateway.Request, chunks ...string) *stream.Log {
 	log := stream.NewLog("alice", req.RequestID, "h", time.Now())
-	log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
+	log.Accept(stream.NewAccepted(call.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 	for _, c := range chunks {
 		log.Append(c)
 	}
 	text, n := log.Text()
-	log.Finish(stream.DoneTerminal(protocol.Done{RequestID: req.RequestID, Chunks: n, Text: text,
+	log.Finish(stream.DoneTerminal(call.Done{RequestID: req.RequestID, Chunks: n, Text: text,
 		Model: "mock-a", Usage: protocol.Usage{InputTokens: 7, OutputTokens: int64(n)}, StopReason: "end_turn"}), time.Now())
 	return log
 }
@@ -309,19 +310,19 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Now())
 		switch req.Messages[0].Content {
 		case "quota":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeQuotaExceeded, Status: 429,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeQuotaExceeded, Status: 429,
 				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
 		case "model":
-			log.Reject(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelNotAllowed, Status: 403,
+			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "conflict":
 			return nil, 0, gateway.ErrConflict
 		default:
-			log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
+			log.Accept(stream.NewAccepted(call.Accepted{Model: "mock-a"}))
 			log.Append("part")
 			log.Append("ial")
 			n, text := 2, "partial"
-			log.Finish(stream.ErrorTerminal(protocol.Error{Code: protocol.CodeModelError, Status: 502,
+			log.Finish(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelError, Status: 502,
 				Message: "the model failed while answering", Retryable: true, Chunks: &n, Text: &text}), time.Now())
 		}
 		return log, 0, nil
@@ -371,7 +372,7 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 // waits longer than the write timeout, and the handler ends.
 func TestSlowClientIsCut(t *testing.T) {
 	log := stream.NewLog("alice", "slow-00001", "h", time.Now())
-	log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
+	log.Accept(stream.NewAccepted(call.Accepted{Model: "mock-a"}))
 	srv, logs := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) { return log, 0, nil },
 		door.Options{WriteTimeout: 50 * time.Millisecond})
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -405,12 +406,12 @@ func TestSlowClientIsCut(t *testing.T) {
 func TestStreamOutlivesTheReadTimeout(t *testing.T) {
 	srv := httptest.NewUnstartedServer(New(fakeVerifier{}, fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Now())
-		log.Accept(stream.NewAccepted(protocol.Accepted{Model: "mock-a"}))
+		log.Accept(stream.NewAccepted(call.Accepted{Model: "mock-a"}))
 		log.Append("first")
 		time.AfterFunc(600*time.Millisecond, func() { // the model keeps answering past the read timeout
 			log.Append(" last")
 			text, n := log.Text()
-			log.Finish(stream.DoneTerminal(protocol.Done{Chunks: n, Text: text, Model: "mock-a"}), time.Now())
+			log.Finish(stream.DoneTerminal(call.Done{Chunks: n, Text: text, Model: "mock-a"}), time.Now())
 		})
 		return log, 0, nil
 	}}, fakeApps{}, nil, zap.NewNop(), door.Options{}))

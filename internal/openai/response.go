@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -51,11 +52,10 @@ func (e *eventEncoder) toolCall(block int) int {
 // function.arguments; a reasoning piece, which OpenAI's chat API has no
 // field for, is an event with an empty delta, so every seq still has its
 // event (a client counting events knows its Last-Event-ID).
-func (e *eventEncoder) AppendChunk(dst []byte, seq int, piece string) []byte {
+func (e *eventEncoder) AppendChunk(dst []byte, seq int, c call.Piece) []byte {
 	if e.prefix == nil {
 		e.prefix = appendHead(nil, e.requestID, e.created, "")
 	}
-	c := protocol.DecodePiece(piece)
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
 	dst = append(dst, "\ndata: "...)
@@ -107,7 +107,7 @@ func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
 	id := "id: " + strconv.Itoa(last) + "\ndata: "
 	var dst []byte
 	if t.Error != nil {
-		b, _ := json.Marshal(fromProtocol(*t.Error, true).body(e.requestID))
+		b, _ := json.Marshal(fromProtocol(protocol.ErrorFrame(t.Error), true).body(e.requestID))
 		dst = append(dst, id...)
 		dst = append(dst, b...)
 		return append(dst, "\n\ndata: [DONE]\n\n"...)
@@ -160,8 +160,8 @@ type completionEncoder struct {
 	created   int64
 }
 
-func (completionEncoder) Accepted(*stream.Accepted) []byte               { return nil }
-func (completionEncoder) AppendChunk(dst []byte, _ int, _ string) []byte { return dst }
+func (completionEncoder) Accepted(*stream.Accepted) []byte                   { return nil }
+func (completionEncoder) AppendChunk(dst []byte, _ int, _ call.Piece) []byte { return dst }
 
 func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 	done := t.Done
@@ -184,7 +184,10 @@ func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 		ToolCalls []toolCall `json:"tool_calls,omitempty"`
 	}
 	msg := message{Role: "assistant", Content: &done.Text}
-	for _, b := range done.ToolCalls() {
+	for _, b := range done.Blocks {
+		if b.Type != call.BlockToolUse {
+			continue
+		}
 		msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: b.ID, Type: "function", Function: function{Name: b.Name, Arguments: string(b.Input)}})
 	}
 	if done.Text == "" && len(msg.ToolCalls) > 0 {

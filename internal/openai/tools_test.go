@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -147,22 +148,22 @@ func TestToolAndImageRefusalsNameTheParameter(t *testing.T) {
 // its signature, text, then a tool call whose input streams in fragments.
 func toolAnswer(req gateway.Request) *stream.Log {
 	pieces := []string{
-		protocol.BlockPiece(protocol.Chunk{Kind: protocol.KindReasoning, Reasoning: "thinking"}),
-		protocol.BlockPiece(protocol.Chunk{Kind: protocol.KindReasoning, Signature: "sig"}),
-		protocol.BlockPiece(protocol.Chunk{Block: 1, Text: "Let me "}),
-		protocol.BlockPiece(protocol.Chunk{Block: 1, Text: "look."}),
-		protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, ID: "tooluse_1", Name: "lookup"}),
-		protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, Input: `{"query":`}),
-		protocol.BlockPiece(protocol.Chunk{Block: 2, Kind: protocol.KindToolUse, Input: `"Paris"}`}),
-		protocol.BlockPiece(protocol.Chunk{Block: 3, Kind: protocol.KindToolUse, ID: "tooluse_2", Name: "clock"}),
+		call.Encode(call.Piece{Kind: protocol.KindReasoning, Reasoning: "thinking"}),
+		call.Encode(call.Piece{Kind: protocol.KindReasoning, Signature: "sig"}),
+		call.Encode(call.Piece{Block: 1, Text: "Let me "}),
+		call.Encode(call.Piece{Block: 1, Text: "look."}),
+		call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, ID: "tooluse_1", Name: "lookup"}),
+		call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, Input: `{"query":`}),
+		call.Encode(call.Piece{Block: 2, Kind: protocol.KindToolUse, Input: `"Paris"}`}),
+		call.Encode(call.Piece{Block: 3, Kind: protocol.KindToolUse, ID: "tooluse_2", Name: "clock"}),
 	}
 	log := stream.NewLog("alice", req.RequestID, "h", time.Now())
-	log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-tools"}))
+	log.Accept(stream.NewAccepted(call.Accepted{RequestID: req.RequestID, Model: "mock-tools"}))
 	for _, p := range pieces {
 		log.Append(p)
 	}
-	a := protocol.Assemble(pieces)
-	log.Finish(stream.DoneTerminal(protocol.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
+	a := call.Assemble(pieces)
+	log.Finish(stream.DoneTerminal(call.Done{RequestID: req.RequestID, Chunks: len(pieces), Text: a.Text,
 		Model: "mock-tools", Usage: protocol.Usage{InputTokens: 9, OutputTokens: 8}, StopReason: protocol.StopToolUse, Blocks: a.Blocks}), time.Now())
 	return log
 }

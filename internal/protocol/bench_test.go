@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"testing"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // chunkFrame is the chunk frame as a struct, for the encoding/json baseline.
@@ -23,7 +25,7 @@ func BenchmarkAppendChunk(b *testing.B) {
 	b.ReportAllocs()
 	buf := make([]byte, 0, 256)
 	for i := 0; b.Loop(); i++ {
-		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, benchText)
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, call.Piece{Text: benchText})
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -34,7 +36,7 @@ func BenchmarkAppendChunkFresh(b *testing.B) {
 	b.ReportAllocs()
 	var buf []byte
 	for i := 0; b.Loop(); i++ {
-		buf = AppendChunk(make([]byte, 0, 64+len(benchText)), "req_0123456789abcdef", i, benchText)
+		buf = AppendChunk(make([]byte, 0, 64+len(benchText)), "req_0123456789abcdef", i, call.Piece{Text: benchText})
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -46,7 +48,7 @@ func BenchmarkAppendChunkSized(b *testing.B) {
 	const id = "req_0123456789abcdef"
 	var buf []byte
 	for i := 0; b.Loop(); i++ {
-		buf = AppendChunk(make([]byte, 0, 65+20+len(id)+len(benchText)), id, i, benchText)
+		buf = AppendChunk(make([]byte, 0, 65+20+len(id)+len(benchText)), id, i, call.Piece{Text: benchText})
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -71,7 +73,7 @@ func BenchmarkAppendChunkEscaped(b *testing.B) {
 	const text = "\"quoted\"\n<b>bold</b> & héllo"
 	buf := make([]byte, 0, 256)
 	for i := 0; b.Loop(); i++ {
-		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, text)
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", i, call.Piece{Text: text})
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -137,7 +139,7 @@ func BenchmarkBlockPieceChunk(b *testing.B) {
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	for b.Loop() {
-		p := BlockPiece(Chunk{Kind: KindReasoning, Reasoning: " lorem"})
-		buf = AppendChunk(buf[:0], "req_0123456789abcdef", 42, p)
+		p := call.Encode(call.Piece{Kind: KindReasoning, Reasoning: " lorem"})
+		buf = AppendChunk(buf[:0], "req_0123456789abcdef", 42, call.Decode(p))
 	}
 }

@@ -55,8 +55,8 @@ var (
 	DisconnectSlow = Disconnect{Code: 4008, Reason: "slow consumer: resume your requests"}
 )
 
-// Chunk is one piece of an answer. The server keeps it as a piece (see
-// BlockPiece) and writes it with AppendChunk (same bytes as json.Marshal of
+// Chunk is one piece of an answer. The server keeps it as a core piece
+// (call.Piece) and writes it with AppendChunk (same bytes as json.Marshal of
 // this struct); clients decode it.
 //
 // A text chunk sets Text, and Block when the answer's text is not its

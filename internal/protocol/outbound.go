@@ -2,9 +2,10 @@ package protocol
 
 import (
 	"encoding/json"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // Ready is sent once per connection, first.
@@ -20,11 +21,7 @@ type Ready struct {
 }
 
 // Quota is the tightest window's state in an accepted frame.
-type Quota struct {
-	Window    string `json:"window"`
-	Limit     int64  `json:"limit"`
-	Remaining int64  `json:"remaining"`
-}
+type Quota = call.Quota
 
 // Accepted proves a request landed; it precedes every chunk.
 type Accepted struct {
@@ -36,26 +33,8 @@ type Accepted struct {
 	Cached         bool   `json:"cached"`
 }
 
-// Usage is a request's token usage. InputTokens are the input tokens
-// read at the full input price; the prompt cache's are apart:
-// CacheReadInputTokens were read from the cache, CacheWriteInputTokens
-// written to it (Bedrock's and Anthropic's split). Both are omitted when
-// zero, so a request that used no cache has the v1 usage object.
-type Usage struct {
-	InputTokens           int64 `json:"input_tokens"`
-	OutputTokens          int64 `json:"output_tokens"`
-	CacheReadInputTokens  int64 `json:"cache_read_input_tokens,omitempty"`
-	CacheWriteInputTokens int64 `json:"cache_write_input_tokens,omitempty"`
-}
-
-// AllInput is every input token of the request, cached or not.
-func (u Usage) AllInput() int64 {
-	return u.InputTokens + u.CacheReadInputTokens + u.CacheWriteInputTokens
-}
-
-// Total is every token of the request: all input and the output. Token
-// limits count this (docs/configuration.md, "Prompt caching").
-func (u Usage) Total() int64 { return u.AllInput() + u.OutputTokens }
+// Usage is a request's token usage (the core's, call.Usage).
+type Usage = call.Usage
 
 // Done is the successful terminal frame.
 type Done struct {
@@ -171,73 +150,36 @@ func Encode(v any) []byte {
 	return b
 }
 
-// AppendChunk appends the chunk frame of a piece (see TextPiece) to dst
-// without reflection: this is the hot path. The output is identical to
-// json.Marshal of the piece's Chunk with Type, RequestID and Seq set: for a
-// text piece, {"type":"chunk","request_id":..,"seq":..,"text":..}.
-func AppendChunk(dst []byte, requestID string, seq int, piece string) []byte {
+// AppendChunk appends the chunk frame of piece p to dst without
+// reflection: this is the hot path. The output is identical to
+// json.Marshal of p's Chunk (ChunkOf) with Type, RequestID and Seq set: for
+// a text piece, {"type":"chunk","request_id":..,"seq":..,"text":..}.
+func AppendChunk(dst []byte, requestID string, seq int, p call.Piece) []byte {
 	dst = append(dst, `{"type":"chunk","request_id":`...)
-	dst = appendJSONString(dst, requestID)
+	dst = call.AppendJSONString(dst, requestID)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
-	dst = append(dst, ',')
-	if len(piece) > 0 && piece[0] == pieceMark {
-		dst = append(dst, piece[1:]...)
-	} else {
-		dst = append(dst, `"text":`...)
-		dst = appendJSONString(dst, piece)
+	dst = append(dst, `,"text":`...)
+	dst = call.AppendJSONString(dst, p.Text)
+	if p.Block != 0 || p.Kind != "" || p.ID != "" || p.Name != "" || p.Input != "" || p.Reasoning != "" || p.Signature != "" {
+		dst = appendBlockFields(dst, &p)
 	}
 	return append(dst, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string with encoding/json's escaping
-// (HTML-safe, invalid UTF-8 replaced), so replays are byte-identical either way.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < 0x80 {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0xFFFD && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
+// appendBlockFields appends the chunk fields after text of a piece that
+// is not plain text of block 0.
+func appendBlockFields(dst []byte, p *call.Piece) []byte {
+	if p.Block != 0 {
+		dst = append(dst, `,"block":`...)
+		dst = strconv.AppendInt(dst, int64(p.Block), 10)
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	for _, f := range [...]struct{ name, value string }{{`,"kind":`, p.Kind}, {`,"id":`, p.ID},
+		{`,"name":`, p.Name}, {`,"input":`, p.Input}, {`,"reasoning":`, p.Reasoning}, {`,"signature":`, p.Signature}} {
+		if f.value != "" {
+			dst = append(dst, f.name...)
+			dst = call.AppendJSONString(dst, f.value)
+		}
+	}
+	return dst
 }

@@ -13,10 +13,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // Subprotocol is the WebSocket subprotocol the server selects.
@@ -25,52 +26,29 @@ const Subprotocol = "jetway.v1"
 // BearerPrefix prefixes a JWT offered as a WebSocket subprotocol by browsers.
 const BearerPrefix = "bearer."
 
-// Error codes, each with its fixed status (see Status).
+// Error codes, each with its fixed status (see Status): the core's
+// (package call), which the jetway.v1 wire sends as they are.
 const (
-	CodeInvalidRequest   = "invalid_request"
-	CodeUnauthorized     = "unauthorized"
-	CodeForbidden        = "forbidden"
-	CodeModelNotAllowed  = "model_not_allowed"
-	CodeNotFound         = "not_found"
-	CodeConflict         = "conflict"
-	CodeQuotaExceeded    = "quota_exceeded"
-	CodeRateLimited      = "rate_limited"
-	CodeCancelled        = "cancelled"
-	CodeInternal         = "internal"
-	CodeModelError       = "model_error"
-	CodeModelUnavailable = "model_unavailable"
-	CodeBusy             = "busy"
-	CodeDraining         = "draining"
-	CodeTimeout          = "timeout"
-	CodeInterrupted      = "interrupted"
+	CodeInvalidRequest   = call.CodeInvalidRequest
+	CodeUnauthorized     = call.CodeUnauthorized
+	CodeForbidden        = call.CodeForbidden
+	CodeModelNotAllowed  = call.CodeModelNotAllowed
+	CodeNotFound         = call.CodeNotFound
+	CodeConflict         = call.CodeConflict
+	CodeQuotaExceeded    = call.CodeQuotaExceeded
+	CodeRateLimited      = call.CodeRateLimited
+	CodeCancelled        = call.CodeCancelled
+	CodeInternal         = call.CodeInternal
+	CodeModelError       = call.CodeModelError
+	CodeModelUnavailable = call.CodeModelUnavailable
+	CodeBusy             = call.CodeBusy
+	CodeDraining         = call.CodeDraining
+	CodeTimeout          = call.CodeTimeout
+	CodeInterrupted      = call.CodeInterrupted
 )
 
-var statuses = map[string]int{
-	CodeInvalidRequest:   400,
-	CodeUnauthorized:     401,
-	CodeForbidden:        403,
-	CodeModelNotAllowed:  403,
-	CodeNotFound:         404,
-	CodeConflict:         409,
-	CodeQuotaExceeded:    429,
-	CodeRateLimited:      429,
-	CodeCancelled:        499,
-	CodeInternal:         500,
-	CodeModelError:       502,
-	CodeModelUnavailable: 503,
-	CodeBusy:             503,
-	CodeDraining:         503,
-	CodeTimeout:          504,
-	CodeInterrupted:      503,
-}
-
 // Status is the HTTP-like status of an error code (500 for an unknown code).
-func Status(code string) int {
-	if s, ok := statuses[code]; ok {
-		return s
-	}
-	return 500
-}
+func Status(code string) int { return call.Status(code) }
 
 // DefaultMaxFrame is the default bound of an inbound frame in bytes; a
 // larger frame closes the socket with 1009.
@@ -450,23 +428,12 @@ func validatePingT(t json.RawMessage) error {
 	return nil
 }
 
-// MaxEchoBytes bounds every client-sent string the server repeats: in an
-// error message, a pong, a log field or a usage report. Longer values are
-// cut by Clip.
-const MaxEchoBytes = 100
+// MaxEchoBytes bounds every client-sent string the server repeats (the
+// core's bound, call.MaxEchoBytes).
+const MaxEchoBytes = call.MaxEchoBytes
 
-// Clip returns s cut to at most MaxEchoBytes bytes (never inside a UTF-8
-// sequence), with "..." appended when it was cut.
-func Clip(s string) string {
-	if len(s) <= MaxEchoBytes {
-		return s
-	}
-	n := MaxEchoBytes - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+// Clip returns s cut to at most MaxEchoBytes bytes (call.Clip).
+func Clip(s string) string { return call.Clip(s) }
 
 // MaxStopSequences bounds a request's stop sequences (OpenAI's stop,
 // Anthropic's stop_sequences): Bedrock Converse's

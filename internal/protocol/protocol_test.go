@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 func TestAppendChunkMatchesEncodingJSON(t *testing.T) {
 	texts := []string{"", "hello", " lorem", "quote\" back\\slash", "<tag>&amp;", "tab\tnl\ncr\r", "\x00\x01\x1f",
 		"héllo wörld", "emoji 🚀", "bad \xff utf8", "line\u2028sep\u2029", strings.Repeat("x", 1000)}
 	for _, text := range texts {
-		got := AppendChunk(nil, "req_12345678", 42, TextPiece(text))
+		got := AppendChunk(nil, "req_12345678", 42, call.Decode(call.TextPiece(text)))
 		want, err := json.Marshal(Chunk{Type: TypeChunk, RequestID: "req_12345678", Seq: 42, Text: text})
 		if err != nil {
 			t.Fatal(err)

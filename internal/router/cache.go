@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 )
 
@@ -172,6 +173,10 @@ type CacheOptions struct {
 	Observer dynamotable.Observer
 	// Logger logs DynamoDB failures (which are misses, never errors); nil: none.
 	Logger *zap.Logger
+	// Format is the stored form of the answers the shared tier writes
+	// (call.Format); it reads either. Zero: call.FormatV1, what earlier
+	// releases read.
+	Format call.Format
 }
 
 // Cache is the response cache: a memory LRU bounded in bytes in front of an

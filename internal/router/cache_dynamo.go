@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,6 +19,7 @@ import (
 //	usage        M  {input_tokens N, output_tokens N}
 //	stop_reason  S
 //	expires_at   N  epoch seconds; the table's TTL attribute
+//	format       N  the chunks' stored form (call.Format); absent: v1
 const (
 	cachePKPrefix    = "cache#"
 	cacheAttrPK      = dynamotable.PK
@@ -44,6 +46,7 @@ const (
 	cacheAttrStopReason   = "stop_reason"
 	cacheAttrInputTokens  = "input_tokens"
 	cacheAttrOutputTokens = "output_tokens"
+	cacheAttrFormat       = "format"
 )
 
 // itemSize over-estimates the DynamoDB size of an answer's item, by
@@ -84,7 +87,12 @@ func (c *Cache) getDynamo(ctx context.Context, key string, now time.Time) (*Cach
 	usage := dynamotable.Map(item, cacheAttrUsage)
 	in, _ := dynamotable.Int(usage, cacheAttrInputTokens)
 	out, _ := dynamotable.Int(usage, cacheAttrOutputTokens)
-	return &CachedAnswer{Model: dynamotable.String(item, cacheAttrModel), Chunks: dynamotable.Strings(item, cacheAttrChunks),
+	format := call.FormatV1
+	if f, ok := dynamotable.Int(item, cacheAttrFormat); ok {
+		format = call.Format(f)
+	}
+	chunks := call.LoadPieces(format, dynamotable.Strings(item, cacheAttrChunks))
+	return &CachedAnswer{Model: dynamotable.String(item, cacheAttrModel), Chunks: chunks,
 		StopReason: dynamotable.String(item, cacheAttrStopReason), Usage: Usage{InputTokens: int(in), OutputTokens: int(out)}}, expires, true
 }
 
@@ -96,7 +104,7 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 	}
 	item := dynamotable.Item{
 		cacheAttrPK:         dynamotable.S(cachePKPrefix + key),
-		cacheAttrChunks:     dynamotable.L(a.Chunks),
+		cacheAttrChunks:     dynamotable.L(call.StoredPieces(c.format(), a.Chunks)),
 		cacheAttrModel:      dynamotable.S(a.Model),
 		cacheAttrStopReason: dynamotable.S(a.StopReason),
 		cacheAttrUsage: dynamotable.M(dynamotable.Item{
@@ -105,12 +113,18 @@ func (c *Cache) putDynamo(ctx context.Context, key string, a *CachedAnswer, expi
 		}),
 		cacheAttrExpires: dynamotable.N(expires.Unix()),
 	}
+	if f := c.format(); f >= call.FormatV2 {
+		item[cacheAttrFormat] = dynamotable.N(int64(f))
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DynamoTimeout)
 	defer cancel()
 	if err := c.table.Put(ctx, "put", item, "", nil, nil); err != nil {
 		c.failed("PutItem", key, err)
 	}
 }
+
+// format is the stored form the shared tier writes.
+func (c *Cache) format() call.Format { return max(c.opts.Format, call.FormatV1) }
 
 // readOnlyRequestBodies is, per call, the second of sdkWorkarounds
 // (bedrock.go) for DynamoDB: smithy-go's request body reader fails a write

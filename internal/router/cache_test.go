@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap/zaptest"
 
+	core "github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
@@ -419,5 +420,40 @@ func TestCacheDynamoItemSchema(t *testing.T) {
 	}
 	if exp := out.Item["expires_at"].(*types.AttributeValueMemberN).Value; exp != fmt.Sprint(clk.Now().Add(time.Hour).Unix()) {
 		t.Errorf("expires_at %s, want an hour from now", exp)
+	}
+}
+
+// Cached pieces are stored in the cache's format (v1 by default, what the
+// previous release reads) and read in the item's: tasks writing v1 and v2
+// share one table, piece for piece.
+func TestCacheFormatsShareATable(t *testing.T) {
+	client, table := dynamo(t)
+	clk := newClock()
+	opts := router.CacheOptions{Dynamo: client, Table: table, Now: clk.Now, DynamoTimeout: 5 * time.Second,
+		Logger: zaptest.NewLogger(t)}
+	v1 := router.NewCache(opts)
+	opts.Format = core.FormatV2
+	v2 := router.NewCache(opts)
+	ctx := t.Context()
+	pieces := []string{core.Encode(core.Piece{Kind: core.KindReasoning, Reasoning: "hmm"}), core.Encode(core.Piece{Block: 1, Text: "Hi"}), "plain"}
+	for i, c := range []struct{ writer, reader *router.Cache }{{v1, v2}, {v2, v1}} {
+		key := fmt.Sprintf("formats-%d", i)
+		want := answer("claude", pieces...)
+		c.writer.Put(ctx, key, want, time.Hour)
+		got, ok := c.reader.Get(ctx, key)
+		if !ok {
+			t.Fatalf("%s: the other task missed", key)
+		}
+		sameAnswer(t, got, want)
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "cache#" + key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := out.Item["chunks"].(*types.AttributeValueMemberL).Value[1].(*types.AttributeValueMemberS).Value
+		_, marked := out.Item["format"]
+		if v1Form := strings.HasPrefix(stored, "\x00\"text\":\"Hi\""); v1Form != (c.writer == v1) || marked != (c.writer == v2) {
+			t.Errorf("%s: stored %q, format attribute %v", key, stored, out.Item["format"])
+		}
 	}
 }

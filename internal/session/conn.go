@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -348,21 +349,31 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 const maxGroupFrames = 64
 
 // frames is the WebSocket door's codec: the accepted and terminal events'
-// canonical frames as they are, and a chunk frame per piece (see
-// protocol.AppendChunk), each encoded once per request.
+// frames, and a chunk frame per piece (see protocol.AppendChunk), each
+// encoded once per request.
 type frames struct{}
 
 func (frames) NewEncoder(l *stream.Log) stream.Encoder { return frameEncoder{requestID: l.RequestID} }
 
 type frameEncoder struct{ requestID string }
 
-func (frameEncoder) Accepted(a *stream.Accepted) []byte { return a.Frame }
-
-func (e frameEncoder) AppendChunk(dst []byte, seq int, piece string) []byte {
-	return protocol.AppendChunk(dst, e.requestID, seq, piece)
+func (frameEncoder) Accepted(a *stream.Accepted) []byte {
+	return protocol.Encode(protocol.AcceptedFrame(a.Accepted))
 }
 
-func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return t.Frame }
+func (e frameEncoder) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
+	return protocol.AppendChunk(dst, e.requestID, seq, p)
+}
+
+func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return terminalFrame(t) }
+
+// terminalFrame is the frame of outcome t.
+func terminalFrame(t *stream.Terminal) []byte {
+	if t.Done != nil {
+		return protocol.Encode(protocol.DoneFrame(t.Done))
+	}
+	return protocol.Encode(protocol.ErrorFrame(t.Error))
+}
 
 // follow delivers a request's log after seq `after`: the accepted frame
 // (for requests, not resumes), chunks in order, then the terminal frame. A

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -41,10 +42,10 @@ func newAnswering() *answering {
 			<-wait
 		}
 		l := stream.NewLog("u1", r.RequestID, "", time.Now())
-		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID, Model: "m"}))
+		l.Accept(stream.NewAccepted(call.Accepted{RequestID: r.RequestID, Model: "m"}))
 		text := fmt.Sprintf("seen %d attachment bytes", r.Features().AttachmentBytes)
 		l.Append(text)
-		l.Finish(stream.DoneTerminal(protocol.Done{RequestID: r.RequestID, Chunks: 1, Text: text}), time.Now())
+		l.Finish(stream.DoneTerminal(call.Done{RequestID: r.RequestID, Chunks: 1, Text: text}), time.Now())
 		return l, 0, nil
 	}
 	return a

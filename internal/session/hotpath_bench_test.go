@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/router"
@@ -49,14 +50,14 @@ func BenchmarkHotPath(b *testing.B) {
 	model := router.NewBedrock(br)
 	gw := &benchGateway{submit: func(req gateway.Request) *stream.Log {
 		log := stream.NewLog("bench-user", req.RequestID, "", time.Now())
-		log.Accept(stream.NewAccepted(protocol.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
+		log.Accept(stream.NewAccepted(call.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 		go func() {
 			_, err := model.Stream(context.Background(), router.Call{ModelID: "mock-a",
 				Messages: []router.Message{{Role: "user", Content: "hi"}}}, func(text string) { log.Append(text) })
 			if err != nil {
 				panic(err)
 			}
-			log.Finish(stream.DoneTerminal(protocol.Done{RequestID: req.RequestID, Chunks: answer}), time.Now())
+			log.Finish(stream.DoneTerminal(call.Done{RequestID: req.RequestID, Chunks: answer}), time.Now())
 		}()
 		return log
 	}}

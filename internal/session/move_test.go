@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -33,7 +34,7 @@ func (g *logsByID) gateway() fakeGateway {
 			return nil, 0, fmt.Errorf("%w: server at its in-flight cap of 1", gateway.ErrAtCapacity)
 		}
 		l := stream.NewLog("u1", r.RequestID, "", time.Now())
-		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID}))
+		l.Accept(stream.NewAccepted(call.Accepted{RequestID: r.RequestID}))
 		g.logs[r.RequestID] = l
 		return l, 0, nil
 	}}
@@ -41,7 +42,7 @@ func (g *logsByID) gateway() fakeGateway {
 
 func finish(l *stream.Log) {
 	l.Append("hello")
-	l.Finish(stream.DoneTerminal(protocol.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
+	l.Finish(stream.DoneTerminal(call.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
 }
 
 // waitStaying polls until the hub counts n sessions staying.
@@ -189,7 +190,7 @@ func TestMoveSparesASessionWhoseFrameIsBeingHandled(t *testing.T) {
 		once.Do(func() { close(entered) })
 		<-release // the frame is read, not yet followed
 		l := stream.NewLog("u1", r.RequestID, "", time.Now())
-		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: r.RequestID}))
+		l.Accept(stream.NewAccepted(call.Accepted{RequestID: r.RequestID}))
 		finish(l)
 		return l, 0, nil
 	}}
@@ -218,7 +219,7 @@ func TestMoveSparesASessionWhoseFrameIsBeingHandled(t *testing.T) {
 // served, the new request refused `draining`; then 1001.
 func TestFramesRacingAMoveAreAnswered(t *testing.T) {
 	done := stream.NewLog("u1", "race-resume-1", "", time.Now())
-	done.Accept(stream.NewAccepted(protocol.Accepted{RequestID: "race-resume-1"}))
+	done.Accept(stream.NewAccepted(call.Accepted{RequestID: "race-resume-1"}))
 	finish(done)
 	g := fakeGateway{resume: func(_ gateway.Caller, id string) (*stream.Log, error) {
 		if id == done.RequestID {

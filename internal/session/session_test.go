@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -163,7 +164,7 @@ func request(id string) map[string]any {
 // logOf returns a gateway that answers every request with one log, accepted at once.
 func logOf(l *stream.Log) fakeGateway {
 	return fakeGateway{submit: func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
-		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: l.RequestID}))
+		l.Accept(stream.NewAccepted(call.Accepted{RequestID: l.RequestID}))
 		return l, 0, nil
 	}}
 }
@@ -333,7 +334,7 @@ func TestDrainFrameThenGoingAway(t *testing.T) {
 	go func() { closed <- h.Close(context.Background()) }()
 	// The request in flight still finishes before the close.
 	l.Append("hello")
-	l.Finish(stream.DoneTerminal(protocol.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
+	l.Finish(stream.DoneTerminal(call.Done{RequestID: l.RequestID, Chunks: 1, Text: "hello"}), time.Now())
 	if f := read(t, ws); f["type"] != protocol.TypeChunk || f["text"] != "hello" {
 		t.Fatalf("got %v, want the chunk", f)
 	}

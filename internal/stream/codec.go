@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 	"iter"
 	"sync"
 )
@@ -30,8 +32,9 @@ type Codec interface {
 type Encoder interface {
 	Accepted(a *Accepted) []byte
 	// AppendChunk appends the chunk's encoding to dst: the chunks a
-	// follower finds waiting are encoded into one buffer.
-	AppendChunk(dst []byte, seq int, piece string) []byte
+	// follower finds waiting are encoded into one buffer. The piece's
+	// strings share the log's memory and must not be kept.
+	AppendChunk(dst []byte, seq int, piece call.Piece) []byte
 	// Terminal encodes the outcome; chunks is the log's chunk count.
 	Terminal(t *Terminal, chunks int) []byte
 }
@@ -286,7 +289,7 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 	}
 	c := &p.chunks
 	if c.len() == 0 {
-		first := p.enc.AppendChunk(nil, 1, pieces[0])
+		first := p.enc.AppendChunk(nil, 1, call.Decode(pieces[0]))
 		p.silent = len(first) == 0
 		c.runs = append(c.runs, run{buf: first[:cap(first)]})
 		c.ends = append(c.ends, uint32(len(first)))
@@ -313,7 +316,7 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 	tail, base := c.runs[len(c.runs)-1].buf[:0], 0
 	for _, piece := range pieces {
 		start, room := len(tail), cap(tail)
-		tail = p.enc.AppendChunk(tail, c.len()+1, piece)
+		tail = p.enc.AppendChunk(tail, c.len()+1, call.Decode(piece))
 		if cap(tail) != room {
 			// Outgrown: the earlier chunks keep the old buffer; this one
 			// starts a run in the new one.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // countingCodec encodes "<n>:<seq>:<piece>" where n counts the encoder's
@@ -33,13 +33,13 @@ func (e *countingEncoder) Accepted(a *Accepted) []byte {
 	return []byte("accepted " + a.Model)
 }
 
-func (e *countingEncoder) AppendChunk(dst []byte, seq int, piece string) []byte {
+func (e *countingEncoder) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
 	e.c.calls.Add(1)
 	if seq != e.next {
 		return fmt.Appendf(dst, "out of order: %d, want %d", seq, e.next)
 	}
 	e.next++
-	return fmt.Appendf(dst, "%d:%s", seq, piece)
+	return fmt.Appendf(dst, "%d:%s", seq, p.Text)
 }
 
 func (e *countingEncoder) Terminal(t *Terminal, chunks int) []byte {
@@ -81,7 +81,7 @@ func follow(t *testing.T, l *Log, c Codec, after int) (accepted string, chunks [
 func TestFollowEncodesEachEventOncePerCodec(t *testing.T) {
 	l := NewLog("alice", "req-00000001", "h", time.Time{})
 	c := countingCodec{encoders: new(atomic.Int64), calls: new(atomic.Int64)}
-	l.Accept(NewAccepted(protocol.Accepted{Model: "m"}))
+	l.Accept(NewAccepted(call.Accepted{Model: "m"}))
 	const n = 500
 	var wg sync.WaitGroup
 	results := make([][]string, 6)
@@ -103,7 +103,7 @@ func TestFollowEncodesEachEventOncePerCodec(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		l.Append(fmt.Sprint(i))
 	}
-	l.Finish(DoneTerminal(protocol.Done{Chunks: n}), time.Now())
+	l.Finish(DoneTerminal(call.Done{Chunks: n}), time.Now())
 	wg.Wait()
 	for f, chunks := range results {
 		first := 1
@@ -161,7 +161,7 @@ func TestReplayEncodingCountsInTheBudget(t *testing.T) {
 	for i := range 3 {
 		l, _ := r.Create("alice", fmt.Sprintf("finished-%04d", i), "h", now)
 		l.Append(strings.Repeat("x", 10_000))
-		l.Finish(DoneTerminal(protocol.Done{Chunks: 1}), now)
+		l.Finish(DoneTerminal(call.Done{Chunks: 1}), now)
 		logs = append(logs, l)
 	}
 	before := r.RetainedBytes()
@@ -184,9 +184,9 @@ func TestReplayEncodingCountsInTheBudget(t *testing.T) {
 func TestFollowPastTheEnd(t *testing.T) {
 	l := NewLog("alice", "req-00000001", "h", time.Time{})
 	c := countingCodec{encoders: new(atomic.Int64), calls: new(atomic.Int64)}
-	l.Accept(NewAccepted(protocol.Accepted{Model: "m"}))
+	l.Accept(NewAccepted(call.Accepted{Model: "m"}))
 	l.Append("one")
-	l.Finish(DoneTerminal(protocol.Done{Chunks: 1}), time.Now())
+	l.Finish(DoneTerminal(call.Done{Chunks: 1}), time.Now())
 	if _, chunks, end := follow(t, l, c, 7); len(chunks) != 0 || end != "end after 1" {
 		t.Fatalf("after 7 of 1: chunks %q, terminal %q", chunks, end)
 	}
@@ -201,8 +201,8 @@ type longCodec struct{}
 func (longCodec) NewEncoder(*Log) Encoder        { return longCodec{} }
 func (longCodec) Accepted(*Accepted) []byte      { return nil }
 func (longCodec) Terminal(*Terminal, int) []byte { return []byte("end") }
-func (longCodec) AppendChunk(dst []byte, seq int, piece string) []byte {
-	return fmt.Appendf(dst, "%d:%s;", seq, strings.Repeat(piece, 40+seq%7*30))
+func (longCodec) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
+	return fmt.Appendf(dst, "%d:%s;", seq, strings.Repeat(p.Text, 40+seq%7*30))
 }
 
 func TestChunksOutgrowingTheirBuffer(t *testing.T) {
@@ -210,7 +210,7 @@ func TestChunksOutgrowingTheirBuffer(t *testing.T) {
 	for i := 1; i <= 50; i++ {
 		l.Append(fmt.Sprintf("p%d", i))
 	}
-	l.Finish(DoneTerminal(protocol.Done{Chunks: 50}), time.Now())
+	l.Finish(DoneTerminal(call.Done{Chunks: 50}), time.Now())
 	for _, after := range []int{0, 20} {
 		_, chunks, _ := follow(t, l, longCodec{}, after)
 		for i, c := range chunks {

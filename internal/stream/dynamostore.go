@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/dynamotable"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,6 +30,7 @@ const (
 	attrExpires     = "expires_at"
 	attrCancel      = "cancel"
 	attrTrace       = "trace"
+	attrFormat      = "format"
 )
 
 // createAttempts bounds Create's retries when the record it collided with
@@ -43,17 +45,27 @@ const createAttempts = 3
 // Throttling and unreachable endpoints are retried by the SDK client's
 // retryer, whose budget the caller sizes when building the client; ctx
 // bounds each call. Such failures wrap ErrUnavailable.
+//
+// A record is written in the store's format (SetFormat; call.FormatV1 by
+// default, what earlier releases read) and read in whichever its item
+// says: an item of format v2 carries format = 2, one without is v1.
 type DynamoStore struct {
-	table *dynamotable.Table
-	now   func() time.Time // expiry checks (TTL deletion lags)
+	table  *dynamotable.Table
+	now    func() time.Time // expiry checks (TTL deletion lags)
+	format call.Format      // of the records this store creates
 }
 
 // NewDynamoStore returns a Store on the given table (see CreateTable). The
 // client's endpoint comes from the SDK's configuration (for local use,
 // AWS_ENDPOINT_URL_DYNAMODB).
 func NewDynamoStore(client *dynamodb.Client, table string) *DynamoStore {
-	return &DynamoStore{table: dynamotable.NewTable(client, table, dynamotable.TableRequests), now: time.Now}
+	return &DynamoStore{table: dynamotable.NewTable(client, table, dynamotable.TableRequests), now: time.Now,
+		format: call.FormatV1}
 }
+
+// SetFormat makes the records this store creates and appends to use
+// format f; call it before the store is used.
+func (s *DynamoStore) SetFormat(f call.Format) { s.format = f }
 
 // SetObserver reports every call from now on to obs (table role
 // "requests", ops create|checkpoint|finish|interrupt|cancel|get); call it before
@@ -80,6 +92,9 @@ func (s *DynamoStore) Create(ctx context.Context, r Record) (*Record, error) {
 		attrChunks:    dynamotable.L(nil),
 		attrSeq:       dynamotable.N(0),
 		attrItemBytes: dynamotable.N(int64(size)),
+	}
+	if s.format >= call.FormatV2 {
+		item[attrFormat] = dynamotable.N(int64(s.format))
 	}
 	if r.BodyHash != "" {
 		item[attrBodyHash] = dynamotable.S(r.BodyHash)
@@ -133,7 +148,7 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, owner, requestID, server s
 	}
 	u := s.newUpdate(owner, requestID)
 	u.ownedBy(server)
-	u.appendChunks(prevSeq, chunks)
+	u.appendChunks(prevSeq, call.StoredPieces(s.format, chunks))
 	u.Name("#cancel", attrCancel).If("attribute_not_exists(#cancel)")
 	if len(chunks) == 0 {
 		// A bare check for a Cancel still needs something to SET.
@@ -158,7 +173,7 @@ func (s *DynamoStore) Finish(ctx context.Context, owner, requestID, server strin
 	}
 	u := s.newUpdate(owner, requestID)
 	u.ownedBy(server)
-	u.appendChunks(prevSeq, chunks)
+	u.appendChunks(prevSeq, call.StoredPieces(s.format, chunks))
 	u.end(state, terminal, expires, s.now())
 	return s.update(ctx, "finish", u, func(cur *Record, size int) error {
 		return appendRefusal(cur, size, server, prevSeq, chunks, state, terminal)
@@ -404,7 +419,7 @@ func (s *DynamoStore) decodeLive(item dynamotable.Item, key string) (*Record, in
 		Terminal:    dynamotable.Bytes(item, attrTerminal),
 		Reservation: dynamotable.Bytes(item, attrReservation),
 		Cancelled:   dynamotable.Bool(item, attrCancel),
-		Chunks:      dynamotable.Strings(item, attrChunks),
+		Chunks:      call.LoadPieces(itemFormat(item), dynamotable.Strings(item, attrChunks)),
 		Trace:       dynamotable.String(item, attrTrace),
 		Expires:     expiryTime(exp),
 	}
@@ -413,6 +428,14 @@ func (s *DynamoStore) decodeLive(item dynamotable.Item, key string) (*Record, in
 	}
 	size, _ := dynamotable.Int(item, attrItemBytes)
 	return r, int(size)
+}
+
+// itemFormat is the format of a record's item: v1 when it names none.
+func itemFormat(item dynamotable.Item) call.Format {
+	if f, ok := dynamotable.Int(item, attrFormat); ok {
+		return call.Format(f)
+	}
+	return call.FormatV1
 }
 
 // splitKey inverts recordKey; request ids never hold '#'.

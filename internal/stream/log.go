@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // Log is one request's answer as it is produced. One producer appends
@@ -74,7 +74,7 @@ func (l *Log) Accept(a *Accepted) {
 	l.broadcast()
 }
 
-// Append adds a chunk (a piece: its text, or protocol.BlockPiece's form)
+// Append adds a chunk (a piece in the core's codec, call.Encode)
 // and returns its seq (1, 2, 3, ...). Appends after the
 // terminal are ignored and return 0.
 func (l *Log) Append(text string) int {
@@ -111,9 +111,9 @@ func (l *Log) Finish(t *Terminal, now time.Time) bool {
 	return true
 }
 
-// Memory estimate of a finished log: its events and their encodings, a
-// string header per chunk, and the structs, map entry and eviction entry
-// around them (the decoded terminal counted as twice its frame).
+// Memory estimate of a finished log: its events (Accepted.bytes,
+// Terminal.bytes) and each door's encodings, a string header per chunk,
+// and the structs, map entry and eviction entry around them.
 const (
 	logFixedBytes = 512
 	chunkBytes    = 16
@@ -131,10 +131,10 @@ func (l *Log) RetainedBytes() int64 {
 func (l *Log) retainedBytes() int64 {
 	n := int64(logFixedBytes + len(l.Owner) + len(l.RequestID) + len(l.BodyHash) + l.size + chunkBytes*cap(l.chunks))
 	if l.accepted != nil {
-		n += int64(2 * len(l.accepted.Frame))
+		n += l.accepted.bytes()
 	}
 	if l.terminal != nil {
-		n += int64(3 * len(l.terminal.Frame))
+		n += l.terminal.bytes()
 	}
 	return n + l.preparedBytes.Load()
 }
@@ -194,14 +194,14 @@ func (l *Log) Read(after int) Snapshot {
 }
 
 // Text is the answer's text so far (its text chunks, see
-// protocol.PieceText) and its last seq.
+// call.Text) and its last seq.
 func (l *Log) Text() (string, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b strings.Builder
 	b.Grow(l.size)
 	for _, c := range l.chunks {
-		b.WriteString(protocol.PieceText(c))
+		b.WriteString(call.Text(c))
 	}
 	return b.String(), len(l.chunks)
 }

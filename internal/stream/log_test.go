@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 func TestLogReplayAfterSeq(t *testing.T) {
 	l := NewLog("alice", "req-00000001", "h", time.Time{})
-	acc := NewAccepted(protocol.Accepted{RequestID: "req-00000001", Model: "m"})
+	acc := NewAccepted(call.Accepted{RequestID: "req-00000001", Model: "m"})
 	l.Accept(acc)
 	for i := 1; i <= 5; i++ {
 		if seq := l.Append(fmt.Sprint(i)); seq != i {
@@ -23,8 +23,8 @@ func TestLogReplayAfterSeq(t *testing.T) {
 	if s.Accepted != acc || s.First != 3 || len(s.Chunks) != 3 || s.Chunks[0] != "3" || s.Terminal != nil {
 		t.Fatalf("snapshot %+v", s)
 	}
-	done := DoneTerminal(protocol.Done{Chunks: 5})
-	if !l.Finish(done, time.Now()) || l.Finish(DoneTerminal(protocol.Done{}), time.Now()) {
+	done := DoneTerminal(call.Done{Chunks: 5})
+	if !l.Finish(done, time.Now()) || l.Finish(DoneTerminal(call.Done{}), time.Now()) {
 		t.Fatal("Finish must win exactly once")
 	}
 	if l.Append("late") != 0 {
@@ -70,7 +70,7 @@ func TestFollowersSeeEveryChunkOnce(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		l.Append(fmt.Sprint(i))
 	}
-	l.Finish(DoneTerminal(protocol.Done{}), time.Now())
+	l.Finish(DoneTerminal(call.Done{}), time.Now())
 	wg.Wait()
 }
 
@@ -87,7 +87,7 @@ func TestRegistryRetentionAndRejection(t *testing.T) {
 	if _, ok := r.Get("bob", "req-00000001"); ok {
 		t.Fatal("another owner must not see the log")
 	}
-	l.Finish(DoneTerminal(protocol.Done{}), now)
+	l.Finish(DoneTerminal(call.Done{}), now)
 	now = now.Add(59 * time.Second)
 	if _, ok := r.Get("alice", "req-00000001"); !ok {
 		t.Fatal("finished log must stay within retention")
@@ -100,7 +100,7 @@ func TestRegistryRetentionAndRejection(t *testing.T) {
 		t.Fatalf("sweep removed %d, len %d", n, r.Len())
 	}
 	rej, _ := r.Create("alice", "req-00000002", "h", now)
-	rej.Reject(ErrorTerminal(protocol.Error{Code: protocol.CodeBusy}), now)
+	rej.Reject(ErrorTerminal(call.Failure{Code: call.CodeBusy}), now)
 	if _, created := r.Create("alice", "req-00000002", "h", now); !created {
 		t.Fatal("a rejected request may be sent again")
 	}
@@ -144,7 +144,7 @@ func TestRegistryByteBudgetEvictsOldestFinished(t *testing.T) {
 	for i := range 5 {
 		l, _ := r.Create("alice", fmt.Sprintf("finished-%04d", i), "h", now)
 		l.Append(answer)
-		l.Finish(DoneTerminal(protocol.Done{}), now)
+		l.Finish(DoneTerminal(call.Done{}), now)
 		logs = append(logs, l)
 		now = now.Add(time.Second)
 	}
@@ -173,7 +173,7 @@ func TestRegistryByteBudgetEvictsOldestFinished(t *testing.T) {
 		t.Fatalf("after the sweep %d bytes retained, want 0", got)
 	}
 	rej, _ := r.Create("bob", "rejected-001", "h", now)
-	rej.Reject(ErrorTerminal(protocol.Error{Code: protocol.CodeBusy}), now)
+	rej.Reject(ErrorTerminal(call.Failure{Code: call.CodeBusy}), now)
 	if got := r.RetainedBytes(); got != 0 {
 		t.Fatalf("a rejected log counts %d bytes", got)
 	}

@@ -69,13 +69,17 @@ package stream
 //	                running records (Running).
 //	state        S  running | done | error
 //	body_hash    S  fingerprint of the request body (idempotency conflicts)
-//	accepted     B  the accepted frame (JSON), absent until accepted
+//	format       N  the stored form of the events below (call.Format): 2 for
+//	                v2; absent for v1, every earlier release's
+//	accepted     B  the accepted event's stored form (call.EncodeAccepted), absent until accepted
 //	reservation  B  the quota reservation (quota's codec), absent until accepted
 //	trace        S  the W3C traceparent of the request's root span; absent when none
-//	chunks       L  of S, Chunks[i] has seq i+1; appended with
+//	chunks       L  of S, the pieces in the item's format (call.StoredPieces),
+//	                Chunks[i] has seq i+1; appended with
 //	                SET chunks = list_append(if_not_exists(chunks, :empty), :new), seq = :seq
 //	seq          N  the last seq stored (= the length of chunks)
-//	terminal     B  the terminal frame (JSON), absent while running
+//	terminal     B  the terminal event's stored form (call.EncodeDone,
+//	                call.EncodeFailure), absent while running
 //	item_bytes   N  the item's estimated size, for the size guard below
 //	cancel       BOOL  true once Cancel flagged the running record; absent otherwise
 //	expires_at   N  epoch seconds: the table's TTL attribute. While running, a bound
@@ -175,12 +179,15 @@ type Record struct {
 	Server string
 	// State is StateRunning, StateDone or StateError.
 	State string
-	// Accepted is the accepted frame (JSON), nil until accepted.
+	// Accepted is the accepted event's stored form (Accepted.Stored), nil
+	// until accepted.
 	Accepted []byte
-	// Chunks are the chunk texts checkpointed so far; Chunks[i] has seq
-	// i+1. Boundaries are preserved, so replays are byte-identical.
+	// Chunks are the pieces (call.Encode) checkpointed so far; Chunks[i]
+	// has seq i+1. Boundaries are preserved, so replays are
+	// byte-identical. A store converts them to and from its items' format.
 	Chunks []string
-	// Terminal is the terminal frame (JSON), nil while running.
+	// Terminal is the terminal event's stored form (Terminal.Stored), nil
+	// while running.
 	Terminal []byte
 	// Reservation is the encoded quota reservation (opaque here), so any
 	// server can settle it.

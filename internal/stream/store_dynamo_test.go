@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -288,5 +289,70 @@ func TestDynamoCancelSeenFromTheRefusal(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(targets, ",") != "DynamoDB_20120810.UpdateItem" {
 		t.Errorf("calls = %v, want one UpdateItem", targets)
+	}
+}
+
+// A record's pieces are stored in the store's format, v1 by default (what
+// the previous release reads: its marked pieces are JSON), and read in
+// the item's: a v1 store and a v2 store on one table read each other's
+// records piece for piece, and a text-only answer is stored alike in both.
+func TestDynamoRecordFormats(t *testing.T) {
+	client := dynalitetest.Client(t, dynalitetest.Start(t))
+	v1, table := newDynamoStore(t, client)
+	v2 := stream.NewDynamoStore(client, table)
+	v2.SetFormat(call.FormatV2)
+	ctx := testCtx(t)
+	pieces := []string{
+		call.Encode(call.Piece{Kind: call.KindReasoning, Reasoning: "think <hard>"}),
+		call.Encode(call.Piece{Block: 1, Text: "Let me look."}),
+		call.Encode(call.Piece{Block: 2, Kind: call.KindToolUse, ID: "tooluse_1", Name: "lookup"}),
+		call.Encode(call.Piece{Block: 2, Kind: call.KindToolUse, Input: `{"q":"Paris"}`}),
+		call.TextPiece("plain"),
+	}
+	stored := func(id string) []string {
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "req#" + alice + "#" + id}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chunks []string
+		for _, v := range out.Item["chunks"].(*types.AttributeValueMemberL).Value {
+			chunks = append(chunks, v.(*types.AttributeValueMemberS).Value)
+		}
+		if _, ok := out.Item["format"]; ok != (id == "req-format-v2") {
+			t.Errorf("%s: format attribute %v", id, out.Item["format"])
+		}
+		return chunks
+	}
+	for _, c := range []struct {
+		id             string
+		writer, reader *stream.DynamoStore
+		server         string
+	}{{"req-format-v1", v1, v2, serverA}, {"req-format-v2", v2, v1, serverB}} {
+		r := running(c.id)
+		r.Server = c.server
+		mustCreate(t, c.writer, r)
+		if err := c.writer.Checkpoint(ctx, alice, c.id, c.server, 0, pieces[:2]); err != nil {
+			t.Fatal(err)
+		}
+		// A retried checkpoint is recognised whatever the stored form.
+		if err := c.writer.Checkpoint(ctx, alice, c.id, c.server, 0, pieces[:2]); err != nil {
+			t.Fatalf("%s: retried checkpoint: %v", c.id, err)
+		}
+		if err := c.writer.Finish(ctx, alice, c.id, c.server, 2, pieces[2:], stream.StateDone, []byte(`{"type":"done"}`), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*stream.DynamoStore{c.writer, c.reader} {
+			if got := mustGet(t, s, alice, c.id).Chunks; strings.Join(got, "|") != strings.Join(pieces, "|") {
+				t.Errorf("%s read back\n got %q\nwant %q", c.id, got, pieces)
+			}
+		}
+		raw := stored(c.id)
+		if raw[4] != "plain" {
+			t.Errorf("%s: text piece stored as %q", c.id, raw[4])
+		}
+		if v1Form := strings.HasPrefix(raw[1], "\x00\"text\":\"Let me look.\",\"block\":1"); v1Form != (c.writer == v1) {
+			t.Errorf("%s: block piece stored as %q", c.id, raw[1])
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // ReportOptions select what Report reads and how it groups.
@@ -85,19 +85,19 @@ func Report(w io.Writer, o ReportOptions) error {
 			records++
 			vals := make([]string, len(o.By))
 			// Records written before models were folded may hold any
-			// client string: a column stays at most protocol.MaxEchoBytes wide.
+			// client string: a column stays at most call.MaxEchoBytes wide.
 			for i, k := range o.By {
 				switch k {
 				case "tenant":
-					vals[i] = protocol.Clip(r.Tenant)
+					vals[i] = call.Clip(r.Tenant)
 				case "app":
-					vals[i] = protocol.Clip(r.App)
+					vals[i] = call.Clip(r.App)
 				case "model":
-					vals[i] = protocol.Clip(r.Model)
+					vals[i] = call.Clip(r.Model)
 				case "user":
-					vals[i] = protocol.Clip(r.User)
+					vals[i] = call.Clip(r.User)
 				case "door":
-					vals[i] = protocol.Clip(r.Door)
+					vals[i] = call.Clip(r.Door)
 				}
 			}
 			key := strings.Join(vals, "\x00")

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -50,17 +50,17 @@ func MeasureRetained(t testing.TB, c stream.Codec, n, tokens int) Retained {
 				seen <- b.Last()
 			}
 		}()
-		l.Accept(stream.NewAccepted(protocol.Accepted{RequestID: id, Model: "mock-a", ReservedTokens: 900}))
+		l.Accept(stream.NewAccepted(call.Accepted{RequestID: id, Model: "mock-a", ReservedTokens: 900}))
 		var text []byte
 		for seq := 1; seq <= tokens; seq++ {
 			tok := fmt.Sprintf(" w%02d", seq%100)
 			text = append(text, tok...)
-			l.Append(protocol.TextPiece(tok))
+			l.Append(call.TextPiece(tok))
 			for <-seen < seq {
 			}
 		}
-		l.Finish(stream.DoneTerminal(protocol.Done{RequestID: id, Chunks: tokens, Text: string(text), Model: "mock-a",
-			StopReason: "end_turn", Usage: protocol.Usage{InputTokens: 12, OutputTokens: int64(tokens)}}), time.Unix(1_700_000_001, 0))
+		l.Finish(stream.DoneTerminal(call.Done{RequestID: id, Chunks: tokens, Text: string(text), Model: "mock-a",
+			StopReason: "end_turn", Usage: call.Usage{InputTokens: 12, OutputTokens: int64(tokens)}}), time.Unix(1_700_000_001, 0))
 		<-done
 		logs = append(logs, l)
 	}
