@@ -41,7 +41,7 @@ func TestBodyHashIsPinned(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			req := Request{Inbound: in}
+			req := Request{Request: in.Call(), RequestID: in.RequestID, IsRequest: true}
 			if tc.door != nil {
 				tc.door(&req)
 			}

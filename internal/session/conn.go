@@ -251,7 +251,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 		return false
 	}
 	if err != nil {
-		s.refuse(gateway.Request{Inbound: in, ReceivedAt: received}, err)
+		s.refuse(frameRequest(in, received), err)
 		return true
 	}
 	var release func()
@@ -268,7 +268,6 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 // refusal path (a `rejected` line, the user's refusal budget, and for a
 // request its usage record); the socket stays open.
 func (s *Session) refuse(req gateway.Request, err error) {
-	req.Trace = tracing.Parse(req.TraceParent())
 	err = s.hub.gw.Refuse(s.ctx, s.caller(), req, err)
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
@@ -332,14 +331,22 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release,
-			Trace: tracing.Parse(in.TraceParent())})
+		req := frameRequest(in, received)
+		req.Release = release
+		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), req)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
 	}
+}
+
+// frameRequest is the core's request for a jetway.v1 frame: one that passed
+// validation, or the part of one that failed it, for its refusal.
+func frameRequest(in protocol.Inbound, received time.Time) gateway.Request {
+	return gateway.Request{Request: in.Call(), RequestID: in.RequestID, AfterSeq: in.AfterSeq,
+		IsRequest: in.Type == protocol.TypeRequest, ReceivedAt: received, Trace: tracing.Parse(in.TraceParent())}
 }
 
 // maxGroupFrames bounds the chunks a follower queues as one item: the
