@@ -169,8 +169,9 @@ type Caller struct {
 }
 
 // Request is a request a door received, in the core's terms, with what
-// the pipeline needs beside it. A door validated it before it hands it to
-// Submit, which also decoded and hashed its attachments (call.Attachment).
+// the pipeline needs beside it. A door validates it, decoding and hashing
+// its attachments (call.Attachment), before Submit; Refuse takes the part
+// of one that failed.
 type Request struct {
 	call.Request
 	RequestID string

@@ -18,6 +18,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jetway-gateway/jetway/internal/call"
 	_ "golang.org/x/image/webp"
 )
 
@@ -367,79 +368,14 @@ type Reasoning struct {
 	BudgetTokens int `json:"budget_tokens"`
 }
 
-// Features is what a request uses beyond text, for capability checks and
-// the quota estimate.
-type Features struct {
-	Tools     bool // tools, tool_choice or tool_use/tool_result blocks
-	Reasoning bool
-	// CachePoints counts the client's cache_point blocks.
-	CachePoints int
-	Images      int
-	Documents   int
-	// AttachmentBytes is the decoded size of every image and document;
-	// DocumentBytes of the documents alone.
-	AttachmentBytes int64
-	DocumentBytes   int64
-}
+// Features is what a request uses beyond text (the core's count, of the
+// frame's translation).
+type Features = call.Features
 
 // Features reports what in uses beyond text.
 func (in *Inbound) Features() Features {
-	f := Features{Tools: len(in.Tools) > 0 || in.ToolChoice != nil, Reasoning: in.Reasoning != nil}
-	var walk func([]Block)
-	walk = func(bs []Block) {
-		for _, b := range bs {
-			switch b.Type {
-			case BlockImage:
-				f.Images++
-				f.AttachmentBytes += int64(len(b.Data.bytes))
-			case BlockDocument:
-				f.Documents++
-				f.AttachmentBytes += int64(len(b.Data.bytes))
-				f.DocumentBytes += int64(len(b.Data.bytes))
-			case BlockToolUse:
-				f.Tools = true
-			case BlockCachePoint:
-				f.CachePoints++
-			case BlockToolResult:
-				f.Tools = true
-				walk(b.Content)
-			}
-		}
-	}
-	for _, m := range in.Messages {
-		walk(m.Blocks)
-	}
-	return f
-}
-
-// Text returns the message's text: Content, or its text blocks (and the
-// text of its tool results) joined with "\n".
-func (m Message) Text() string {
-	if m.Blocks == nil {
-		return m.Content
-	}
-	var b []byte
-	var walk func([]Block)
-	walk = func(bs []Block) {
-		for _, bl := range bs {
-			switch bl.Type {
-			case BlockText:
-				if len(b) > 0 {
-					b = append(b, '\n')
-				}
-				b = append(b, bl.Text...)
-			case BlockToolResult:
-				walk(bl.Content)
-			}
-		}
-	}
-	walk(m.Blocks)
-	return string(b)
-}
-
-// UsesBlocks reports whether in uses anything beyond text messages.
-func (f Features) UsesBlocks() bool {
-	return f.Tools || f.Reasoning || f.Images > 0 || f.Documents > 0
+	r := in.Call()
+	return r.Features()
 }
 
 // validateBlocks checks every message's block list and the request's tools,
