@@ -18,7 +18,6 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/jetway-gateway/jetway/internal/call"
 	_ "golang.org/x/image/webp"
 )
 
@@ -366,16 +365,6 @@ func (c *ToolChoice) UnmarshalJSON(data []byte) error {
 // Reasoning asks a reasoning model to think, with a budget of output tokens.
 type Reasoning struct {
 	BudgetTokens int `json:"budget_tokens"`
-}
-
-// Features is what a request uses beyond text (the core's count, of the
-// frame's translation).
-type Features = call.Features
-
-// Features reports what in uses beyond text.
-func (in *Inbound) Features() Features {
-	r := in.Call()
-	return r.Features()
 }
 
 // validateBlocks checks every message's block list and the request's tools,
