@@ -155,7 +155,8 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	core := req.Request()
 	writeJSON(w, http.StatusOK, struct {
 		InputTokens int64 `json:"input_tokens"`
-	}{gateway.EstimateInputTokens(&req.in)})
+	}{gateway.EstimateInputTokens(&core.Request)})
 }

@@ -136,10 +136,11 @@ func TestRequestTranslation(t *testing.T) {
 		t.Fatalf("status %d, request-id %q: %+v", resp.StatusCode, resp.Header.Get("request-id"), decodeError(t, resp.Body))
 	}
 	req := <-got
-	msgs, _ := json.Marshal(req.Messages)
+	msgs := translated(call.Request{Messages: req.Messages})
+	wantMsgs := translated(call.Request{Messages: frame(t, `{"messages":[{"role":"user","content":[{"type":"text","text":"q1"},{"type":"text","text":"q2"},{"type":"cache_point"}]}]}`).Messages})
 	if req.RequestID != "key-00000001" || req.Model != "mock-a" || req.System != "a\n\nb\n\nc" || req.Reasoning != nil || req.MaxTokens != 50 ||
 		*req.Temperature != 0.5 || *req.TopP != 0.9 || len(req.Stop) != 1 || req.Stop[0] != "END" || req.Door != gateway.DoorAnthropic ||
-		string(msgs) != `[{"role":"user","content":[{"type":"text","text":"q1"},{"type":"text","text":"q2"},{"type":"cache_point"}]}]` ||
+		msgs != wantMsgs ||
 		!req.PrefixCachePoint {
 		t.Fatalf("request %+v\nmessages %s", req, msgs)
 	}
@@ -182,19 +183,13 @@ func TestToolsThinkingImages(t *testing.T) {
 		t.Fatalf("status %d: %+v", resp.StatusCode, decodeError(t, resp.Body))
 	}
 	req := <-got
-	b, _ := json.Marshal(struct {
-		M  []protocol.Message   `json:"messages"`
-		T  []protocol.Tool      `json:"tools"`
-		TC *protocol.ToolChoice `json:"tool_choice"`
-		R  *protocol.Reasoning  `json:"reasoning"`
-	}{req.Messages, req.Tools, req.ToolChoice, req.Reasoning})
 	want := `{"messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image","format":"png","data":"` + png1 + `"},` +
 		`{"type":"document","format":"txt","name":"report pdf v2","data":"cGxhaW4="}]},` +
 		`{"role":"assistant","content":[{"type":"reasoning","text":"hmm","signature":"sig"},{"type":"tool_use","name":"lookup","id":"toolu_1","input":{"q":"x"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"found"}],"status":"error"},{"type":"cache_point"}]}],` +
 		`"tools":[{"name":"lookup","description":"looks up","input_schema":{"type":"object"}}],"tool_choice":"any","reasoning":{"budget_tokens":2000}}`
-	if string(b) != want {
-		t.Fatalf("translated\n%s\nwant\n%s", b, want)
+	if got, want := translated(req.Request), translated(frame(t, want)); got != want {
+		t.Fatalf("translated\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -578,4 +573,23 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 	if e := decodeError(t, resp.Body); resp.StatusCode != 502 || e.Error.Type != "api_error" {
 		t.Errorf("non-stream mid error: %d %+v", resp.StatusCode, e)
 	}
+}
+
+// frame is the core's request for a jetway.v1 request body (its fields
+// after "type" and "request_id"), as the WebSocket door translates it:
+// what this door's translation must produce.
+func frame(t *testing.T, body string) call.Request {
+	t.Helper()
+	in, err := protocol.Decode([]byte(`{"type":"request","request_id":"req-expected",` + body[1:]))
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return in.Call()
+}
+
+// translated shows a request's messages, tools, tool choice and
+// reasoning, to compare two.
+func translated(r call.Request) string {
+	b, _ := json.Marshal([]any{r.Messages, r.Tools, r.ToolChoice, r.Reasoning})
+	return string(b)
 }

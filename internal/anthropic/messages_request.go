@@ -268,7 +268,9 @@ func ref(e apiError) *apiError { return &e }
 
 // Request is the core's request.
 func (p *parsed) Request() gateway.Request {
-	return gateway.Request{Inbound: p.in, TopP: p.topP, Stop: p.stop, PrefixCachePoint: p.prefixCache}
+	r := p.in.Call()
+	r.TopP, r.Stop, r.PrefixCachePoint = p.topP, p.stop, p.prefixCache
+	return gateway.Request{Request: r, RequestID: p.in.RequestID, IsRequest: true}
 }
 
 // Codec is Anthropic's events, or one message body.

@@ -98,10 +98,13 @@ var (
 var wires = []string{"internal/protocol"}
 
 // speaksWire lists the packages that still import a wire they do not own,
-// until they speak the core's vocabulary (issue 31): the gateway's typed
-// request, and the HTTP doors' errors and requests, which borrow the
-// WebSocket door's. Remove an entry once its
-// package is clean; add none.
+// until they speak the core's vocabulary (issue 31). The gateway's request
+// is the core's (call.Request); it still imports the WebSocket wire for
+// its errors (protocol.Error, ErrInvalid, ClientError, FieldErrorf) and the
+// codes and usage that wire re-exports from call. The HTTP doors build
+// their requests as jetway.v1 frames to validate them (ValidateRequest)
+// and borrow its errors. Remove an entry once its package is clean; add
+// none.
 var speaksWire = map[string]bool{
 	"internal/gateway":   true,
 	"internal/openai":    true,

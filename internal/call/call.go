@@ -1,6 +1,7 @@
-// Package call is the core's vocabulary: what a request's answer is made
-// of, as the gateway, the stream log, the request records and the response
-// cache keep it. An answer is three kinds of event: one Accepted, pieces
+// Package call is the core's vocabulary: what a request asks for (Request:
+// messages of content blocks, tools and options) and what its answer is
+// made of, as the gateway, the stream log, the request records and the
+// response cache keep it. An answer is three kinds of event: one Accepted, pieces
 // (Piece, kept in this package's compact codec), and one terminal (Done or
 // Failure). No wire format lives here: each door encodes these events in
 // its own bytes (the WebSocket door's jetway.v1 frames, the OpenAI and

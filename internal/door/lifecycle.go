@@ -300,9 +300,9 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	trace := tracing.Parse(r.Header.Get("traceparent"))
 	// refuseInvalid answers a body this door could not hand on, through
 	// the gateway's refusal path (its record, log line and budget).
-	refuseInvalid := func(in protocol.Inbound, err error, a Answer) {
-		in.Type, in.RequestID = protocol.TypeRequest, requestID
-		if rerr := l.gw.Refuse(r.Context(), caller, gateway.Request{Inbound: in, ReceivedAt: received, Door: l.d.Door, Trace: trace}, err); rerr != err {
+	refuseInvalid := func(req gateway.Request, err error, a Answer) {
+		req.IsRequest, req.RequestID, req.ReceivedAt, req.Door, req.Trace = true, requestID, received, l.d.Door, trace
+		if rerr := l.gw.Refuse(r.Context(), caller, req, err); rerr != err {
 			a = l.d.Refusal(gateway.ProtocolError(rerr), 0, nil)
 		}
 		l.Refuse(w, requestID, a)
@@ -311,7 +311,7 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	if a != nil {
 		switch fault {
 		case bodyTooLarge:
-			refuseInvalid(protocol.Inbound{}, err, a)
+			refuseInvalid(gateway.Request{}, err, a)
 		case bodyUnread:
 			logger.Info("body_read_failed", zap.Error(err))
 			l.Refuse(w, requestID, a)
@@ -324,7 +324,7 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	defer body.Release()
 	parsed, err := l.d.Parse(body.Bytes, requestID)
 	if err != nil {
-		refuseInvalid(parsed.Request().Inbound, err, l.d.Invalid(err, parsed.Names()))
+		refuseInvalid(parsed.Request(), err, l.d.Invalid(err, parsed.Names()))
 		return
 	}
 	parsed.Log(logger)

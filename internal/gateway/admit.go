@@ -24,7 +24,7 @@ type flight struct {
 	g       *Gateway
 	caller  Caller
 	req     Request // its content (messages, system, tools) is dropped once the model call ended
-	feats   protocol.Features
+	feats   call.Features
 	log     *stream.Log
 	logger  *zap.Logger
 	tctx    context.Context // carries the root span: the parent of the pipeline's spans
@@ -152,7 +152,7 @@ func (f *flight) policy() error {
 // admission.
 func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 	g, p := f.g, f.caller.Principal
-	f.estimate = EstimateInputTokens(&f.req.Inbound)
+	f.estimate = EstimateInputTokens(&f.req.Request)
 	amount := quota.Amount{Tokens: f.estimate + int64(f.maxTokens), Requests: 1, MicroUSD: f.maxCostMicroUSD()}
 	_, span := g.start(tctx, "jetway.quota.reserve")
 	ctx, cancel := within(ctx, g.base, g.opts.ReserveTimeout)
@@ -190,7 +190,7 @@ func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 // its images and documents (quota.EstimateAttachmentTokens). Doors that
 // count tokens for their clients report this number, so a count and a
 // reservation agree.
-func EstimateInputTokens(in *protocol.Inbound) int64 {
+func EstimateInputTokens(in *call.Request) int64 {
 	f := in.Features()
 	texts := contents(in.Messages)
 	for _, t := range in.Tools {
@@ -200,7 +200,7 @@ func EstimateInputTokens(in *protocol.Inbound) int64 {
 		quota.EstimateAttachmentTokens(f.Images, f.Documents, f.DocumentBytes)
 }
 
-func contents(ms []protocol.Message) []string {
+func contents(ms []call.Message) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Text()

@@ -91,7 +91,7 @@ tenants:
 		if err != nil {
 			b.Fatal(err)
 		}
-		log, _, err := g.Submit(context.Background(), c, gateway.Request{Inbound: in, ReceivedAt: time.Now()})
+		log, _, err := g.Submit(context.Background(), c, frameRequest(in))
 		if err != nil {
 			b.Fatal(err)
 		}

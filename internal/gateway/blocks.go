@@ -105,14 +105,14 @@ func (f *flight) onBlock(d router.BlockDelta) {
 }
 
 // routerBlocks converts a message's blocks for the model call. Attachments
-// were decoded and hashed by validation (protocol.Data's Bytes, Digest):
+// were decoded and hashed by validation (call.Attachment):
 // the model call and the cache key share those bytes.
-func routerBlocks(bs []protocol.Block) []router.Block {
+func routerBlocks(bs []call.ContentBlock) []router.Block {
 	out := make([]router.Block, len(bs))
 	for i, b := range bs {
 		out[i] = router.Block{Kind: b.Type, Text: b.Text, Format: b.Format, Name: b.Name, ID: b.ID, Input: b.Input,
-			Status: b.Status, Signature: b.Signature, Data: b.Data.Bytes(), Digest: b.Data.Digest()}
-		if b.Type == protocol.BlockToolResult {
+			Status: b.Status, Signature: b.Signature, Data: b.Data.Bytes, Digest: b.Data.Digest}
+		if b.Type == call.BlockToolResult {
 			out[i].ID = b.ToolUseID
 		}
 		if b.Content != nil {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,12 +20,14 @@ import (
 
 func imageRequest(id string) gateway.Request {
 	r := request(id, "")
-	r.Messages = []protocol.Message{{Role: "user", Blocks: []protocol.Block{{Type: protocol.BlockText, Text: "look"},
-		{Type: protocol.BlockImage, Format: "png", Data: protocol.DataOf([]byte("\x89PNG data"))}}}}
-	if err := protocol.ValidateRequest(&r.Inbound); err != nil { // decodes the attachment, as Decode does
-		panic(err)
-	}
+	r.Messages = []call.Message{{Role: "user", Blocks: []call.ContentBlock{{Type: call.BlockText, Text: "look"},
+		{Type: call.BlockImage, Format: "png", Data: attachment("\x89PNG data")}}}}
 	return r
+}
+
+// attachment is data as validation decoded and hashed it.
+func attachment(data string) call.Attachment {
+	return call.Attachment{Bytes: []byte(data), Digest: sha256.Sum256([]byte(data))}
 }
 
 // The chosen model must have every capability the request uses; a
@@ -48,7 +51,7 @@ func TestCapabilitiesAreCheckedBeforeTheModelCall(t *testing.T) {
 		t.Errorf("terminal %v", f)
 	}
 	thinking := request("req-think-1", "")
-	thinking.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
+	thinking.Reasoning = &call.Reasoning{BudgetTokens: 2048}
 	log, _, _ = g.Submit(context.Background(), caller("solo"), thinking)
 	if f := terminal(t, log); f["code"] != protocol.CodeInvalidRequest ||
 		f["message"] != `reasoning: model cheap is not configured with the "reasoning" capability` {
@@ -119,9 +122,9 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 		return answer(ctx, chain, c, onDelta)
 	}), gateway.Options{})
 	req := request("req-blocks-1", "")
-	req.Tools = []protocol.Tool{{Name: "clock", Description: "the time", InputSchema: []byte(`{"type":"object"}`)}}
-	req.ToolChoice = &protocol.ToolChoice{Mode: protocol.ToolChoiceAuto}
-	req.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
+	req.Tools = []call.Tool{{Name: "clock", Description: "the time", InputSchema: []byte(`{"type":"object"}`)}}
+	req.ToolChoice = &call.ToolChoice{Mode: call.ToolChoiceAuto}
+	req.Reasoning = &call.Reasoning{BudgetTokens: 2048}
 	log, _, err := g.Submit(context.Background(), caller("think"), req)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +174,7 @@ func TestBlocksStreamInOrderAndEndInDone(t *testing.T) {
 	// A request with tools whose answer is plain text still gets its blocks.
 	g2 := e.gateway(blockReply("end_turn", router.BlockDelta{Kind: router.BlockText, Text: "no tool needed"}), gateway.Options{})
 	req = request("req-blocks-2", "")
-	req.Tools = []protocol.Tool{{Name: "clock", InputSchema: []byte(`{"type":"object"}`)}}
+	req.Tools = []call.Tool{{Name: "clock", InputSchema: []byte(`{"type":"object"}`)}}
 	log, _, _ = g2.Submit(context.Background(), caller("solo"), req)
 	if f := terminal(t, log); f["text"] != "no tool needed" || len(f["blocks"].([]any)) != 1 || log.Read(0).Chunks[0] != "no tool needed" {
 		t.Fatalf("terminal %v, pieces %q", f, log.Read(0).Chunks)
@@ -188,10 +191,7 @@ func TestAttachmentRequestsAreCachedByTheirBytes(t *testing.T) {
 		return reply("cheap", "a cat")(ctx, chain, c, onDelta)
 	}), gateway.Options{})
 	other := imageRequest("req-cache-img-3")
-	other.Messages[0].Blocks[1].Data = protocol.DataOf([]byte("another image"))
-	if err := protocol.ValidateRequest(&other.Inbound); err != nil {
-		t.Fatal(err)
-	}
+	other.Messages[0].Blocks[1].Data = attachment("another image")
 	for i, r := range []gateway.Request{imageRequest("req-cache-img-1"), imageRequest("req-cache-img-2"), other} {
 		log, _, _ := g.Submit(context.Background(), caller("cached"), r)
 		f := terminal(t, log)
@@ -216,7 +216,7 @@ func TestHugeReasoningBudgetIsRefusedWithoutOverflow(t *testing.T) {
 	}), gateway.Options{})
 	for i, budget := range []int{math.MaxInt, math.MaxInt - 1000, 8192} {
 		req := request(fmt.Sprintf("req-budget-%d", i), "")
-		req.Reasoning = &protocol.Reasoning{BudgetTokens: budget}
+		req.Reasoning = &call.Reasoning{BudgetTokens: budget}
 		log, _, err := g.Submit(context.Background(), caller("think"), req)
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +229,7 @@ func TestHugeReasoningBudgetIsRefusedWithoutOverflow(t *testing.T) {
 	}
 	// The same socket's next request is served.
 	ok := request("req-budget-ok", "")
-	ok.Reasoning = &protocol.Reasoning{BudgetTokens: 2048}
+	ok.Reasoning = &call.Reasoning{BudgetTokens: 2048}
 	log, _, _ := g.Submit(context.Background(), caller("think"), ok)
 	if f := terminal(t, log); f["type"] != "done" {
 		t.Fatalf("a valid budget after the refusals: %v", f)

@@ -26,12 +26,8 @@ package gateway
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -39,8 +35,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -172,20 +168,20 @@ type Caller struct {
 	SessionID string
 }
 
-// Request is an inbound `request` frame with its arrival time. Its fields
-// were validated (protocol.Decode or protocol.ValidateRequest), which also
-// checked and hashed its attachments (protocol.Data).
+// Request is a request a door received, in the core's terms, with what
+// the pipeline needs beside it. A door validates it, decoding and hashing
+// its attachments (call.Attachment), before Submit; Refuse takes the part
+// of one that failed.
 type Request struct {
-	protocol.Inbound
+	call.Request
+	RequestID string
+	// AfterSeq is the seq a re-sent request's client already has.
+	AfterSeq int
+	// IsRequest is set for a request (not a cancel or resume that Refuse
+	// is given): a refused request has a usage record.
+	IsRequest  bool
 	ReceivedAt time.Time
-	TopP       *float64 // nil: the model's default (the OpenAI door's top_p)
-	Stop       []string // stop sequences (the OpenAI door's stop)
-	Door       string   // DoorWS (default), DoorOpenAI or DoorAnthropic: recorded in the usage record
-	// PrefixCachePoint is the client's own prompt cache point after the
-	// system prompt and tools (a door whose wire marks them, as Anthropic's
-	// cache_control does): it counts toward the model's maximum like a
-	// cache_point block.
-	PrefixCachePoint bool
+	Door       string // DoorWS (default), DoorOpenAI or DoorAnthropic: recorded in the usage record
 	// Trace is the client's trace context, from the door's W3C
 	// traceparent (tracing.Parse; invalid values are the zero value): the
 	// request's root span is its child. Zero: a new trace.
@@ -407,70 +403,4 @@ func (g *Gateway) Wait(ctx context.Context) error {
 // Inflight is the number of model calls running on this server.
 func (g *Gateway) Inflight() int {
 	return g.slots.count()
-}
-
-// bodyHash fingerprints what a request asks for (not after_seq), so a
-// re-send with the same id and body is recognised and a different body is a conflict.
-// An attachment counts by the SHA-256 of its bytes, which validation
-// computed (protocol.Data.Digest): megabytes of base64 are neither
-// encoded nor hashed again. Text-only requests keep their fingerprints.
-func bodyHash(in Request) string {
-	b, _ := json.Marshal(struct {
-		Messages    []protocol.Message   `json:"m"`
-		System      string               `json:"s"`
-		Model       string               `json:"mo"`
-		MaxTokens   int                  `json:"mt"`
-		Temperature *float64             `json:"t"`
-		TopP        *float64             `json:"tp,omitempty"`
-		Stop        []string             `json:"st,omitempty"`
-		Tools       []protocol.Tool      `json:"to,omitempty"`
-		ToolChoice  *protocol.ToolChoice `json:"tc,omitempty"`
-		Reasoning   *protocol.Reasoning  `json:"r,omitempty"`
-		CachePoint  bool                 `json:"pc,omitempty"`
-	}{digestMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, in.Tools, in.ToolChoice, in.Reasoning,
-		in.PrefixCachePoint})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
-
-// digestMessages returns ms with every decoded attachment's data replaced
-// by "sha256:" and the hex digest of its bytes (never valid base64, so no
-// attachment's data can stand for another's digest); ms itself when it
-// has none.
-func digestMessages(ms []protocol.Message) []protocol.Message {
-	var out []protocol.Message
-	for i, m := range ms {
-		if bs, ok := digestBlocks(m.Blocks); ok {
-			if out == nil {
-				out = slices.Clone(ms)
-			}
-			out[i].Blocks = bs
-		}
-	}
-	if out == nil {
-		return ms
-	}
-	return out
-}
-
-// digestBlocks is digestMessages for one list of blocks: a copy and true
-// when it holds a decoded attachment.
-func digestBlocks(bs []protocol.Block) ([]protocol.Block, bool) {
-	var out []protocol.Block
-	for i, b := range bs {
-		c, nested := digestBlocks(b.Content)
-		if b.Data.Bytes() == nil && !nested {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(bs)
-		}
-		if nested {
-			out[i].Content = c
-		}
-		if b.Data.Bytes() != nil {
-			out[i].Data = b.Data.Digested()
-		}
-	}
-	return out, out != nil
 }

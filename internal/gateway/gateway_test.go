@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/call"
+
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -208,8 +210,15 @@ func caller(app string) gateway.Caller {
 
 func request(id, model string) gateway.Request {
 	zero := 0.0
-	return gateway.Request{ReceivedAt: time.Now(), Inbound: protocol.Inbound{Type: protocol.TypeRequest, RequestID: id,
-		Model: model, Temperature: &zero, Messages: []protocol.Message{{Role: "user", Content: "hello there"}}}}
+	return gateway.Request{ReceivedAt: time.Now(), RequestID: id, IsRequest: true, Request: call.Request{
+		Options: call.Options{Model: model, Temperature: &zero}, Messages: []call.Message{{Role: "user", Content: "hello there"}}}}
+}
+
+// frameRequest is the gateway's request for a jetway.v1 frame, as the
+// session translates it.
+func frameRequest(in protocol.Inbound) gateway.Request {
+	return gateway.Request{Request: in.Call(), RequestID: in.RequestID, AfterSeq: in.AfterSeq,
+		IsRequest: in.Type == protocol.TypeRequest, ReceivedAt: time.Now()}
 }
 
 // terminal waits for the log's terminal frame.

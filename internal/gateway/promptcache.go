@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
@@ -42,7 +43,7 @@ func (f *flight) checkCachePoints() error {
 	}
 	for i, msg := range f.req.Messages {
 		for j, b := range msg.Blocks {
-			if b.Type != protocol.BlockCachePoint {
+			if b.Type != call.BlockCachePoint {
 				continue
 			}
 			if seen++; seen > m.PromptCache.MaxPoints {

@@ -162,8 +162,8 @@ func (g *Gateway) chargeRefusal(logger *zap.Logger, owner string, err error) {
 // frame or body that failed validation (protocol.Decode,
 // protocol.ValidateRequest, a door's own parsing), err. It costs what
 // every refusal the client causes costs: a token of the user's refusal
-// budget and a `rejected` line, and for a request (req.Type is
-// protocol.TypeRequest) its usage record, as a request refused in the
+// budget and a `rejected` line, and for a request (req.IsRequest) its
+// usage record, as a request refused in the
 // pipeline has. Past the budget it is refused `rate_limited` at once
 // instead. It returns the error to send: err, or that rate_limited. ctx
 // is the caller's; the refused request's trace is its child.
@@ -171,7 +171,7 @@ func (g *Gateway) Refuse(ctx context.Context, c Caller, req Request, err error) 
 	if lerr := g.refusalGate(c, req.RequestID); lerr != nil {
 		return lerr
 	}
-	if req.Type != protocol.TypeRequest {
+	if !req.IsRequest {
 		return g.refused(c, req.RequestID, err)
 	}
 	g.newFlight(ctx, c, req, nil).reject(err)

@@ -119,13 +119,13 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: decoded", c.frame[:60])
 		}
-		err = g.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)
+		err = g.Refuse(context.Background(), alice, frameRequest(in), err)
 		if pe := gateway.ProtocolError(err); pe.Code != protocol.CodeInvalidRequest || !strings.Contains(pe.Message, c.msg) {
 			t.Errorf("%s: %+v, want invalid_request naming %q", in.RequestID, pe, c.msg)
 		}
 	}
 	in, err := protocol.Decode([]byte(`{"type":"bogus","request_id":"bogus-00001"}`))
-	if gateway.ProtocolError(g.Refuse(context.Background(), alice, gateway.Request{Inbound: in}, err)).Code != protocol.CodeInvalidRequest {
+	if gateway.ProtocolError(g.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
 		t.Fatal("an unknown frame type")
 	}
 	// The same user's next request is served.
@@ -160,12 +160,12 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 	g2 := e2.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 2, Now: (&clock{now: time.Unix(1_800_000_000, 0)}).Now})
 	for _, c := range invalidFrames[:2] {
 		in, err := protocol.Decode([]byte(c.frame))
-		if gateway.ProtocolError(g2.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)).Code != protocol.CodeInvalidRequest {
+		if gateway.ProtocolError(g2.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
 			t.Fatal("within the budget")
 		}
 	}
 	in, err = protocol.Decode([]byte(invalidFrames[2].frame))
-	if pe := gateway.ProtocolError(g2.Refuse(context.Background(), alice, gateway.Request{Inbound: in, ReceivedAt: time.Now()}, err)); pe.Code != protocol.CodeRateLimited {
+	if pe := gateway.ProtocolError(g2.Refuse(context.Background(), alice, frameRequest(in), err)); pe.Code != protocol.CodeRateLimited {
 		t.Fatalf("a refusal past the budget: %+v, want rate_limited", pe)
 	}
 	if _, _, err := g2.Submit(context.Background(), alice, request("allowed-0001", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {

@@ -119,7 +119,7 @@ func (f *flight) call() router.Call {
 
 // routerMessages converts messages for the model call, blocks included
 // (validation decoded the attachments).
-func routerMessages(ms []protocol.Message) []router.Message {
+func routerMessages(ms []call.Message) []router.Message {
 	out := make([]router.Message, len(ms))
 	for i, m := range ms {
 		out[i] = router.Message{Role: m.Role, Content: m.Content}

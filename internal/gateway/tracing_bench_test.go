@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -80,7 +79,7 @@ tenants:
 	for i := 0; b.Loop(); i++ {
 		in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: fmt.Sprintf("req_bench_%08d", i),
 			Messages: []protocol.Message{{Role: "user", Content: "hello"}}}
-		log, _, err := g.Submit(context.Background(), c, gateway.Request{Inbound: in, ReceivedAt: time.Now()})
+		log, _, err := g.Submit(context.Background(), c, frameRequest(in))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -138,7 +138,9 @@ func parse(body []byte, requestID string) (*chat, error) {
 
 // Request is the core's request.
 func (c *chat) Request() gateway.Request {
-	return gateway.Request{Inbound: c.in, TopP: c.req.TopP, Stop: c.req.Stop}
+	r := c.in.Call()
+	r.TopP, r.Stop = c.req.TopP, c.req.Stop
+	return gateway.Request{Request: r, RequestID: c.in.RequestID, IsRequest: true}
 }
 
 // Codec is chat.completion.chunk events, or one chat.completion body.

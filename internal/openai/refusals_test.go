@@ -66,7 +66,7 @@ func TestBadBodiesAreRefusedThroughTheGateway(t *testing.T) {
 		}
 		select {
 		case r := <-refused:
-			if r.Type != protocol.TypeRequest || r.RequestID != key || r.Door != gateway.DoorOpenAI || r.ReceivedAt.IsZero() {
+			if !r.IsRequest || r.RequestID != key || r.Door != gateway.DoorOpenAI || r.ReceivedAt.IsZero() {
 				t.Errorf("%.40s: refused as %+v", tc.body, r)
 			}
 		default:

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,11 +47,6 @@ func TestToolRequestTranslation(t *testing.T) {
 		t.Fatalf("status %d: %+v", resp.StatusCode, decodeError(t, resp.Body))
 	}
 	req := <-got
-	b, _ := json.Marshal(struct {
-		M  []protocol.Message   `json:"messages"`
-		T  []protocol.Tool      `json:"tools"`
-		TC *protocol.ToolChoice `json:"tool_choice"`
-	}{req.Messages, req.Tools, req.ToolChoice})
 	want := `{"messages":[{"role":"user","content":"weather and time in Paris"},` +
 		`{"role":"assistant","content":[{"type":"text","text":"Let me check."},` +
 		`{"type":"tool_use","name":"weather","id":"call_1","input":{"city":"Paris"}},{"type":"tool_use","name":"clock","id":"call_2","input":{}}]},` +
@@ -58,19 +54,18 @@ func TestToolRequestTranslation(t *testing.T) {
 		`{"type":"tool_result","tool_use_id":"call_1","content":[{"type":"text","text":"sunny"}]},{"type":"text","text":"and tomorrow?"}]}],` +
 		`"tools":[{"name":"weather","description":"the weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}},` +
 		`{"name":"clock","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"name":"weather"}}`
-	if string(b) != want || req.System != "be brief" {
-		t.Fatalf("translated\n%s\nwant\n%s", b, want)
+	if got, want := translated(req.Request), translated(frame(t, want)); got != want || req.System != "be brief" {
+		t.Fatalf("translated\n%s\nwant\n%s", got, want)
 	}
 
-	for choice, want := range map[string]string{`"auto"`: `"auto"`, `"required"`: `"any"`, `"none"`: `null`} {
+	for choice, want := range map[string]*call.ToolChoice{`"auto"`: {Mode: call.ToolChoiceAuto}, `"required"`: {Mode: call.ToolChoiceAny}, `"none"`: nil} {
 		body := `{"messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":` + choice + `}`
 		if resp := post(t, srv.URL, body, nil); resp.StatusCode != 200 {
 			t.Fatalf("tool_choice %s: %d %+v", choice, resp.StatusCode, decodeError(t, resp.Body))
 		}
 		req := <-got
-		tc, _ := json.Marshal(req.ToolChoice)
-		if string(tc) != want || (choice == `"none"`) != (len(req.Tools) == 0) {
-			t.Errorf("tool_choice %s: %s, %d tools", choice, tc, len(req.Tools))
+		if !reflect.DeepEqual(req.ToolChoice, want) || (choice == `"none"`) != (len(req.Tools) == 0) {
+			t.Errorf("tool_choice %s: %+v, %d tools", choice, req.ToolChoice, len(req.Tools))
 		}
 	}
 
@@ -81,8 +76,8 @@ func TestToolRequestTranslation(t *testing.T) {
 		t.Fatalf("image: %d %+v", resp.StatusCode, decodeError(t, resp.Body))
 	}
 	req = <-got
-	if m := req.Messages[0]; len(m.Blocks) != 2 || m.Blocks[0].Text != "what is this?" || m.Blocks[1].Type != protocol.BlockImage ||
-		m.Blocks[1].Format != "png" || base64.StdEncoding.EncodeToString(m.Blocks[1].Data.Bytes()) != png1 {
+	if m := req.Messages[0]; len(m.Blocks) != 2 || m.Blocks[0].Text != "what is this?" || m.Blocks[1].Type != call.BlockImage ||
+		m.Blocks[1].Format != "png" || base64.StdEncoding.EncodeToString(m.Blocks[1].Data.Bytes) != png1 {
 		t.Fatalf("image message %+v", req.Messages)
 	}
 }
@@ -257,4 +252,23 @@ func TestCapabilityRefusalNamesTools(t *testing.T) {
 	if e := decodeError(t, resp.Body); resp.StatusCode != 400 || e.Code != "invalid_request" || e.Param == nil || *e.Param != "tools" {
 		t.Errorf("capability refusal: %d %+v", resp.StatusCode, e)
 	}
+}
+
+// frame is the core's request for a jetway.v1 request body (its fields
+// after "type" and "request_id"), as the WebSocket door translates it:
+// what this door's translation must produce.
+func frame(t *testing.T, body string) call.Request {
+	t.Helper()
+	in, err := protocol.Decode([]byte(`{"type":"request","request_id":"req-expected",` + body[1:]))
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return in.Call()
+}
+
+// translated shows a request's messages, tools, tool choice and
+// reasoning, to compare two.
+func translated(r call.Request) string {
+	b, _ := json.Marshal([]any{r.Messages, r.Tools, r.ToolChoice, r.Reasoning})
+	return string(b)
 }

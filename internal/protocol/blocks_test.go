@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 func b64(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
@@ -102,7 +104,7 @@ func TestCachePointsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := in.Features(); f.CachePoints != 2 || f.UsesBlocks() {
+	if f := features(in); f.CachePoints != 2 || f.UsesBlocks() {
 		t.Errorf("features %+v: want 2 cache points and nothing a model capability covers", f)
 	}
 	// Usage without the cache is the v1 object; with it, the fields are added.
@@ -132,8 +134,8 @@ func TestBlockRequestRoundTrips(t *testing.T) {
 	if in.ToolChoice.Mode != ToolChoiceTool || in.ToolChoice.Name != "clock" || in.Reasoning.BudgetTokens != 1024 {
 		t.Fatalf("decoded %+v %+v", in.ToolChoice, in.Reasoning)
 	}
-	f := in.Features()
-	if want := (Features{Tools: true, Reasoning: true, Images: 1, AttachmentBytes: 7}); f != want || !f.UsesBlocks() {
+	f := features(in)
+	if want := (call.Features{Tools: true, Reasoning: true, Images: 1, AttachmentBytes: 7}); f != want || !f.UsesBlocks() {
 		t.Fatalf("features %+v, want %+v", f, want)
 	}
 }
@@ -145,7 +147,7 @@ func TestTextOnlyEncodingsUnchanged(t *testing.T) {
 		t.Fatalf("message %s", m)
 	}
 	in, err := Decode([]byte(request("", `"hi"`)))
-	if err != nil || in.Features().UsesBlocks() || in.Messages[0].Blocks != nil {
+	if err != nil || features(in).UsesBlocks() || in.Messages[0].Blocks != nil {
 		t.Fatalf("%+v %v", in, err)
 	}
 	d := Encode(Done{Type: TypeDone, RequestID: "abcdefgh", Chunks: 1, Text: "x", Model: "m", StopReason: "end_turn"})
@@ -251,4 +253,10 @@ func TestDataEncodings(t *testing.T) {
 			t.Errorf("%+v validated", d)
 		}
 	}
+}
+
+// features is what the frame's translation uses beyond text.
+func features(in Inbound) call.Features {
+	r := in.Call()
+	return r.Features()
 }

@@ -243,7 +243,9 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 		return false
 	}
 	in, err := protocol.Decode(data)
-	if f := in.Features(); size > plain && (in.Type != protocol.TypeRequest || f.Images+f.Documents == 0) {
+	req := frameRequest(in, received) // translated once: its features, its refusal or the request
+	f := req.Features()
+	if size > plain && (!req.IsRequest || f.Images+f.Documents == 0) {
 		// Only a request's image or document may make a frame larger than
 		// the plain bound; otherwise it is refused as every oversized frame is.
 		s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
@@ -251,16 +253,15 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 		return false
 	}
 	if err != nil {
-		s.refuse(gateway.Request{Inbound: in, ReceivedAt: received}, err)
+		s.refuse(req, err)
 		return true
 	}
-	var release func()
-	if in.Type == protocol.TypeRequest {
-		if keep = min(held, in.Features().AttachmentBytes); keep > 0 {
-			release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
+	if req.IsRequest {
+		if keep = min(held, f.AttachmentBytes); keep > 0 {
+			req.Release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
 		}
 	}
-	s.handle(in, received, release)
+	s.handle(in, req)
 	return true
 }
 
@@ -268,7 +269,6 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 // refusal path (a `rejected` line, the user's refusal budget, and for a
 // request its usage record); the socket stays open.
 func (s *Session) refuse(req gateway.Request, err error) {
-	req.Trace = tracing.Parse(req.TraceParent())
 	err = s.hub.gw.Refuse(s.ctx, s.caller(), req, err)
 	s.sendError(req.RequestID, gateway.ProtocolError(err))
 }
@@ -296,9 +296,9 @@ func (s *Session) readFailed(err error, frameLate bool) {
 	}
 }
 
-// handle handles a decoded frame; release (nil for none) is a request's
-// Request.Release, called here when the request goes no further.
-func (s *Session) handle(in protocol.Inbound, received time.Time, release func()) {
+// handle handles a decoded frame; req is its translation, for a request
+// (whose Release, when set, is called here if it goes no further).
+func (s *Session) handle(in protocol.Inbound, req gateway.Request) {
 	switch in.Type {
 	case protocol.TypePing:
 		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
@@ -321,8 +321,8 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 		draining := s.admitting(true)
 		defer s.admitting(false)
 		if draining {
-			if release != nil {
-				release()
+			if req.Release != nil {
+				req.Release()
 			}
 			if log, err := s.hub.gw.Rejoin(s.ctx, s.caller(), in.RequestID); err == nil {
 				// A re-send of a request this server knows is a resume, even while draining.
@@ -332,14 +332,20 @@ func (s *Session) handle(in protocol.Inbound, received time.Time, release func()
 			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
 			return
 		}
-		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), gateway.Request{Inbound: in, ReceivedAt: received, Release: release,
-			Trace: tracing.Parse(in.TraceParent())})
+		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), req)
 		if err != nil {
 			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
 	}
+}
+
+// frameRequest is the core's request for a jetway.v1 frame: one that passed
+// validation, or the part of one that failed it, for its refusal.
+func frameRequest(in protocol.Inbound, received time.Time) gateway.Request {
+	return gateway.Request{Request: in.Call(), RequestID: in.RequestID, AfterSeq: in.AfterSeq,
+		IsRequest: in.Type == protocol.TypeRequest, ReceivedAt: received, Trace: tracing.Parse(in.TraceParent())}
 }
 
 // maxGroupFrames bounds the chunks a follower queues as one item: the

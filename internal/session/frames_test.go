@@ -230,7 +230,7 @@ func TestInvalidFramesAreRefusedThroughTheGateway(t *testing.T) {
 	refused := make(chan gateway.Request, 16)
 	a.refuse = func(c gateway.Caller, r gateway.Request, err error) error {
 		if c.Principal.Subject != "u1" || r.ReceivedAt.IsZero() {
-			t.Errorf("refusal of %+v by %+v", r.Inbound, c)
+			t.Errorf("refusal of %+v by %+v", r, c)
 		}
 		refused <- r
 		if r.RequestID == "spent-budget" {
@@ -268,8 +268,8 @@ func TestInvalidFramesAreRefusedThroughTheGateway(t *testing.T) {
 		}
 		select {
 		case r := <-refused:
-			if r.RequestID != c.id || r.Type != c.typ {
-				t.Fatalf("%s: refused as %q %q, want %q %q", c.frame, r.Type, r.RequestID, c.typ, c.id)
+			if r.RequestID != c.id || r.IsRequest != (c.typ == protocol.TypeRequest) {
+				t.Fatalf("%s: refused as %q (a request: %v), want %q %q", c.frame, r.RequestID, r.IsRequest, c.typ, c.id)
 			}
 		default:
 			t.Fatalf("%s: answered without the gateway's refusal", c.frame)
