@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -58,12 +59,12 @@ var dialect = door.Dialect[*parsed]{
 	Parse: func(body []byte, requestID string) (*parsed, error) {
 		p, e := parseRequest(body, requestID, false)
 		if e != nil {
-			return &p, &protocol.ClientError{Err: protocol.ErrInvalid, Problem: e.msg}
+			return &p, &call.ClientError{Err: call.ErrInvalid, Problem: e.msg}
 		}
 		return &p, nil
 	},
 	Invalid: func(err error, names door.Namer) door.Answer {
-		return refusal(gateway.ProtocolError(err), 0, names)
+		return refusal(gateway.Failure(err), 0, names)
 	},
 	Refusal:               refusal,
 	RefuseUnstartedResume: true,
@@ -102,7 +103,7 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		h.l.Fail(w, protocol.Error{Code: protocol.CodeNotFound, Message: "model " + strconv.Quote(protocol.Clip(one)) + " is not available to this app"}, 0)
+		h.l.Fail(w, call.Failure{Code: protocol.CodeNotFound, Message: "model " + strconv.Quote(protocol.Clip(one)) + " is not available to this app"}, 0)
 		return
 	}
 	list := struct {
@@ -150,7 +151,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request) {
 			allowed = allowed || id == m
 		}
 		if !allowed {
-			h.l.Fail(w, protocol.Error{Code: protocol.CodeModelNotAllowed,
+			h.l.Fail(w, call.Failure{Code: protocol.CodeModelNotAllowed,
 				Message: "model " + strconv.Quote(protocol.Clip(m)) + " is not allowed for this app"}, 0)
 			return
 		}

@@ -318,7 +318,7 @@ func TestErrorMapping(t *testing.T) {
 		protocol.CodeBusy: {529, "overloaded_error"}, protocol.CodeDraining: {529, "overloaded_error"},
 		protocol.CodeTimeout: {504, "api_error"}, protocol.CodeInterrupted: {503, "api_error"},
 	} {
-		if e := fromProtocol(protocol.Error{Code: code, Message: "m"}); e.status != want.status || e.typ != want.typ {
+		if e := fromProtocol(call.Failure{Code: code, Message: "m"}); e.status != want.status || e.typ != want.typ {
 			t.Errorf("%s: %d %s, want %d %s", code, e.status, e.typ, want.status, want.typ)
 		}
 	}
@@ -506,11 +506,11 @@ func TestErrorsBeforeAndAfterTheStreamStarted(t *testing.T) {
 			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "tools":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 		case "points":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
 		case "reasoning":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
 		case "busy":
 			return nil, 0, gateway.ErrBusy
 		case "draining":

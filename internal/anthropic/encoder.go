@@ -129,7 +129,7 @@ func (e *encoder) stop(dst []byte) []byte {
 // reason and usage) and message_stop; or one error event.
 func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	if t.Error != nil {
-		b, _ := json.Marshal(fromProtocol(protocol.ErrorFrame(t.Error)).body(e.requestID))
+		b, _ := json.Marshal(fromProtocol(*t.Error).body(e.requestID))
 		dst := append([]byte(nil), "event: error\ndata: "...)
 		dst = append(dst, b...)
 		return append(dst, "\n\n"...)

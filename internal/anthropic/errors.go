@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
@@ -35,9 +36,9 @@ const maxHonouredRetryAfterMs = 60_000
 type apiError struct {
 	status       int
 	typ          string
-	code         string        // Jetway's protocol code
-	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
-	problem      string        // what is wrong with it
+	code         string    // Jetway's protocol code
+	path         call.Path // the protocol field an invalid_request names (call.Failure.Path)
+	problem      string    // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -84,7 +85,7 @@ func invalid(format string, args ...any) apiError {
 
 // fromProtocol is the one translation of a protocol error (a refusal or a
 // terminal) to Anthropic's status and error type.
-func fromProtocol(pe protocol.Error) apiError {
+func fromProtocol(pe call.Failure) apiError {
 	e := apiError{status: door.HTTPStatus(pe.Code), code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message,
 		retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	switch pe.Code {
@@ -117,7 +118,7 @@ func fromProtocol(pe protocol.Error) apiError {
 // refusal is the answer to a protocol error before any stream began, its
 // field named by names (nil: none). A status the lifecycle chose (a body
 // too large or too slow: 413, 408) is the request's own fault.
-func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+func refusal(pe call.Failure, status int, names door.Namer) door.Answer {
 	e := fromProtocol(pe)
 	if status != 0 {
 		e.status = status

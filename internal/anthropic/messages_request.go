@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -258,7 +259,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		}
 	}
 	if err := protocol.ValidateRequest(&p.in); err != nil {
-		e := rename(p.Names(), fromProtocol(gateway.ProtocolError(err)))
+		e := rename(p.Names(), fromProtocol(gateway.Failure(err)))
 		return p, &e
 	}
 	return p, nil
@@ -703,7 +704,7 @@ func (n *names) message(from string) {
 func (n *names) block(k int, s sourced) { n.blocks[k] = append(n.blocks[k], s) }
 
 // Name is the Anthropic field a field of the protocol request came from.
-func (n *names) Name(p protocol.Path) (string, bool) {
+func (n *names) Name(p call.Path) (string, bool) {
 	k, ok := p.Index(1)
 	if !ok || p[0] != "messages" || k >= len(n.turns) {
 		return "", false
@@ -728,7 +729,7 @@ var sourceFields = map[string]string{"data": ".source.data", "format": ".source.
 
 // blockName is the Anthropic field of field rest of block b, which came
 // from `from` (none: the block's).
-func blockName(from string, b protocol.Block, rest protocol.Path) (string, bool) {
+func blockName(from string, b protocol.Block, rest call.Path) (string, bool) {
 	if len(rest) == 0 {
 		return from, true
 	}
@@ -754,7 +755,7 @@ func blockName(from string, b protocol.Block, rest protocol.Path) (string, bool)
 }
 
 // rename names the protocol field an invalid request names (its path,
-// protocol.ClientError.Path) as the Anthropic field it came from, followed
+// call.ClientError.Path) as the Anthropic field it came from, followed
 // by the problem; reasoning is thinking. A field names does not know has
 // the same name here (tools, tool_choice, max_tokens, temperature).
 func rename(n door.Namer, e apiError) apiError {

@@ -28,15 +28,15 @@ func TestRefusalWireBodies(t *testing.T) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Unix(1700000000, 0))
 		switch req.Messages[len(req.Messages)-1].Text() {
 		case "tools":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 		case "points":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
 		case "reasoning":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "reasoning.budget_tokens", " 4000 must be less than this app's max_tokens limit of 2000")
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "reasoning.budget_tokens", " 4000 must be less than this app's max_tokens limit of 2000")
 		case "limit":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
 		case "unnamed":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[0].bogus", " is wrong")
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[0].bogus", " is wrong")
 		case "conflict":
 			return nil, 0, gateway.ErrConflict
 		case "busy":
@@ -50,7 +50,7 @@ func TestRefusalWireBodies(t *testing.T) {
 			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "late":
-			log.Reject(stream.ErrorTerminal(failure(gateway.ProtocolError(protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)))), time.Now())
+			log.Reject(stream.ErrorTerminal((gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)))), time.Now())
 		default:
 			return finished(req, "end_turn", "ok"), 0, nil
 		}
@@ -129,11 +129,4 @@ func TestRefusalWireBodies(t *testing.T) {
 		doortest.Case{Name: "models one unknown", Method: "GET", Path: PathModels + "/gpt"},
 	)
 	doortest.Check(t, srv.URL, map[string]string{"x-api-key": "good", VersionHeader: "2023-06-01", "Idempotency-Key": "wire-0000001"}, cases, "testdata/refusals.golden", *update)
-}
-
-// failure is the core's failure event of a protocol error, as the
-// gateway's ending builds it.
-func failure(pe protocol.Error) call.Failure {
-	return call.Failure{RequestID: pe.RequestID, Code: pe.Code, Status: pe.Status, Message: pe.Message, Retryable: pe.Retryable,
-		RetryAfterMs: pe.RetryAfterMs, Scope: pe.Scope, Window: pe.Window, Path: pe.Path, Problem: pe.Problem}
 }

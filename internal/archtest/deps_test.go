@@ -98,15 +98,11 @@ var (
 var wires = []string{"internal/protocol"}
 
 // speaksWire lists the packages that still import a wire they do not own,
-// until they speak the core's vocabulary (issue 31). The gateway's request
-// is the core's (call.Request); it still imports the WebSocket wire for
-// its errors (protocol.Error, ErrInvalid, ClientError, FieldErrorf) and the
-// codes and usage that wire re-exports from call. The HTTP doors build
-// their requests as jetway.v1 frames to validate them (ValidateRequest)
-// and borrow its errors. Remove an entry once its package is clean; add
-// none.
+// until they speak the core's vocabulary (issue 31). The gateway speaks
+// only call (its request, its failures, client errors and their paths).
+// The HTTP doors build their requests as jetway.v1 frames to validate them
+// (ValidateRequest). Remove an entry once its package is clean; add none.
 var speaksWire = map[string]bool{
-	"internal/gateway":   true,
 	"internal/openai":    true,
 	"internal/anthropic": true,
 }

@@ -82,6 +82,6 @@ type Failure struct {
 	// Path is the request field an invalid_request names (its path of
 	// field names and indexes) and Problem what is wrong with it, for the
 	// doors that name the field in their own terms.
-	Path    []string
+	Path    Path
 	Problem string
 }

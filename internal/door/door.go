@@ -114,7 +114,7 @@ func (s *SignIn) caller(r *http.Request, also []Source) (auth.Principal, *Refusa
 	defer cancel()
 	p, err := s.Verifier.Verify(ctx, token)
 	if err != nil {
-		if gateway.ProtocolError(err).Code == protocol.CodeForbidden {
+		if gateway.Failure(err).Code == protocol.CodeForbidden {
 			return auth.Principal{}, &Refusal{Status: http.StatusForbidden, Code: protocol.CodeForbidden,
 				Message: "user has no tenant or app here", Cause: err}
 		}

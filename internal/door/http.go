@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
@@ -171,15 +172,14 @@ func JSONProblem(err error) string {
 // ctx ends first it logs client_gone: the answer continues, and the same
 // Idempotency-Key gets it.
 func WriteWhole(ctx context.Context, log *stream.Log, c stream.Codec, w http.ResponseWriter, rc *http.ResponseController,
-	timeout time.Duration, logger *zap.Logger, refuse func(e *protocol.Error)) {
+	timeout time.Duration, logger *zap.Logger, refuse func(e *call.Failure)) {
 	for b := range log.Follow(ctx, c, 0) {
 		if b.Terminal == nil {
 			continue
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
 		if e := b.Terminal.Error; e != nil {
-			pe := protocol.ErrorFrame(e)
-			refuse(&pe)
+			refuse(e)
 			return
 		}
 		h := w.Header()

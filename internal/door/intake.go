@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -134,7 +134,7 @@ func (in *Intake) take(w http.ResponseWriter, r *http.Request, door, owner strin
 	if in.users[owner] >= in.perUser {
 		in.mu.Unlock()
 		in.metrics.HTTPRequestRefused(door, telemetry.HTTPRefusedUser)
-		return nil, fmt.Errorf("%w: %w", ErrRefused, &protocol.ClientError{Err: gateway.ErrRateLimited,
+		return nil, fmt.Errorf("%w: %w", ErrRefused, &call.ClientError{Err: gateway.ErrRateLimited,
 			Problem: fmt.Sprintf("more than %d requests of this user arriving at once: wait for an answer before sending more", in.perUser)})
 	}
 	in.users[owner]++

@@ -27,7 +27,7 @@ func intakeServer(t *testing.T, in *Intake, release chan struct{}) *httptest.Ser
 		body, err := in.Read(w, r, "test", r.Header.Get("X-User"), 1<<20)
 		if err != nil {
 			if errors.Is(err, ErrRefused) {
-				_, _ = io.WriteString(w, gateway.ProtocolError(err).Code)
+				_, _ = io.WriteString(w, gateway.Failure(err).Code)
 				return
 			}
 			_, _ = io.WriteString(w, "error: "+err.Error())

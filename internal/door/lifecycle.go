@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -52,16 +53,16 @@ type Parsed interface {
 }
 
 // Namer names a field of the core's request, as its validation names it
-// (protocol.ClientError), in a door's own terms; ok is false for a field
+// (call.ClientError), in a door's own terms; ok is false for a field
 // it does not know.
 type Namer interface {
-	Name(p protocol.Path) (name string, ok bool)
+	Name(p call.Path) (name string, ok bool)
 }
 
 // headers names a request header the lifecycle refuses as itself.
 type headers struct{}
 
-func (headers) Name(p protocol.Path) (string, bool) { return p.String(), true }
+func (headers) Name(p call.Path) (string, bool) { return p.String(), true }
 
 // Dialect is what an HTTP door supplies to the one lifecycle (its
 // endpoint spec): the rest, from sign-in to the slow-consumer cut, is
@@ -79,7 +80,7 @@ type Dialect[R Parsed] struct {
 	// status, when not 0, is the HTTP status the lifecycle chose (a body
 	// too large, or too slow). names (nil: none) names the field an
 	// invalid request names.
-	Refusal func(pe protocol.Error, status int, names Namer) Answer
+	Refusal func(f call.Failure, status int, names Namer) Answer
 	// RefuseUnstartedResume: a resume whose log never accepted the request
 	// and ended in an error is answered with the error's status, as a new
 	// request is, rather than as a stream (Anthropic: a stream has to
@@ -117,7 +118,7 @@ func (l *Lifecycle[R]) Metrics() *telemetry.Metrics { return l.metrics }
 func (l *Lifecycle[R]) Refusals() *zap.Logger { return l.refusals }
 
 // Fail answers pe in the dialect's shape (status 0: the code's).
-func (l *Lifecycle[R]) Fail(w http.ResponseWriter, pe protocol.Error, status int) {
+func (l *Lifecycle[R]) Fail(w http.ResponseWriter, pe call.Failure, status int) {
 	l.Refuse(w, "", l.d.Refusal(pe, status, nil))
 }
 
@@ -135,7 +136,7 @@ func (l *Lifecycle[R]) App(w http.ResponseWriter, r *http.Request, apps Apps) (p
 		return p, nil, false
 	}
 	if _, app, ok = apps.App(p.Tenant, p.App); !ok {
-		l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
+		l.Fail(w, call.Failure{Code: protocol.CodeForbidden, Message: "forbidden"}, 0)
 	}
 	return p, app, ok
 }
@@ -178,10 +179,10 @@ func (l *Lifecycle[R]) Routes(routes ...Route) http.Handler {
 			known = known || p == rt.Path
 		}
 		if known {
-			l.Fail(w, protocol.Error{Code: protocol.CodeInvalidRequest, Message: r.Method + " is not allowed here"}, http.StatusMethodNotAllowed)
+			l.Fail(w, call.Failure{Code: protocol.CodeInvalidRequest, Message: r.Method + " is not allowed here"}, http.StatusMethodNotAllowed)
 			return
 		}
-		l.Fail(w, protocol.Error{Code: protocol.CodeNotFound, Message: "no such endpoint"}, 0)
+		l.Fail(w, call.Failure{Code: protocol.CodeNotFound, Message: "no such endpoint"}, 0)
 	})
 }
 
@@ -190,7 +191,7 @@ func (l *Lifecycle[R]) Routes(routes ...Route) http.Handler {
 func (l *Lifecycle[R]) cors(w http.ResponseWriter, r *http.Request) bool {
 	refused, answered := CORS(w, r, l.opts.OriginAllowed, l.d.RequestIDHeader+", retry-after, retry-after-ms")
 	if refused {
-		l.Fail(w, protocol.Error{Code: protocol.CodeForbidden, Message: "origin not allowed"}, 0)
+		l.Fail(w, call.Failure{Code: protocol.CodeForbidden, Message: "origin not allowed"}, 0)
 	}
 	return refused || answered
 }
@@ -205,7 +206,7 @@ func (l *Lifecycle[R]) Authenticate(r *http.Request) (auth.Principal, Answer) {
 	if ref.Cause != nil {
 		l.refusals.Info("token_rejected", zap.Error(ref.Cause))
 	}
-	return p, l.d.Refusal(protocol.Error{Code: ref.Code, Message: ref.Message}, 0, nil)
+	return p, l.d.Refusal(call.Failure{Code: ref.Code, Message: ref.Message}, 0, nil)
 }
 
 // Refuse answers with an error before any stream began.
@@ -245,26 +246,26 @@ func (l *Lifecycle[R]) readBody(w http.ResponseWriter, r *http.Request, p auth.P
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.Is(err, ErrRefused):
-		return nil, l.d.Refusal(gateway.ProtocolError(err), 0, nil), bodyRefused, err
+		return nil, l.d.Refusal(gateway.Failure(err), 0, nil), bodyRefused, err
 	case errors.As(err, &tooBig):
 		msg := "request body over " + strconv.FormatInt(l.opts.MaxBodyBytes, 10) + " bytes"
-		return nil, l.d.Refusal(protocol.Error{Code: protocol.CodeInvalidRequest, Message: msg}, http.StatusRequestEntityTooLarge, nil),
-			bodyTooLarge, protocol.Errorf(protocol.ErrInvalid, "%s", msg)
+		return nil, l.d.Refusal(call.Failure{Code: protocol.CodeInvalidRequest, Message: msg}, http.StatusRequestEntityTooLarge, nil),
+			bodyTooLarge, call.Errorf(call.ErrInvalid, "%s", msg)
 	}
 	// The body did not arrive (the read timeout passed, or the client
 	// went): never a 200. The client may still be there to read it.
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return nil, l.d.Refusal(protocol.Error{Code: protocol.CodeTimeout,
+		return nil, l.d.Refusal(call.Failure{Code: protocol.CodeTimeout,
 			Message: "the request body did not arrive within the server's read timeout: send it at once"}, http.StatusRequestTimeout, nil), bodyUnread, err
 	}
-	return nil, l.d.Refusal(protocol.Error{Code: protocol.CodeInvalidRequest, Message: "the request body could not be read"}, http.StatusBadRequest, nil),
+	return nil, l.d.Refusal(call.Failure{Code: protocol.CodeInvalidRequest, Message: "the request body could not be read"}, http.StatusBadRequest, nil),
 		bodyUnread, err
 }
 
 // headerProblem is the refusal of a request header's value.
 func (l *Lifecycle[R]) headerProblem(w http.ResponseWriter, requestID, header, problem string) {
-	pe := gateway.ProtocolError(protocol.FieldErrorf(protocol.ErrInvalid, header, "%s", problem))
+	pe := gateway.Failure(call.FieldErrorf(call.ErrInvalid, header, "%s", problem))
 	l.Refuse(w, requestID, l.d.Refusal(pe, 0, headers{}))
 }
 
@@ -303,7 +304,7 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	refuseInvalid := func(req gateway.Request, err error, a Answer) {
 		req.IsRequest, req.RequestID, req.ReceivedAt, req.Door, req.Trace = true, requestID, received, l.d.Door, trace
 		if rerr := l.gw.Refuse(r.Context(), caller, req, err); rerr != err {
-			a = l.d.Refusal(gateway.ProtocolError(rerr), 0, nil)
+			a = l.d.Refusal(gateway.Failure(rerr), 0, nil)
 		}
 		l.Refuse(w, requestID, a)
 	}
@@ -333,7 +334,7 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	log, from, err := l.gw.Submit(r.Context(), caller, req)
 	body.Release()
 	if err != nil {
-		l.Refuse(w, requestID, l.d.Refusal(gateway.ProtocolError(err), 0, parsed.Names()))
+		l.Refuse(w, requestID, l.d.Refusal(gateway.Failure(err), 0, parsed.Names()))
 		return
 	}
 	rsp := &responder[R]{l: l, w: w, rc: http.NewResponseController(w), logger: logger, requestID: requestID, req: parsed}
@@ -342,7 +343,7 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 		rsp.stream(r.Context(), log, codec, from)
 		return
 	}
-	WriteWhole(r.Context(), log, codec, w, rsp.rc, l.opts.WriteTimeout, logger, func(e *protocol.Error) {
+	WriteWhole(r.Context(), log, codec, w, rsp.rc, l.opts.WriteTimeout, logger, func(e *call.Failure) {
 		l.Refuse(w, requestID, l.d.Refusal(*e, 0, parsed.Names()))
 	})
 }
@@ -377,7 +378,7 @@ func (s *responder[R]) stream(ctx context.Context, log *stream.Log, codec stream
 		if !sse.Started {
 			plain := from == 0 || s.l.d.RefuseUnstartedResume && !accepted
 			if plain && len(b.Pieces) == 0 && b.Terminal != nil && b.Terminal.Error != nil {
-				s.l.Refuse(s.w, s.requestID, s.l.d.Refusal(protocol.ErrorFrame(b.Terminal.Error), 0, s.req.Names())) // nothing streamed: a plain HTTP error
+				s.l.Refuse(s.w, s.requestID, s.l.d.Refusal(*b.Terminal.Error, 0, s.req.Names())) // nothing streamed: a plain HTTP error
 				return
 			}
 			if from > 0 && b.Accepted != nil || len(b.Pieces) > 0 || b.Terminal != nil {

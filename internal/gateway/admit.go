@@ -12,7 +12,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -114,7 +113,7 @@ func (f *flight) policy() error {
 		want = app.Models.Default
 	}
 	if !app.Allows(want) {
-		return protocol.Errorf(errModelNotAllowed, "model %q is not allowed for app %s", protocol.Clip(want), app.ID)
+		return call.Errorf(errModelNotAllowed, "model %q is not allowed for app %s", call.Clip(want), app.ID)
 	}
 	ids := []string{want}
 	for _, id := range app.Models.Fallbacks {
@@ -136,7 +135,7 @@ func (f *flight) policy() error {
 	f.maxTokens = app.MaxTokens
 	if f.req.MaxTokens > 0 {
 		if f.req.MaxTokens > app.MaxTokensLimit {
-			return protocol.FieldErrorf(protocol.ErrInvalid, "max_tokens", " %d is over this app's limit of %d",
+			return call.FieldErrorf(call.ErrInvalid, "max_tokens", " %d is over this app's limit of %d",
 				f.req.MaxTokens, app.MaxTokensLimit)
 		}
 		f.maxTokens = f.req.MaxTokens
@@ -214,9 +213,9 @@ func contents(ms []call.Message) []string {
 func (f *flight) maxCostMicroUSD() int64 {
 	var worst int64
 	for _, t := range f.chain {
-		worst = max(worst, f.g.price(t.ID, protocol.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+		worst = max(worst, f.g.price(t.ID, call.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
 		if t.Cache != nil {
-			worst = max(worst, f.g.price(t.ID, protocol.Usage{CacheWriteInputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+			worst = max(worst, f.g.price(t.ID, call.Usage{CacheWriteInputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
 		}
 	}
 	return worst

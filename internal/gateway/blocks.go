@@ -7,7 +7,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
 
@@ -40,7 +39,7 @@ func (f *flight) checkBlocks() error {
 		case lacks < 0:
 			chain = append(chain, t)
 		case i == 0:
-			return protocol.FieldErrorf(protocol.ErrInvalid, needs[lacks].field, ": model %s is not configured with the %q capability",
+			return call.FieldErrorf(call.ErrInvalid, needs[lacks].field, ": model %s is not configured with the %q capability",
 				t.ID, needs[lacks].capab)
 		default:
 			f.logger.Info("fallback_skipped", zap.String("model", t.ID), zap.String("capability", needs[lacks].capab))
@@ -66,14 +65,14 @@ func (f *flight) reasoningTokens() error {
 	}
 	if r.BudgetTokens >= f.app.MaxTokensLimit {
 		// Refused before any sum: a budget near the int range must not wrap.
-		return protocol.FieldErrorf(protocol.ErrInvalid, "reasoning.budget_tokens", " %d must be less than this app's max_tokens limit of %d",
+		return call.FieldErrorf(call.ErrInvalid, "reasoning.budget_tokens", " %d must be less than this app's max_tokens limit of %d",
 			r.BudgetTokens, f.app.MaxTokensLimit)
 	}
 	if f.req.MaxTokens == 0 {
 		f.maxTokens = min(r.BudgetTokens+f.app.MaxTokens, f.app.MaxTokensLimit)
 	}
 	if r.BudgetTokens >= f.maxTokens {
-		return protocol.FieldErrorf(protocol.ErrInvalid, "reasoning.budget_tokens", " %d must be less than max_tokens (%d for this request; this app allows up to %d)",
+		return call.FieldErrorf(call.ErrInvalid, "reasoning.budget_tokens", " %d must be less than max_tokens (%d for this request; this app allows up to %d)",
 			r.BudgetTokens, f.maxTokens, f.app.MaxTokensLimit)
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
@@ -54,78 +54,78 @@ const RetryAfterBusyMs = 1000
 // and sends again there.
 const RetryAfterMovedMs = 100
 
-// ProtocolError is the one table from errors to protocol error frames. The
-// message is safe to show; anything unexpected is `internal`, with the
-// detail left to the log.
-func ProtocolError(err error) protocol.Error {
-	e := protocol.Error{Type: protocol.TypeError}
+// Failure is the one table from errors to the core's failure events, which
+// each door renders in its own shape. The message is safe to show;
+// anything unexpected is `internal`, with the detail left to the log.
+func Failure(err error) call.Failure {
+	var e call.Failure
 	set := func(code, msg string, retryable bool) {
-		e.Code, e.Status, e.Message, e.Retryable = code, protocol.Status(code), msg, retryable
+		e.Code, e.Status, e.Message, e.Retryable = code, call.Status(code), msg, retryable
 	}
 	var exceeded *quota.ExceededError
 	switch {
-	case errors.Is(err, protocol.ErrInvalid):
-		set(protocol.CodeInvalidRequest, clientMessage(err, "invalid request"), false)
-		var ce *protocol.ClientError
+	case errors.Is(err, call.ErrInvalid):
+		set(call.CodeInvalidRequest, clientMessage(err, "invalid request"), false)
+		var ce *call.ClientError
 		if errors.As(err, &ce) {
 			e.Path, e.Problem = ce.Path, ce.Problem
 		}
 	case errors.As(err, &exceeded):
-		set(protocol.CodeQuotaExceeded, "Token quota exceeded", true)
+		set(call.CodeQuotaExceeded, "Token quota exceeded", true)
 		e.RetryAfterMs = exceeded.RetryAfter.Milliseconds()
 		if e.RetryAfterMs < 1 {
 			e.RetryAfterMs = 1
 		}
 		e.Scope, e.Window = exceeded.Scope.Kind, string(exceeded.Window)
 	case errors.Is(err, errConflict):
-		set(protocol.CodeConflict, "request_id was already used with a different body", false)
+		set(call.CodeConflict, "request_id was already used with a different body", false)
 	case errors.Is(err, errNotFound):
-		set(protocol.CodeNotFound, "unknown request_id: it never arrived, so it is safe to send it again", false)
+		set(call.CodeNotFound, "unknown request_id: it never arrived, so it is safe to send it again", false)
 	case errors.Is(err, errModelNotAllowed):
-		set(protocol.CodeModelNotAllowed, clientMessage(err, "model not allowed"), false)
+		set(call.CodeModelNotAllowed, clientMessage(err, "model not allowed"), false)
 	case errors.Is(err, errForbidden), auth.IsForbidden(err):
-		set(protocol.CodeForbidden, "forbidden", false)
+		set(call.CodeForbidden, "forbidden", false)
 	case isUnauthorized(err):
-		set(protocol.CodeUnauthorized, "invalid or expired token", false)
+		set(call.CodeUnauthorized, "invalid or expired token", false)
 	case errors.Is(err, errRateLimited):
-		set(protocol.CodeRateLimited, clientMessage(err, "too many requests in flight"), true)
+		set(call.CodeRateLimited, clientMessage(err, "too many requests in flight"), true)
 		e.RetryAfterMs = RetryAfterBusyMs
 	case errors.Is(err, errDraining):
-		set(protocol.CodeDraining, "server is draining: reconnect and send new work there", true)
+		set(call.CodeDraining, "server is draining: reconnect and send new work there", true)
 		e.RetryAfterMs = RetryAfterBusyMs
 	case errors.Is(err, errBusy) && errors.Is(err, ErrRoomElsewhere):
-		set(protocol.CodeBusy, "server busy: this session moves to a server with room; send again there", true)
+		set(call.CodeBusy, "server busy: this session moves to a server with room; send again there", true)
 		e.RetryAfterMs = RetryAfterMovedMs
 	case errors.Is(err, errBusy), errors.Is(err, quota.ErrUnavailable):
-		set(protocol.CodeBusy, "server busy: retry, possibly on another server", true)
+		set(call.CodeBusy, "server busy: retry, possibly on another server", true)
 		e.RetryAfterMs = RetryAfterBusyMs
 	case errors.Is(err, errInterrupted):
-		set(protocol.CodeInterrupted, "the server that owned this answer stopped: text holds what was saved", true)
+		set(call.CodeInterrupted, "the server that owned this answer stopped: text holds what was saved", true)
 	case errors.Is(err, errCancelled):
-		set(protocol.CodeCancelled, "cancelled", false)
+		set(call.CodeCancelled, "cancelled", false)
 	case errors.Is(err, errTimeout):
-		set(protocol.CodeTimeout, "the request took too long", true)
+		set(call.CodeTimeout, "the request took too long", true)
 	case errors.Is(err, router.ErrAllUnavailable) && !errors.Is(err, router.ErrTimeout):
-		set(protocol.CodeModelUnavailable, "every model for this app is throttled or unavailable", true)
+		set(call.CodeModelUnavailable, "every model for this app is throttled or unavailable", true)
 		e.RetryAfterMs = RetryAfterBusyMs
 	case errors.Is(err, router.ErrMidStream):
-		set(protocol.CodeModelError, "the model failed while answering", true)
+		set(call.CodeModelError, "the model failed while answering", true)
 	case errors.Is(err, router.ErrTimeout):
-		set(protocol.CodeTimeout, "the model did not answer in time", true)
+		set(call.CodeTimeout, "the model did not answer in time", true)
 	case errors.Is(err, router.ErrValidation):
 		msg := "the model rejected the request"
 		if me := (*router.ModelError)(nil); errors.As(err, &me) && me.Reason() != "" {
-			msg += ": " + protocol.Clip(me.Reason())
+			msg += ": " + call.Clip(me.Reason())
 		}
-		set(protocol.CodeInvalidRequest, msg, false)
+		set(call.CodeInvalidRequest, msg, false)
 	case errors.Is(err, router.ErrThrottled), errors.Is(err, router.ErrUnavailable), errors.Is(err, router.ErrNotReady):
-		set(protocol.CodeModelUnavailable, "the model is throttled or unavailable", true)
+		set(call.CodeModelUnavailable, "the model is throttled or unavailable", true)
 	case errors.Is(err, router.ErrAccessDenied):
-		set(protocol.CodeModelError, "the gateway may not call this model", false)
+		set(call.CodeModelError, "the gateway may not call this model", false)
 	case errors.Is(err, context.Canceled):
-		set(protocol.CodeInterrupted, "the server stopped this request", true)
+		set(call.CodeInterrupted, "the server stopped this request", true)
 	default:
-		set(protocol.CodeInternal, "internal error", true)
+		set(call.CodeInternal, "internal error", true)
 	}
 	return e
 }
@@ -141,9 +141,9 @@ func isUnauthorized(err error) bool {
 }
 
 // clientMessage is the safe text an error carries for the client (a
-// *protocol.ClientError), else fallback. Nothing is cut out of err.Error().
+// *call.ClientError), else fallback. Nothing is cut out of err.Error().
 func clientMessage(err error, fallback string) string {
-	var ce *protocol.ClientError
+	var ce *call.ClientError
 	if errors.As(err, &ce) {
 		return ce.Message()
 	}

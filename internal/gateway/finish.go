@@ -10,7 +10,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/call"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
@@ -57,7 +56,7 @@ type outcome struct {
 	toolCalls int
 	// chunks is the last seq; usage is what is charged, on model's price.
 	chunks       int
-	usage        protocol.Usage
+	usage        call.Usage
 	model        string // the model that answered (else the one asked for)
 	fallbackFrom string
 	stopReason   string
@@ -185,13 +184,11 @@ func (o *outcome) terminal() *stream.Terminal {
 	return errorTerminal(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
 }
 
-// errorTerminal is a failed outcome: the protocol error for err, naming
-// the request and, once it was accepted, carrying what was streamed
-// before it.
+// errorTerminal is a failed outcome: the failure for err, naming the
+// request and, once it was accepted, carrying what was streamed before it.
 func errorTerminal(requestID string, err error, accepted bool, text string, chunks int) *stream.Terminal {
-	pe := ProtocolError(err)
-	f := call.Failure{RequestID: requestID, Code: pe.Code, Status: pe.Status, Message: pe.Message, Retryable: pe.Retryable,
-		RetryAfterMs: pe.RetryAfterMs, Scope: pe.Scope, Window: pe.Window, Path: pe.Path, Problem: pe.Problem}
+	f := Failure(err)
+	f.RequestID = requestID
 	if accepted {
 		f.Text, f.Chunks = &text, &chunks
 	}
@@ -201,7 +198,7 @@ func errorTerminal(requestID string, err error, accepted bool, text string, chun
 func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) telemetry.UsageRecord {
 	code, status := telemetry.OutcomeDone, 200
 	if o.err != nil {
-		pe := ProtocolError(o.err)
+		pe := Failure(o.err)
 		code, status = pe.Code, pe.Status
 	}
 	return telemetry.UsageRecord{
@@ -227,10 +224,10 @@ func (g *Gateway) logEnding(o outcome) {
 			zap.Int64("cache_write_input_tokens", o.usage.CacheWriteInputTokens), zap.Int("status", 200))...)
 		return
 	}
-	pe := ProtocolError(o.err)
+	pe := Failure(o.err)
 	fields = append(fields, zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Error(o.err))
 	switch {
-	case o.how == endRejected && pe.Code != protocol.CodeInternal && pe.Code != protocol.CodeBusy:
+	case o.how == endRejected && pe.Code != call.CodeInternal && pe.Code != call.CodeBusy:
 		o.logger.Info("rejected", fields...)
 	case o.how == endRejected:
 		o.logger.Warn("rejected", fields...)

@@ -141,7 +141,7 @@ func TestUnhealthyMembershipAdmitsNothing(t *testing.T) {
 		if f["code"] != protocol.CodeBusy || f["retryable"] != true {
 			t.Fatalf("terminal %v, want busy", f)
 		}
-	} else if pe := gateway.ProtocolError(err); pe.Code != protocol.CodeBusy || !pe.Retryable {
+	} else if pe := gateway.Failure(err); pe.Code != protocol.CodeBusy || !pe.Retryable {
 		t.Fatalf("Submit = %v, want busy", err)
 	}
 	if recs := e.settle(g); len(recs) > 1 || (len(recs) == 1 && recs[0].CostUSD != 0) {

@@ -531,8 +531,8 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 }
 
 func TestErrorTextIsCarriedNotCut(t *testing.T) {
-	err := errors.Join(errors.New("store: down"), protocol.Errorf(protocol.ErrInvalid, "max_tokens 9 is over: 8"))
-	if e := gateway.ProtocolError(err); e.Code != protocol.CodeInvalidRequest || e.Message != "max_tokens 9 is over: 8" {
+	err := errors.Join(errors.New("store: down"), call.Errorf(call.ErrInvalid, "max_tokens 9 is over: 8"))
+	if e := gateway.Failure(err); e.Code != protocol.CodeInvalidRequest || e.Message != "max_tokens 9 is over: 8" {
 		t.Errorf("ProtocolError = %+v", e)
 	}
 }
@@ -702,7 +702,7 @@ func TestCancelOnAnotherServerEndsOnce(t *testing.T) {
 			t.Errorf("second cancel: %v", err)
 		}
 	}
-	if err := b.Cancel(context.Background(), caller("chat"), "req-never-sent"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+	if err := b.Cancel(context.Background(), caller("chat"), "req-never-sent"); gateway.Failure(err).Code != protocol.CodeNotFound {
 		t.Errorf("cancel of an unknown id: %v, want not_found", err)
 	}
 }

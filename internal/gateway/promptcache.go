@@ -6,7 +6,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 )
@@ -47,19 +46,19 @@ func (f *flight) checkCachePoints() error {
 				continue
 			}
 			if seen++; seen > m.PromptCache.MaxPoints {
-				return protocol.FieldErrorf(protocol.ErrInvalid, fmt.Sprintf("messages[%d].content[%d]", i, j), ": %d cache_point blocks, model %s allows at most %d",
+				return call.FieldErrorf(call.ErrInvalid, fmt.Sprintf("messages[%d].content[%d]", i, j), ": %d cache_point blocks, model %s allows at most %d",
 					n, m.ID, m.PromptCache.MaxPoints)
 			}
 		}
 	}
-	return protocol.FieldErrorf(protocol.ErrInvalid, "messages", ": %d cache_point blocks, model %s allows at most %d", n, m.ID, m.PromptCache.MaxPoints)
+	return call.FieldErrorf(call.ErrInvalid, "messages", ": %d cache_point blocks, model %s allows at most %d", n, m.ID, m.PromptCache.MaxPoints)
 }
 
 // charge is what a request's usage takes from its quotas: every token
 // against token limits (cached or not: a token limit bounds how much
 // conversation goes through, whether or not the model cached it) and the
 // real price against USD limits.
-func (g *Gateway) charge(model string, u protocol.Usage) quota.Amount {
+func (g *Gateway) charge(model string, u call.Usage) quota.Amount {
 	return quota.Amount{Tokens: u.Total(), Requests: 1, MicroUSD: g.price(model, u)}
 }
 
@@ -67,18 +66,18 @@ func (g *Gateway) charge(model string, u protocol.Usage) quota.Amount {
 // price with every cached input token at the input price, less its real
 // price. Negative when it wrote more than it read (a write costs more
 // than input on most models).
-func (g *Gateway) cacheSavedMicroUSD(model string, u protocol.Usage) int64 {
+func (g *Gateway) cacheSavedMicroUSD(model string, u call.Usage) int64 {
 	if u.CacheReadInputTokens == 0 && u.CacheWriteInputTokens == 0 {
 		return 0
 	}
-	uncached := protocol.Usage{InputTokens: u.AllInput(), OutputTokens: u.OutputTokens}
+	uncached := call.Usage{InputTokens: u.AllInput(), OutputTokens: u.OutputTokens}
 	return g.price(model, uncached) - g.price(model, u)
 }
 
 // price is the one cost function: what usage costs on model, in micro-USD
 // rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
 // cost_usd states it. After a fallback, model is the one that answered.
-func (g *Gateway) price(model string, u protocol.Usage) int64 {
+func (g *Gateway) price(model string, u call.Usage) int64 {
 	m, ok := g.cfg.Model(model)
 	if !ok {
 		return 0

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 )
 
 // Refusals cost the client, not the gateway. Each refusal a client caused
@@ -122,7 +122,7 @@ func (r *refusals) charge(user string) (limited int) {
 // takes a token) rather than the server's.
 func clientCaused(code string) bool {
 	switch code {
-	case protocol.CodeBusy, protocol.CodeDraining, protocol.CodeInternal, protocol.CodeInterrupted:
+	case call.CodeBusy, call.CodeDraining, call.CodeInternal, call.CodeInterrupted:
 		return false
 	}
 	return true
@@ -136,11 +136,11 @@ func (g *Gateway) refusalGate(c Caller, requestID string) error {
 		return nil
 	}
 	g.metrics.RefusalLimited()
-	err := protocol.Errorf(errors.Join(errRateLimited, errRefusalRate),
+	err := call.Errorf(errors.Join(errRateLimited, errRefusalRate),
 		"more than %d refused requests a second: slow down", int(g.refusals.rate))
 	if first {
-		g.requestLogger(c, requestID).Info("rejected", zap.String("code", protocol.CodeRateLimited),
-			zap.Int("status", protocol.Status(protocol.CodeRateLimited)), zap.Error(err),
+		g.requestLogger(c, requestID).Info("rejected", zap.String("code", call.CodeRateLimited),
+			zap.Int("status", call.Status(call.CodeRateLimited)), zap.Error(err),
 			zap.String("note", "further refusals of this user are counted, not logged, until its budget refills"))
 	}
 	return err
@@ -150,7 +150,7 @@ func (g *Gateway) refusalGate(c Caller, requestID string) error {
 // client caused err, logging the streak of requests refused at once that
 // this refusal ends.
 func (g *Gateway) chargeRefusal(logger *zap.Logger, owner string, err error) {
-	if !clientCaused(ProtocolError(err).Code) {
+	if !clientCaused(Failure(err).Code) {
 		return
 	}
 	if n := g.refusals.charge(owner); n > 0 {
@@ -182,7 +182,7 @@ func (g *Gateway) Refuse(ctx context.Context, c Caller, req Request, err error) 
 // store failure found before admission, a resume or cancel of an unknown
 // request), charges the user's refusal budget and returns err.
 func (g *Gateway) refused(c Caller, requestID string, err error) error {
-	pe := ProtocolError(err)
+	pe := Failure(err)
 	logger := g.requestLogger(c, requestID)
 	fields := []zap.Field{zap.String("code", pe.Code), zap.Int("status", pe.Status), zap.Error(err)}
 	if clientCaused(pe.Code) {

@@ -41,16 +41,16 @@ func TestRefusalsAreRateBoundedPerUser(t *testing.T) {
 		case i < 3 && (err != nil || terminal(t, log)["code"] != protocol.CodeModelNotAllowed):
 			t.Fatalf("refusal %d within the budget: %v, want model_not_allowed", i, err)
 		case i >= 3:
-			pe := gateway.ProtocolError(err)
+			pe := gateway.Failure(err)
 			if pe.Code != protocol.CodeRateLimited || !pe.Retryable || pe.RetryAfterMs <= 0 {
 				t.Fatalf("refusal %d past the budget: %v (%+v), want rate_limited", i, err, pe)
 			}
 		}
 	}
-	if _, _, err := g.Submit(context.Background(), alice, request("allowed-01", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, _, err := g.Submit(context.Background(), alice, request("allowed-01", "")); gateway.Failure(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("an allowed request while the budget is spent: %v, want rate_limited", err)
 	}
-	if _, err := g.Resume(context.Background(), alice, "refused-01"); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, err := g.Resume(context.Background(), alice, "refused-01"); gateway.Failure(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("a resume while the budget is spent: %v, want rate_limited", err)
 	}
 	bob := alice
@@ -120,12 +120,12 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 			t.Fatalf("%s: decoded", c.frame[:60])
 		}
 		err = g.Refuse(context.Background(), alice, frameRequest(in), err)
-		if pe := gateway.ProtocolError(err); pe.Code != protocol.CodeInvalidRequest || !strings.Contains(pe.Message, c.msg) {
+		if pe := gateway.Failure(err); pe.Code != protocol.CodeInvalidRequest || !strings.Contains(pe.Message, c.msg) {
 			t.Errorf("%s: %+v, want invalid_request naming %q", in.RequestID, pe, c.msg)
 		}
 	}
 	in, err := protocol.Decode([]byte(`{"type":"bogus","request_id":"bogus-00001"}`))
-	if gateway.ProtocolError(g.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
+	if gateway.Failure(g.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
 		t.Fatal("an unknown frame type")
 	}
 	// The same user's next request is served.
@@ -160,15 +160,15 @@ func TestDoorRefusalsCostWhatEveryRefusalCosts(t *testing.T) {
 	g2 := e2.gateway(reply("cheap", "ok"), gateway.Options{MaxRefusalsPerUser: 2, Now: (&clock{now: time.Unix(1_800_000_000, 0)}).Now})
 	for _, c := range invalidFrames[:2] {
 		in, err := protocol.Decode([]byte(c.frame))
-		if gateway.ProtocolError(g2.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
+		if gateway.Failure(g2.Refuse(context.Background(), alice, frameRequest(in), err)).Code != protocol.CodeInvalidRequest {
 			t.Fatal("within the budget")
 		}
 	}
 	in, err = protocol.Decode([]byte(invalidFrames[2].frame))
-	if pe := gateway.ProtocolError(g2.Refuse(context.Background(), alice, frameRequest(in), err)); pe.Code != protocol.CodeRateLimited {
+	if pe := gateway.Failure(g2.Refuse(context.Background(), alice, frameRequest(in), err)); pe.Code != protocol.CodeRateLimited {
 		t.Fatalf("a refusal past the budget: %+v, want rate_limited", pe)
 	}
-	if _, _, err := g2.Submit(context.Background(), alice, request("allowed-0001", "")); gateway.ProtocolError(err).Code != protocol.CodeRateLimited {
+	if _, _, err := g2.Submit(context.Background(), alice, request("allowed-0001", "")); gateway.Failure(err).Code != protocol.CodeRateLimited {
 		t.Fatalf("a valid request past the budget: %v, want rate_limited", err)
 	}
 	bob := alice
@@ -194,7 +194,7 @@ func TestCancelOfUnknownIDsIsGated(t *testing.T) {
 	alice := caller("chat")
 	for i := range 2000 {
 		err := g.Cancel(context.Background(), alice, fmt.Sprintf("unknown-%04d", i))
-		code := gateway.ProtocolError(err).Code
+		code := gateway.Failure(err).Code
 		switch {
 		case i < 3 && code != protocol.CodeNotFound:
 			t.Fatalf("cancel %d within the budget: %v, want not_found", i, err)
@@ -206,7 +206,7 @@ func TestCancelOfUnknownIDsIsGated(t *testing.T) {
 		t.Fatalf("%d rejected lines for 2,000 cancels of unknown ids, want at most 4", lines)
 	}
 	clk.add(2 * time.Second)
-	if err := g.Cancel(context.Background(), alice, "unknown-again"); gateway.ProtocolError(err).Code != protocol.CodeNotFound {
+	if err := g.Cancel(context.Background(), alice, "unknown-again"); gateway.Failure(err).Code != protocol.CodeNotFound {
 		t.Fatalf("after the budget refilled: %v, want not_found", err)
 	}
 }

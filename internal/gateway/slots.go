@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -50,9 +50,9 @@ func (s *slots) acquire(k slotKey) error {
 		// holds: admit nothing until its membership is current again.
 		return fmt.Errorf("%w: this server cannot renew its fleet membership", errBusy)
 	case s.bySession[k.session] >= s.opts.MaxInflightPerSession:
-		return protocol.Errorf(errRateLimited, "%d requests in flight on this session", s.opts.MaxInflightPerSession)
+		return call.Errorf(errRateLimited, "%d requests in flight on this session", s.opts.MaxInflightPerSession)
 	case s.byUser[k.user] >= s.opts.MaxInflightPerUser:
-		return protocol.Errorf(errRateLimited, "%d requests in flight for this user", s.opts.MaxInflightPerUser)
+		return call.Errorf(errRateLimited, "%d requests in flight for this user", s.opts.MaxInflightPerUser)
 	case s.opts.MaxInflightPerTenant > 0 && s.byTenant[k.tenant] >= s.opts.MaxInflightPerTenant:
 		return fmt.Errorf("%w: tenant at its in-flight cap", ErrAtCapacity)
 	case s.inflight >= s.opts.MaxInflight:

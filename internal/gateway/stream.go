@@ -11,7 +11,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/config"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -268,18 +267,18 @@ func (f *flight) owned(out router.Outcome, err error) outcome {
 	end := g.opts.Now()
 	pieces := f.log.Pieces()
 	answer := call.Assemble(pieces)
-	usage := protocol.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
+	usage := call.Usage{InputTokens: int64(out.Usage.InputTokens), OutputTokens: int64(out.Usage.OutputTokens),
 		CacheReadInputTokens: int64(out.Usage.CacheReadInputTokens), CacheWriteInputTokens: int64(out.Usage.CacheWriteInputTokens)}
 	switch {
 	case out.UsageReported:
 	case len(pieces) == 0 && refusedByModel(err):
 		// No model took the call (throttled, unavailable, refused):
 		// Bedrock bills nothing, and neither does the gateway.
-		usage = protocol.Usage{}
+		usage = call.Usage{}
 	default:
 		// The stream broke before Bedrock reported usage: charge the input
 		// estimate plus what was actually streamed.
-		usage = protocol.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
+		usage = call.Usage{InputTokens: f.estimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)}
 	}
 	model := out.Model
 	if model == "" {

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jetway-gateway/jetway/internal/call"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/takeover"
@@ -120,7 +119,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 	}
 	o := outcome{how: endInterrupted, err: err, text: answer.Text, chunks: len(rec.Chunks), model: env.Model,
 		toolCalls: answer.ToolCalls,
-		usage:     protocol.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
+		usage:     call.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
 		ownerServer: rec.Server,
 		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
@@ -137,7 +136,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 		span.SetAttributes(tracing.Outcome.String("lost_race"))
 		return false
 	}
-	span.SetAttributes(tracing.Outcome.String(ProtocolError(err).Code))
+	span.SetAttributes(tracing.Outcome.String(Failure(err).Code))
 	logger.Warn("interrupted", zap.String("owner_server", rec.Server), zap.Int("chunks", o.chunks),
 		zap.Bool("cancelled", rec.Cancelled))
 	g.metrics.RequestTakenOver()

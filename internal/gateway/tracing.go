@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
@@ -81,7 +80,7 @@ func endSpan(span trace.Span, err error, a, b attribute.KeyValue) {
 			}
 		}
 		if err != nil {
-			code := ProtocolError(err).Code
+			code := Failure(err).Code
 			span.SetAttributes(tracing.ErrorType.String(code))
 			span.SetStatus(codes.Error, code)
 		}
@@ -97,9 +96,9 @@ func endRequest(span trace.Span, o *outcome) {
 		}
 		return
 	}
-	code := protocol.TypeDone
+	code := "done" // a done outcome; else the error code
 	if o.err != nil {
-		code = ProtocolError(o.err).Code
+		code = Failure(o.err).Code
 	}
 	span.SetAttributes(tracing.Outcome.String(code), tracing.Model.String(o.model), tracing.Chunks.Int(o.chunks),
 		tracing.Cached.Bool(o.cached))

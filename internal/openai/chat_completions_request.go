@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -114,7 +115,7 @@ func (e *requestError) Error() string { return e.msg }
 
 // Unwrap makes it an invalid request to the gateway (its usage record and
 // refusal budget); the door answers with its own shape.
-func (e *requestError) Unwrap() error { return protocol.ErrInvalid }
+func (e *requestError) Unwrap() error { return call.ErrInvalid }
 
 func badParam(param, format string, args ...any) *requestError {
 	return &requestError{code: "invalid_request", param: param, msg: fmt.Sprintf(format, args...)}

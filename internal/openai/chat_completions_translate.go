@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 )
@@ -380,7 +381,7 @@ type origins struct {
 var toolFields = map[string]string{"name": ".function.name", "description": ".function.description", "input_schema": ".function.parameters"}
 
 // Name is the OpenAI parameter a field of the protocol request came from.
-func (o *origins) Name(p protocol.Path) (string, bool) {
+func (o *origins) Name(p call.Path) (string, bool) {
 	if o == nil || len(p) == 0 {
 		return "", false
 	}
@@ -427,7 +428,7 @@ func (o *origins) Name(p protocol.Path) (string, bool) {
 }
 
 // name is the parameter of the block's field rest (none: the block's).
-func (s sourced) name(rest protocol.Path) (string, bool) {
+func (s sourced) name(rest call.Path) (string, bool) {
 	if len(rest) == 0 {
 		return s.from, true
 	}
@@ -458,12 +459,12 @@ func (s sourced) name(rest protocol.Path) (string, bool) {
 	return "", false
 }
 
-// rename names a protocol field (see protocol.ClientError.Path) as the
+// rename names a protocol field (see call.ClientError.Path) as the
 // OpenAI parameter it came from: the parameter of the field, or of the
 // nearest field it is inside of (the rest of the path follows it in the
 // message). A field names does not know gives no parameter and the
 // protocol's own message.
-func rename(names door.Namer, p protocol.Path, problem string) (param, msg string) {
+func rename(names door.Namer, p call.Path, problem string) (param, msg string) {
 	for i := len(p); i > 0; i-- {
 		if to, ok := names.Name(p[:i]); ok {
 			return to, to + p.Rest(i) + problem
@@ -474,7 +475,7 @@ func rename(names door.Namer, p protocol.Path, problem string) (param, msg strin
 
 // requestErr is a protocol validation error in OpenAI's names.
 func (o *origins) requestErr(err error) error {
-	var ce *protocol.ClientError
+	var ce *call.ClientError
 	if !errors.As(err, &ce) {
 		return err
 	}

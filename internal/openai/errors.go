@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
@@ -16,8 +17,8 @@ import (
 type apiError struct {
 	status       int
 	code, param  string
-	path         protocol.Path // the protocol field an invalid_request names (protocol.Error.Path)
-	problem      string        // what is wrong with it
+	path         call.Path // the protocol field an invalid_request names (call.Failure.Path)
+	problem      string    // what is wrong with it
 	msg          string
 	retryAfterMs int64
 	retryable    bool
@@ -94,7 +95,7 @@ func errorType(status int) string {
 // fromProtocol translates a gateway error frame. A model the app may not
 // use is 404 (OpenAI's answer for a model the key cannot see). partial marks
 // an error after the stream started.
-func fromProtocol(pe protocol.Error, partial bool) apiError {
+func fromProtocol(pe call.Failure, partial bool) apiError {
 	e := apiError{status: pe.Status, code: pe.Code, path: pe.Path, problem: pe.Problem, msg: pe.Message, retryAfterMs: pe.RetryAfterMs, retryable: pe.Retryable}
 	e.status = door.HTTPStatus(pe.Code)
 	switch pe.Code {
@@ -124,7 +125,7 @@ func fromProtocol(pe protocol.Error, partial bool) apiError {
 // refusal is the answer to a protocol error before any stream began (or
 // instead of one: an error after chunks is partial); status, when not 0,
 // replaces the code's.
-func refusal(pe protocol.Error, status int, names door.Namer) door.Answer {
+func refusal(pe call.Failure, status int, names door.Namer) door.Answer {
 	e := fromProtocol(pe, pe.Chunks != nil && *pe.Chunks > 0)
 	if status != 0 {
 		e.status = status
@@ -147,7 +148,7 @@ func fromRequestError(err error, names door.Namer) door.Answer {
 	if errors.As(err, &re) {
 		return apiError{status: http.StatusBadRequest, code: re.code, param: re.param, msg: re.msg}
 	}
-	return fromProtocol(gateway.ProtocolError(err), false).named(names)
+	return fromProtocol(gateway.Failure(err), false).named(names)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

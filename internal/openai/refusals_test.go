@@ -34,7 +34,7 @@ func TestBadBodiesAreRefusedThroughTheGateway(t *testing.T) {
 			return finished(req, "ok"), 0, nil
 		},
 		refuse: func(c gateway.Caller, req gateway.Request, err error) error {
-			if c.Principal.Subject != "alice" || gateway.ProtocolError(err).Code != protocol.CodeInvalidRequest {
+			if c.Principal.Subject != "alice" || gateway.Failure(err).Code != protocol.CodeInvalidRequest {
 				t.Errorf("refusal of %v by %+v", err, c)
 			}
 			refused <- req

@@ -107,7 +107,7 @@ func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
 	id := "id: " + strconv.Itoa(last) + "\ndata: "
 	var dst []byte
 	if t.Error != nil {
-		b, _ := json.Marshal(fromProtocol(protocol.ErrorFrame(t.Error), true).body(e.requestID))
+		b, _ := json.Marshal(fromProtocol(*t.Error, true).body(e.requestID))
 		dst = append(dst, id...)
 		dst = append(dst, b...)
 		return append(dst, "\n\ndata: [DONE]\n\n"...)

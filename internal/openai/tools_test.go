@@ -246,7 +246,7 @@ func TestToolCallsStreamAndResume(t *testing.T) {
 // model without the capability names the parameter.
 func TestCapabilityRefusalNamesTools(t *testing.T) {
 	srv, _ := newDoor(t, func(gateway.Caller, gateway.Request) (*stream.Log, int, error) {
-		return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+		return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 	}, door.Options{})
 	resp := post(t, srv.URL, `{"messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, nil)
 	if e := decodeError(t, resp.Body); resp.StatusCode != 400 || e.Code != "invalid_request" || e.Param == nil || *e.Param != "tools" {

@@ -31,15 +31,15 @@ func TestRefusalWireBodies(t *testing.T) {
 		text := last.Text()
 		switch text {
 		case "tools":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 		case "points":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)
 		case "reasoning":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
 		case "limit":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
 		case "tool limit":
-			return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "tools[0].input_schema", " is too deep")
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools[0].input_schema", " is too deep")
 		case "conflict":
 			return nil, 0, gateway.ErrConflict
 		case "busy":
@@ -53,10 +53,10 @@ func TestRefusalWireBodies(t *testing.T) {
 			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
 				Message: `model "x" is not allowed`}), time.Now())
 		case "late":
-			log.Reject(stream.ErrorTerminal(failure(gateway.ProtocolError(protocol.FieldErrorf(protocol.ErrInvalid, "messages[0].content", ` holds 5 cache_point blocks`)))), time.Now())
+			log.Reject(stream.ErrorTerminal((gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content", ` holds 5 cache_point blocks`)))), time.Now())
 		default:
 			if len(last.Blocks) > 0 {
-				return nil, 0, protocol.FieldErrorf(protocol.ErrInvalid, "messages[1].content[1].data", " is too big for this model")
+				return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[1].content[1].data", " is too big for this model")
 			}
 			return finished(req, "ok"), 0, nil
 		}
@@ -149,11 +149,4 @@ func TestRefusalWireBodies(t *testing.T) {
 		doortest.Case{Name: "no such path", Method: "POST", Path: "/v1/chat"},
 	)
 	doortest.Check(t, srv.URL, map[string]string{"Authorization": "Bearer good", "Idempotency-Key": "wire-0000001"}, cases, "testdata/refusals.golden", *update)
-}
-
-// failure is the core's failure event of a protocol error, as the
-// gateway's ending builds it.
-func failure(pe protocol.Error) call.Failure {
-	return call.Failure{RequestID: pe.RequestID, Code: pe.Code, Status: pe.Status, Message: pe.Message, Retryable: pe.Retryable,
-		RetryAfterMs: pe.RetryAfterMs, Scope: pe.Scope, Window: pe.Window, Path: pe.Path, Problem: pe.Problem}
 }

@@ -91,8 +91,8 @@ func TestDecodeBlocks(t *testing.T) {
 				}
 				return
 			}
-			var ce *ClientError
-			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ce) || !strings.Contains(ce.Message(), c.wantErr) {
+			var ce *call.ClientError
+			if !errors.Is(err, call.ErrInvalid) || !errors.As(err, &ce) || !strings.Contains(ce.Message(), c.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
@@ -212,7 +212,7 @@ func TestBlocksDecodeLikeEncodingJSON(t *testing.T) {
 		request("", `[{"type":"image","format":"png","data":7}]`):                             `field "messages.0.content.0.data" has the wrong type`,
 		request("", `[{"type":"image","format":"png","data":"`+b64(MaxDocumentBytes+3)+`"}]`): fmt.Sprintf("is %d bytes, over the %d bytes an image may have", MaxDocumentBytes+3, MaxImageBytes),
 	} {
-		var ce *ClientError
+		var ce *call.ClientError
 		if _, err := Decode([]byte(frame)); !errors.As(err, &ce) || !strings.Contains(ce.Message(), want) {
 			t.Errorf("%.80s...: %v, want %q", frame, err, want)
 		}

@@ -31,5 +31,5 @@ func DoneFrame(d *call.Done) Done {
 func ErrorFrame(e *call.Failure) Error {
 	return Error{Type: TypeError, RequestID: e.RequestID, Code: e.Code, Status: e.Status, Message: e.Message,
 		Retryable: e.Retryable, RetryAfterMs: e.RetryAfterMs, Chunks: e.Chunks, Text: e.Text, Scope: e.Scope,
-		Window: e.Window, Path: Path(e.Path), Problem: e.Problem}
+		Window: e.Window, Path: e.Path, Problem: e.Problem}
 }

@@ -101,10 +101,10 @@ type Error struct {
 	Scope        string  `json:"scope,omitempty"`
 	Window       string  `json:"window,omitempty"`
 	// Path is the request field an invalid_request names and Problem what
-	// is wrong with it (see ClientError), for the doors that name it in
+	// is wrong with it (see call.ClientError), for the doors that name it in
 	// their own terms; the WebSocket's Message names it.
-	Path    Path   `json:"-"`
-	Problem string `json:"-"`
+	Path    call.Path `json:"-"`
+	Problem string    `json:"-"`
 }
 
 // Draining tells the client this server is shutting down.

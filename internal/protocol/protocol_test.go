@@ -73,7 +73,7 @@ func TestDecode(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.wantErr) {
+			if !errors.Is(err, call.ErrInvalid) || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
@@ -95,8 +95,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, err := Decode(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			if !errors.Is(err, call.ErrInvalid) {
+				t.Fatalf("error %v does not wrap call.ErrInvalid", err)
 			}
 			return
 		}
@@ -177,12 +177,12 @@ func TestTraceparentIsNeverRefused(t *testing.T) {
 func TestPathRoundTrips(t *testing.T) {
 	for s, want := range map[string]int{"messages[2].content[1].data": 5, "reasoning.budget_tokens": 2, "Idempotency-Key": 1,
 		"tools": 1, "messages[].content: image blocks": 1, "a..b": 1, "x[1": 1, "": 0} {
-		p := ParsePath(s)
+		p := call.ParsePath(s)
 		if p.String() != s || len(p) != want {
 			t.Errorf("%q: %q (%d elements), want %d", s, p, len(p), want)
 		}
 	}
-	if n, ok := ParsePath("messages[2]").Index(1); !ok || n != 2 {
+	if n, ok := call.ParsePath("messages[2]").Index(1); !ok || n != 2 {
 		t.Errorf("Index: %d %v", n, ok)
 	}
 }

@@ -195,12 +195,12 @@ func (s *Session) readLoop() {
 			s.hub.metrics.AttachmentFrameRefused()
 			var refusal error
 			if spent.By == userSpent {
-				refusal = protocol.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
+				refusal = call.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
 					opts.AttachmentBytesPerUser)
 			} else {
 				refusal = s.moveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
 			}
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.ProtocolError(refusal))
+			s.sendError(protocol.PeekRequestID(spent.First), gateway.Failure(refusal))
 			_ = s.conn.SetReadDeadline(deadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
@@ -234,7 +234,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 			s.closeNow(protocol.DisconnectNoAttachments)
 			return false
 		}
-		s.refuse(gateway.Request{ReceivedAt: received}, protocol.Errorf(protocol.ErrInvalid, "frames must be JSON text frames"))
+		s.refuse(gateway.Request{ReceivedAt: received}, call.Errorf(call.ErrInvalid, "frames must be JSON text frames"))
 		return true
 	}
 	if !utf8.Valid(data) {
@@ -270,7 +270,7 @@ func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int6
 // request its usage record); the socket stays open.
 func (s *Session) refuse(req gateway.Request, err error) {
 	err = s.hub.gw.Refuse(s.ctx, s.caller(), req, err)
-	s.sendError(req.RequestID, gateway.ProtocolError(err))
+	s.sendError(req.RequestID, gateway.Failure(err))
 }
 
 // readFailed ends a read that failed; frameLate: a frame was being read
@@ -306,14 +306,14 @@ func (s *Session) handle(in protocol.Inbound, req gateway.Request) {
 		s.refresh(in.Token)
 	case protocol.TypeCancel:
 		if err := s.hub.gw.Cancel(s.ctx, s.caller(), in.RequestID); err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			s.sendError(in.RequestID, gateway.Failure(err))
 		}
 	case protocol.TypeResume:
 		s.admitting(true)
 		defer s.admitting(false)
 		log, err := s.hub.gw.Resume(s.ctx, s.caller(), in.RequestID)
 		if err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(err))
+			s.sendError(in.RequestID, gateway.Failure(err))
 			return
 		}
 		s.follow(log, in.AfterSeq, false)
@@ -329,12 +329,12 @@ func (s *Session) handle(in protocol.Inbound, req gateway.Request) {
 				s.follow(log, in.AfterSeq, true)
 				return
 			}
-			s.sendError(in.RequestID, gateway.ProtocolError(gateway.ErrDraining))
+			s.sendError(in.RequestID, gateway.Failure(gateway.ErrDraining))
 			return
 		}
 		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), req)
 		if err != nil {
-			s.sendError(in.RequestID, gateway.ProtocolError(s.moveIfBusy(err)))
+			s.sendError(in.RequestID, gateway.Failure(s.moveIfBusy(err)))
 			return
 		}
 		s.follow(log, from, true)
@@ -476,13 +476,12 @@ func (s *Session) push(ctx context.Context, it item, inline bool) bool {
 	return err == nil
 }
 
-func (s *Session) sendError(requestID string, e protocol.Error) {
-	e.Type = protocol.TypeError
+func (s *Session) sendError(requestID string, e call.Failure) {
 	e.RequestID = requestID
 	if e.Status == 0 {
-		e.Status = protocol.Status(e.Code)
+		e.Status = call.Status(e.Code)
 	}
-	s.send(protocol.Encode(e))
+	s.send(protocol.Encode(protocol.ErrorFrame(&e)))
 }
 
 // slowConsumer closes the session with 4008, once: the writer's timed-out
@@ -632,7 +631,7 @@ func (s *Session) closeNow(d protocol.Disconnect) {
 // expired closes the session when its token runs out without an auth refresh.
 func (s *Session) expired() {
 	s.logger.Info("token_expired")
-	s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
+	s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
 	s.closeAfterQueue(protocol.DisconnectTokenExpired)
 }
 
@@ -649,7 +648,7 @@ func (s *Session) refresh(token string) {
 	}
 	if err != nil {
 		s.logger.Info("auth_refresh_rejected", zap.Error(err))
-		s.sendError("", protocol.Error{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
+		s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
 		s.closeAfterQueue(protocol.DisconnectTokenRejected)
 		return
 	}
