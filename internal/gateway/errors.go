@@ -12,7 +12,7 @@ import (
 )
 
 // Errors the pipeline itself raises. Every error, from here or from a
-// domain package, becomes a protocol error in exactly one place: ProtocolError.
+// domain package, becomes a failure (call.Failure) in exactly one place: Failure.
 var (
 	errConflict        = errors.New("request_id was already used with a different body")
 	errNotFound        = errors.New("no such request")

@@ -17,8 +17,8 @@ import (
 	"github.com/jetway-gateway/jetway/internal/router"
 )
 
-// TestProtocolErrorTable pins the one table from errors to protocol codes.
-func TestProtocolErrorTable(t *testing.T) {
+// TestFailureTable pins the one table from errors to failure codes.
+func TestFailureTable(t *testing.T) {
 	me := func(kind router.ErrorKind, sentinel error, streamed bool) error {
 		return &router.ModelError{Kind: kind, Model: "m", Streamed: streamed, Err: sentinel}
 	}

@@ -533,7 +533,7 @@ func TestLostLeaseAndInterruptEndOnce(t *testing.T) {
 func TestErrorTextIsCarriedNotCut(t *testing.T) {
 	err := errors.Join(errors.New("store: down"), call.Errorf(call.ErrInvalid, "max_tokens 9 is over: 8"))
 	if e := gateway.Failure(err); e.Code != protocol.CodeInvalidRequest || e.Message != "max_tokens 9 is over: 8" {
-		t.Errorf("ProtocolError = %+v", e)
+		t.Errorf("Failure = %+v", e)
 	}
 }
 
