@@ -13,7 +13,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/door/doortest"
 	"github.com/jetway-gateway/jetway/internal/gateway"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -26,7 +25,11 @@ var update = flag.Bool("update", false, "rewrite testdata/refusals.golden from t
 func TestRefusalWireBodies(t *testing.T) {
 	gw := fakeGateway{submit: func(c gateway.Caller, req gateway.Request) (*stream.Log, int, error) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Unix(1700000000, 0))
-		switch req.Messages[len(req.Messages)-1].Text() {
+		text := req.Messages[len(req.Messages)-1].Text()
+		if l, err, ok := doortest.GatewayRefusal(text, log); ok {
+			return l, 0, err
+		}
+		switch text {
 		case "tools":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
 		case "points":
@@ -37,20 +40,8 @@ func TestRefusalWireBodies(t *testing.T) {
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
 		case "unnamed":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[0].bogus", " is wrong")
-		case "conflict":
-			return nil, 0, gateway.ErrConflict
-		case "busy":
-			return nil, 0, gateway.ErrBusy
-		case "draining":
-			return nil, 0, gateway.ErrDraining
-		case "quota":
-			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeQuotaExceeded, Status: 429,
-				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
-		case "model":
-			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
-				Message: `model "x" is not allowed`}), time.Now())
 		case "late":
-			log.Reject(stream.ErrorTerminal((gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`)))), time.Now())
+			log.Reject(stream.ErrorTerminal(gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content[1]", `: 5 cache_point blocks, model mock-a allows at most 4`))), time.Now())
 		default:
 			return finished(req, "end_turn", "ok"), 0, nil
 		}

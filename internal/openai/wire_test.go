@@ -14,7 +14,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/door/doortest"
 	"github.com/jetway-gateway/jetway/internal/gateway"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -29,6 +28,9 @@ func TestRefusalWireBodies(t *testing.T) {
 		log := stream.NewLog("alice", req.RequestID, "h", time.Unix(1700000000, 0))
 		last := req.Messages[len(req.Messages)-1]
 		text := last.Text()
+		if l, err, ok := doortest.GatewayRefusal(text, log); ok {
+			return l, 0, err
+		}
 		switch text {
 		case "tools":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
@@ -40,20 +42,8 @@ func TestRefusalWireBodies(t *testing.T) {
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
 		case "tool limit":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools[0].input_schema", " is too deep")
-		case "conflict":
-			return nil, 0, gateway.ErrConflict
-		case "busy":
-			return nil, 0, gateway.ErrBusy
-		case "draining":
-			return nil, 0, gateway.ErrDraining
-		case "quota":
-			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeQuotaExceeded, Status: 429,
-				Message: "Token quota exceeded", Retryable: true, RetryAfterMs: 61500, Scope: "user", Window: "hour"}), time.Now())
-		case "model":
-			log.Reject(stream.ErrorTerminal(call.Failure{Code: protocol.CodeModelNotAllowed, Status: 403,
-				Message: `model "x" is not allowed`}), time.Now())
 		case "late":
-			log.Reject(stream.ErrorTerminal((gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content", ` holds 5 cache_point blocks`)))), time.Now())
+			log.Reject(stream.ErrorTerminal(gateway.Failure(call.FieldErrorf(call.ErrInvalid, "messages[0].content", ` holds 5 cache_point blocks`))), time.Now())
 		default:
 			if len(last.Blocks) > 0 {
 				return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[1].content[1].data", " is too big for this model")
