@@ -331,7 +331,7 @@ func (c *Client) Close() error {
 		call.finish(nil, ErrClosed)
 	}
 	if cn != nil {
-		_ = cn.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(protocol.DisconnectNormal.Code, protocol.DisconnectNormal.Reason), time.Now().Add(time.Second))
+		_ = cn.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		_ = cn.ws.Close()
 		<-cn.done
 	}

@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/jetway-gateway/jetway/internal/session"
+	"github.com/jetway-gateway/jetway/internal/socket"
 )
 
 // imageRequest is a request frame of the knowledge bot (mock-cheap takes
@@ -272,5 +271,5 @@ const idleProcessBytes = 32 << 20
 // attachmentMemoryBound is docs/configuration.md's "Sizing the attachment
 // bounds" with the default settings: what a flood adds to the idle process.
 func attachmentMemoryBound(sessions int) int64 {
-	return 2 * (int64(sessions)*session.DefaultMaxFrameBytes + session.DefaultAttachmentBytesInFlight)
+	return 2 * (int64(sessions)*socket.DefaultMaxFrameBytes + socket.DefaultAttachmentBytesInFlight)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/socket"
 )
 
 // TestAttachmentsReachTheModel: an image and a document go through the
@@ -136,7 +137,7 @@ func TestAttachmentFrameBounds(t *testing.T) {
 		t.Fatalf("got %v, want accepted", acc)
 	}
 	rc.send(text("bounds-text-1", strings.Repeat("x", 1400_000)))
-	if ce := closed(rc); ce.Code != 1009 || ce.Text != protocol.DisconnectNoAttachments.Reason {
+	if ce := closed(rc); ce.Code != 1009 || ce.Text != socket.DisconnectNoAttachments.Reason {
 		t.Fatalf("a 1.4 MB frame without attachments: close %d %q", ce.Code, ce.Text)
 	}
 
@@ -146,7 +147,7 @@ func TestAttachmentFrameBounds(t *testing.T) {
 		t.Fatalf("the request in flight at the close: %v", done)
 	}
 	rc.send(image("bounds-image-2", 6_400_000)) // 8.5 MB of base64
-	if ce := closed(rc); ce.Code != 1009 || ce.Text != protocol.DisconnectFrameTooBig.Reason {
+	if ce := closed(rc); ce.Code != 1009 || ce.Text != socket.DisconnectFrameTooBig.Reason {
 		t.Fatalf("a frame over 8 MiB: close %d %q", ce.Code, ce.Text)
 	}
 

@@ -47,6 +47,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/internal/tracing"
@@ -96,7 +97,7 @@ type server struct {
 	sink         telemetry.Sink
 	traces       *tracing.Provider
 	gw           *gateway.Gateway
-	hub          *session.Hub
+	hub          *socket.Hub
 	balancer     *fleet.Balancer // nil without a members table
 	emf          *telemetry.EMF  // nil: EMF off
 	healthChecks *selfdrain.Watcher
@@ -171,7 +172,7 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 	if liveness != nil {
 		so.RoomElsewhere = srv.roomElsewhere
 	}
-	srv.hub = session.NewHub(verifier, srv.gw, metrics, logger, so)
+	srv.hub = socket.NewHub(verifier, metrics, logger, so)
 	if liveness != nil {
 		bo := s.Balance
 		bo.MovesPerSecond = float64(s.BalanceMovesPerSec)
@@ -366,7 +367,7 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 	gin.SetMode(gin.ReleaseMode)
 	main := gin.New()
 	main.Use(gin.Recovery())
-	main.GET("/v1/ws", gin.WrapH(srv.hub))
+	main.GET("/v1/ws", gin.WrapH(srv.hub.Handler(session.New(srv.gw), gateway.DoorWS)))
 	// One intake for both HTTP doors: their bodies share one budget.
 	intake := door.NewIntake(s.Intake.BodyBytesInFlight, s.Intake.RequestsPerUser, metrics)
 	doorOpts := door.Options{MaxBodyBytes: s.Session.MaxFrameBytes, WriteTimeout: s.Session.WriteTimeout,

@@ -23,7 +23,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
-	"github.com/jetway-gateway/jetway/internal/session"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/web"
@@ -36,7 +36,7 @@ type settings struct {
 	// A setting's 0 sometimes means what the package's zero does not:
 	// sessionOptions, selfDrainOptions and buildVerifier translate those.
 	Auth      auth.Config               // Issuer, JWKSURL, Leeway, CacheEntries
-	Session   session.Options           // the WebSocket door's bounds
+	Session   socket.Options            // the WebSocket door's bounds
 	Gateway   gateway.Options           // the pipeline's bounds, and ServerID
 	Retained  stream.RegistryOptions    // RetainedBytes (its Retention is Gateway.ResumeWindow)
 	Fleet     fleet.Options             // Heartbeat, StaleAfter
@@ -131,17 +131,17 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Cognito.Scopes, "JETWAY_COGNITO_SCOPES", "", "demo page in production: space-separated scopes (default openid)"),
 		row(&s.AllowedOrigins, "JETWAY_ALLOWED_ORIGINS", "", "comma-separated allowed browser origins"),
 
-		row(&s.Session.Heartbeat, "JETWAY_HEARTBEAT", session.DefaultHeartbeat, "WebSocket ping interval"),
-		row(&s.Session.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", session.DefaultMaxFrameBytes, "largest inbound frame in bytes"),
-		row(&s.Session.MaxAttachmentFrameBytes, "JETWAY_MAX_ATTACHMENT_FRAME_BYTES", session.DefaultMaxAttachmentFrameBytes, "largest inbound frame with an image or document, bytes (0: the plain frame bound)"),
-		row(&s.Session.AttachmentBytesInFlight, "JETWAY_ATTACHMENT_BYTES_IN_FLIGHT", session.DefaultAttachmentBytesInFlight, "server-wide bytes of frames past the plain bound being read or admitted; past it: busy"),
+		row(&s.Session.Heartbeat, "JETWAY_HEARTBEAT", socket.DefaultHeartbeat, "WebSocket ping interval"),
+		row(&s.Session.MaxFrameBytes, "JETWAY_MAX_FRAME_BYTES", socket.DefaultMaxFrameBytes, "largest inbound frame in bytes"),
+		row(&s.Session.MaxAttachmentFrameBytes, "JETWAY_MAX_ATTACHMENT_FRAME_BYTES", socket.DefaultMaxAttachmentFrameBytes, "largest inbound frame with an image or document, bytes (0: the plain frame bound)"),
+		row(&s.Session.AttachmentBytesInFlight, "JETWAY_ATTACHMENT_BYTES_IN_FLIGHT", socket.DefaultAttachmentBytesInFlight, "server-wide bytes of frames past the plain bound being read or admitted; past it: busy"),
 		row(&s.Session.AttachmentBytesPerUser, "JETWAY_ATTACHMENT_BYTES_PER_USER", 0, "one user's share of that budget over all its sessions, bytes (0: a quarter of it); past it: rate_limited"),
-		row(&s.Session.FrameReadTimeout, "JETWAY_FRAME_READ_TIMEOUT", session.DefaultFrameReadTimeout, "longest time from an inbound frame's first byte to its last (pings do not extend it); past it: close 1008"),
-		row(&s.Session.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", session.DefaultSendQueueFrames, "per-connection send queue bound, frames"),
-		row(&s.Session.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", session.DefaultSendQueueBytes, "per-connection send queue bound, bytes"),
-		row(&s.Session.WriteTimeout, "JETWAY_WRITE_TIMEOUT", session.DefaultWriteTimeout, "longest time one socket write may take"),
+		row(&s.Session.FrameReadTimeout, "JETWAY_FRAME_READ_TIMEOUT", socket.DefaultFrameReadTimeout, "longest time from an inbound frame's first byte to its last (pings do not extend it); past it: close 1008"),
+		row(&s.Session.SendQueueFrames, "JETWAY_SEND_QUEUE_FRAMES", socket.DefaultSendQueueFrames, "per-connection send queue bound, frames"),
+		row(&s.Session.SendQueueBytes, "JETWAY_SEND_QUEUE_BYTES", socket.DefaultSendQueueBytes, "per-connection send queue bound, bytes"),
+		row(&s.Session.WriteTimeout, "JETWAY_WRITE_TIMEOUT", socket.DefaultWriteTimeout, "longest time one socket write may take"),
 		row(&s.Session.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)"),
-		row(&s.Session.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", session.DefaultMaxConnsPerUser, "open WebSockets per user"),
+		row(&s.Session.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", socket.DefaultMaxConnsPerUser, "open WebSockets per user"),
 
 		row(&s.Gateway.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session"),
 		row(&s.Gateway.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", gateway.DefaultMaxInflightPerUser, "requests in flight per user"),
@@ -428,7 +428,7 @@ func (s *settings) quotaLease(owner string) quota.LeaseOptions {
 
 // sessionOptions are the session's options: the settings' bounds, with
 // what the settings say in their own terms put in the session's.
-func (s *settings) sessionOptions() session.Options {
+func (s *settings) sessionOptions() socket.Options {
 	o := s.Session
 	// 0 means no larger bound for attachments: the plain frame bound.
 	if o.MaxAttachmentFrameBytes == 0 {

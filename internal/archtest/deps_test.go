@@ -31,7 +31,11 @@ var forbidden = map[string][]string{
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
-	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/anthropic", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
+	"internal/door":      {module + "internal/session", module + "internal/openai", module + "internal/anthropic", module + "internal/aisdk", module + "internal/socket", module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/"},
+	// The WebSocket lifecycle every WebSocket door shares: no door's wire,
+	// no model, no store.
+	"internal/socket": {module + "internal/session", module + "internal/aisdk", module + "internal/openai", module + "internal/anthropic", module + "internal/protocol",
+		module + "internal/quota", module + "internal/router", "github.com/gin-gonic/", "github.com/aws/"},
 	"client":             {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},
@@ -85,9 +89,11 @@ func TestImportDirection(t *testing.T) {
 // doors turn a wire format into the core's requests and the core's
 // events back (docs/architecture.md, "Doors over one core"): each is a
 // codec and its routes. Doors never import each other, and the core
-// imports no door, nor what doors share (internal/door).
+// imports no door, nor what doors share (internal/door, and the
+// WebSocket doors' lifecycle, internal/socket).
 var (
-	doors = []string{"internal/session", "internal/openai", "internal/anthropic"}
+	doors  = []string{"internal/session", "internal/openai", "internal/anthropic"}
+	shared = []string{"internal/door", "internal/socket"}
 	core  = []string{"internal/gateway", "internal/takeover", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
 )
 
@@ -110,7 +116,7 @@ var speaksWire = map[string]bool{
 func TestCoreSpeaksNoWire(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for _, dir := range append(slices.Clone(core), "internal/call", "internal/openai", "internal/anthropic") {
+	for _, dir := range append(slices.Clone(core), "internal/call", "internal/socket", "internal/openai", "internal/anthropic") {
 		pkg, err := build.ImportDir(filepath.Join(root, dir), 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
@@ -141,8 +147,8 @@ func TestDoorsAreApart(t *testing.T) {
 			t.Fatalf("%s: %v", dir, err)
 		}
 		for _, imp := range pkg.Imports {
-			for _, d := range append([]string{"internal/door"}, doors...) {
-				if d == dir || d == "internal/door" && slices.Contains(doors, dir) {
+			for _, d := range append(slices.Clone(shared), doors...) {
+				if d == dir || slices.Contains(shared, d) && slices.Contains(doors, dir) {
 					continue
 				}
 				if imp == module+d {

@@ -30,10 +30,15 @@ type Options struct {
 	Now           func() time.Time
 }
 
+// DefaultMaxFrameBytes is every door's default bound of an inbound frame
+// or body (jetway.v1's, protocol.DefaultMaxFrame): the WebSocket doors'
+// frames and the HTTP doors' bodies.
+const DefaultMaxFrameBytes = protocol.DefaultMaxFrame
+
 // Defaults fills the zero values.
 func (o *Options) Defaults() {
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = protocol.DefaultMaxFrame
+		o.MaxBodyBytes = DefaultMaxFrameBytes
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,9 +14,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/jetway-gateway/jetway/internal/call"
-	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -105,7 +104,7 @@ func closeOf(t *testing.T, ws *websocket.Conn) *websocket.CloseError {
 // connection's requests are served.
 func TestAttachmentFrameBound(t *testing.T) {
 	const plain, attach = 16 << 10, 300 << 10
-	_, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: attach})
+	_, url := serve(t, newAnswering(), nil, socket.Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: attach})
 
 	ws := dial(t, url)
 	big := imageFrame("image-req-1", 200<<10, false) // several read chunks
@@ -119,8 +118,8 @@ func TestAttachmentFrameBound(t *testing.T) {
 	if err := ws.WriteMessage(websocket.TextMessage, imageFrame("text-req-1", 200<<10, true)); err != nil {
 		t.Fatal(err)
 	}
-	if ce := closeOf(t, ws); ce.Code != protocol.DisconnectNoAttachments.Code || ce.Text != protocol.DisconnectNoAttachments.Reason {
-		t.Fatalf("a large frame without attachments: close %d %q, want %v", ce.Code, ce.Text, protocol.DisconnectNoAttachments)
+	if ce := closeOf(t, ws); ce.Code != socket.DisconnectNoAttachments.Code || ce.Text != socket.DisconnectNoAttachments.Reason {
+		t.Fatalf("a large frame without attachments: close %d %q, want %v", ce.Code, ce.Text, socket.DisconnectNoAttachments)
 	}
 
 	ws = dial(t, url)
@@ -130,8 +129,8 @@ func TestAttachmentFrameBound(t *testing.T) {
 	if err := ws.WriteMessage(websocket.TextMessage, imageFrame("huge-req-1", attach+1, false)); err != nil {
 		t.Fatal(err)
 	}
-	if ce := closeOf(t, ws); ce.Code != protocol.DisconnectFrameTooBig.Code || ce.Text != protocol.DisconnectFrameTooBig.Reason {
-		t.Fatalf("a frame over the attachment bound: close %d %q, want %v", ce.Code, ce.Text, protocol.DisconnectFrameTooBig)
+	if ce := closeOf(t, ws); ce.Code != socket.DisconnectFrameTooBig.Code || ce.Text != socket.DisconnectFrameTooBig.Reason {
+		t.Fatalf("a frame over the attachment bound: close %d %q, want %v", ce.Code, ce.Text, socket.DisconnectFrameTooBig)
 	}
 	ws = dial(t, url)
 	served(t, ws, imageFrame("small-req-3", 1<<10, true), "small-req-3")
@@ -140,13 +139,13 @@ func TestAttachmentFrameBound(t *testing.T) {
 // With the attachment bound at most the plain one, every frame has the
 // plain bound, images too.
 func TestAttachmentBoundOff(t *testing.T) {
-	_, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: 16 << 10, MaxAttachmentFrameBytes: 16 << 10})
+	_, url := serve(t, newAnswering(), nil, socket.Options{MaxFrameBytes: 16 << 10, MaxAttachmentFrameBytes: 16 << 10})
 	ws := dial(t, url)
 	if err := ws.WriteMessage(websocket.TextMessage, imageFrame("image-req-2", 20<<10, false)); err != nil {
 		t.Fatal(err)
 	}
-	if ce := closeOf(t, ws); ce.Code != protocol.DisconnectFrameTooBig.Code || ce.Text != protocol.DisconnectFrameTooBig.Reason {
-		t.Fatalf("close %d %q, want %v", ce.Code, ce.Text, protocol.DisconnectFrameTooBig)
+	if ce := closeOf(t, ws); ce.Code != socket.DisconnectFrameTooBig.Code || ce.Text != socket.DisconnectFrameTooBig.Reason {
+		t.Fatalf("close %d %q, want %v", ce.Code, ce.Text, socket.DisconnectFrameTooBig)
 	}
 }
 
@@ -159,7 +158,7 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 	release := make(chan struct{})
 	gw.hold["held-image-1"] = release
 	const plain = 16 << 10
-	hub, url := serve(t, gw, nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20, AttachmentBytesInFlight: 150 << 10,
+	hub, url := serve(t, gw, nil, socket.Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20, AttachmentBytesInFlight: 150 << 10,
 		AttachmentBytesPerUser: 150 << 10})
 
 	first, second := dial(t, url), dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}, "other")
@@ -191,33 +190,11 @@ func TestAttachmentBudgetAnswersBusy(t *testing.T) {
 	}
 	served(t, second, frame, id)
 	// Every byte taken is given back once its request is through.
-	for deadline := time.Now().Add(5 * time.Second); hub.frames.budget.Used() != 0; {
+	for deadline := time.Now().Add(5 * time.Second); hub.AttachmentBytesHeld() != 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.Used())
+			t.Fatalf("%d bytes of the budget still taken", hub.AttachmentBytesHeld())
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// BenchmarkReadImageFrame is the session's read of a frame with a 1 MiB
-// image (1.4 MB) from the connection, before decoding: 64 KiB pooled
-// pieces, one copy into a buffer of the frame's size, the budget taken
-// and given back.
-func BenchmarkReadImageFrame(b *testing.B) {
-	frame := imageFrame("bench-image-1", 1400<<10, false)
-	fr := frameReader{plain: DefaultMaxFrameBytes, largest: DefaultMaxAttachmentFrameBytes,
-		budget: door.NewByteBudget(DefaultAttachmentBytesInFlight, func(int64) {}), perUser: DefaultAttachmentBytesInFlight}
-	u := &userShare{}
-	r := bytes.NewReader(frame)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(frame)))
-	for b.Loop() {
-		r.Reset(frame)
-		data, held, err := fr.read(r, u)
-		if err != nil || len(data) != len(frame) {
-			b.Fatal(len(data), err)
-		}
-		fr.give(u, held)
 	}
 }
 
@@ -238,7 +215,7 @@ func TestInvalidFramesAreRefusedThroughTheGateway(t *testing.T) {
 		}
 		return err
 	}
-	_, url := serve(t, a, nil, Options{})
+	_, url := serve(t, a, nil, socket.Options{})
 	ws := dial(t, url)
 	cases := []struct {
 		frame, id, typ, code, msg string
@@ -292,7 +269,7 @@ func TestInvalidFramesAreRefusedThroughTheGateway(t *testing.T) {
 // as any oversized frame does (issue 23: a 400 KB ping passed).
 func TestOnlyRequestsUseTheAttachmentBound(t *testing.T) {
 	const plain, attach = 16 << 10, 300 << 10
-	_, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: attach})
+	_, url := serve(t, newAnswering(), nil, socket.Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: attach})
 	img := base64.StdEncoding.EncodeToString(make([]byte, 100<<10))
 	blocks := `"messages":[{"role":"user","content":[{"type":"image","format":"png","data":"` + img + `"}]}]`
 	for _, frame := range []string{
@@ -306,8 +283,8 @@ func TestOnlyRequestsUseTheAttachmentBound(t *testing.T) {
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
 			t.Fatal(err)
 		}
-		if ce := closeOf(t, ws); ce.Code != protocol.DisconnectNoAttachments.Code || ce.Text != protocol.DisconnectNoAttachments.Reason {
-			t.Fatalf("%s...: close %d %q, want %v", frame[:30], ce.Code, ce.Text, protocol.DisconnectNoAttachments)
+		if ce := closeOf(t, ws); ce.Code != socket.DisconnectNoAttachments.Code || ce.Text != socket.DisconnectNoAttachments.Reason {
+			t.Fatalf("%s...: close %d %q, want %v", frame[:30], ce.Code, ce.Text, socket.DisconnectNoAttachments)
 		}
 	}
 	ws := dial(t, url)
@@ -368,22 +345,22 @@ func readAll(ws *websocket.Conn) <-chan any {
 }
 
 // awaitUsed polls the server's attachment budget until at least n bytes are taken.
-func awaitUsed(t *testing.T, hub *Hub, n int64) {
+func awaitUsed(t *testing.T, hub *testHub, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.Used() < n; {
+	for deadline := time.Now().Add(10 * time.Second); hub.AttachmentBytesHeld() < n; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the budget holds %d bytes, want at least %d", hub.frames.budget.Used(), n)
+			t.Fatalf("the budget holds %d bytes, want at least %d", hub.AttachmentBytesHeld(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
 // awaitBudgetFree polls until every byte of the attachment budget is back.
-func awaitBudgetFree(t *testing.T, hub *Hub) {
+func awaitBudgetFree(t *testing.T, hub *testHub) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); hub.frames.budget.Used() != 0; {
+	for deadline := time.Now().Add(10 * time.Second); hub.AttachmentBytesHeld() != 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes of the budget still taken", hub.frames.budget.Used())
+			t.Fatalf("%d bytes of the budget still taken", hub.AttachmentBytesHeld())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -397,7 +374,7 @@ func TestFrameReadTimeout(t *testing.T) {
 	// Several heartbeats fit in the frame timeout: the pings they bring
 	// are answered, and must not move it.
 	const heartbeat, frameTimeout = 200 * time.Millisecond, 1500 * time.Millisecond
-	hub, url := serve(t, newAnswering(), nil, Options{Heartbeat: heartbeat, FrameReadTimeout: frameTimeout,
+	hub, url := serve(t, newAnswering(), nil, socket.Options{Heartbeat: heartbeat, FrameReadTimeout: frameTimeout,
 		MaxFrameBytes: 16 << 10, MaxAttachmentFrameBytes: 1 << 20})
 	ws := dial(t, url)
 	frames := readAll(ws) // answers every ping
@@ -409,8 +386,8 @@ func TestFrameReadTimeout(t *testing.T) {
 			t.Fatalf("frame %v before the close", v)
 		}
 		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != protocol.DisconnectFrameTimeout.Code || ce.Text != protocol.DisconnectFrameTimeout.Reason {
-			t.Fatalf("a frame never finished: %v, want close %v", err, protocol.DisconnectFrameTimeout)
+		if !errors.As(err, &ce) || ce.Code != socket.DisconnectFrameTimeout.Code || ce.Text != socket.DisconnectFrameTimeout.Reason {
+			t.Fatalf("a frame never finished: %v, want close %v", err, socket.DisconnectFrameTimeout)
 		}
 	case <-time.After(20 * frameTimeout): // generous: a busy machine
 		t.Fatalf("a frame unfinished for %s, its sender answering pings, is still being read", 20*frameTimeout)
@@ -457,7 +434,7 @@ func TestFrameReadTimeout(t *testing.T) {
 // one user's 16 stalled frames made every other user's image busy).
 func TestAttachmentBudgetPerUser(t *testing.T) {
 	const plain = 16 << 10
-	hub, url := serve(t, newAnswering(), nil, Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20,
+	hub, url := serve(t, newAnswering(), nil, socket.Options{MaxFrameBytes: plain, MaxAttachmentFrameBytes: 1 << 20,
 		AttachmentBytesInFlight: 1 << 20, AttachmentBytesPerUser: 300 << 10})
 	stalled := dial(t, url)
 	stalledFrames := readAll(stalled)

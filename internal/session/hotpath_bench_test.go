@@ -24,6 +24,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/router"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkHotPath(b *testing.B) {
 		}()
 		return log
 	}}
-	hub := NewHub(benchVerifier{}, gw, nil, zap.NewNop(), Options{})
+	hub := newHub(benchVerifier{}, gw, nil, zap.NewNop(), socket.Options{})
 	srv := httptest.NewServer(hub)
 	defer srv.Close()
 	conn, _, err := (&websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}).Dial(

@@ -14,6 +14,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
@@ -46,7 +47,7 @@ func finish(l *stream.Log) {
 }
 
 // waitStaying polls until the hub counts n sessions staying.
-func waitStaying(t *testing.T, h *Hub, n int) {
+func waitStaying(t *testing.T, h *testHub, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for h.Staying() != n {
@@ -62,9 +63,9 @@ func waitStaying(t *testing.T, h *Hub, n int) {
 // the move bounds.
 type laterClock struct{ offset atomic.Int64 }
 
-func (c *laterClock) Now() time.Time            { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *laterClock) skip(d time.Duration)      { c.offset.Add(int64(d)) }
-func (c *laterClock) options(o Options) Options { o.Now = c.Now; return o }
+func (c *laterClock) Now() time.Time                          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *laterClock) skip(d time.Duration)                    { c.offset.Add(int64(d)) }
+func (c *laterClock) options(o socket.Options) socket.Options { o.Now = c.Now; return o }
 
 // MoveIdle moves idle sessions only, those idle longest first, each with a
 // draining frame and then a close with 1001, as at shutdown.
@@ -72,7 +73,7 @@ func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	g := &logsByID{logs: map[string]*stream.Log{}}
 	clock := &laterClock{}
-	h, url := serve(t, g.gateway(), zap.New(core), clock.options(Options{}))
+	h, url := serve(t, g.gateway(), zap.New(core), clock.options(socket.Options{}))
 	oldest := dial(t, url)
 	busy := dial(t, url)
 	newest := dial(t, url)
@@ -86,7 +87,7 @@ func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 	if n := h.MoveIdle(3, telemetry.MoveBalance, at); n != 0 {
 		t.Fatalf("MoveIdle moved %d sessions younger than the move bound", n)
 	}
-	clock.skip(DefaultMoveMinAge)
+	clock.skip(socket.DefaultMoveMinAge)
 
 	if n := h.MoveIdle(1, telemetry.MoveBalance, at); n != 1 {
 		t.Fatalf("MoveIdle(1) moved %d", n)
@@ -94,7 +95,7 @@ func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 	if f := read(t, oldest); f["type"] != protocol.TypeDraining {
 		t.Fatalf("the session idle longest got %v, want draining", f)
 	}
-	if code := closeCode(t, oldest); code != protocol.DisconnectShutdown.Code {
+	if code := closeCode(t, oldest); code != socket.DisconnectShutdown.Code {
 		t.Fatalf("moved idle session closed with %d, want 1001", code)
 	}
 	// One idle session is left; the one delivering a request is not moved.
@@ -104,7 +105,7 @@ func TestMoveIdleMovesIdleLongestFirst(t *testing.T) {
 	if f := read(t, newest); f["type"] != protocol.TypeDraining {
 		t.Fatalf("got %v, want draining", f)
 	}
-	if code := closeCode(t, newest); code != protocol.DisconnectShutdown.Code {
+	if code := closeCode(t, newest); code != socket.DisconnectShutdown.Code {
 		t.Fatalf("closed with %d, want 1001", code)
 	}
 	waitStaying(t, h, 1)
@@ -137,7 +138,7 @@ func TestBusyWithRoomElsewhereMovesTheSession(t *testing.T) {
 	g := &logsByID{logs: map[string]*stream.Log{}, busy: map[string]bool{"busy-req-2": true, "busy-req-3": true}}
 	var mu sync.Mutex
 	room := false
-	h, url := serve(t, g.gateway(), nil, Options{RoomElsewhere: func() (fleet.Spread, bool) {
+	h, url := serve(t, g.gateway(), nil, socket.Options{RoomElsewhere: func() (fleet.Spread, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		return fleet.Spread{Sessions: 1, Mean: 0.5, Members: 2}, room
@@ -176,7 +177,7 @@ func TestBusyWithRoomElsewhereMovesTheSession(t *testing.T) {
 	if f := read(t, ws); f["type"] != protocol.TypeDone {
 		t.Fatalf("got %v, want done", f)
 	}
-	if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
+	if code := closeCode(t, ws); code != socket.DisconnectShutdown.Code {
 		t.Fatalf("closed with %d, want 1001 once its request ended", code)
 	}
 }
@@ -195,14 +196,14 @@ func TestMoveSparesASessionWhoseFrameIsBeingHandled(t *testing.T) {
 		return l, 0, nil
 	}}
 	clock := &laterClock{}
-	h, url := serve(t, g, nil, clock.options(Options{}))
+	h, url := serve(t, g, nil, clock.options(socket.Options{}))
 	ws := dial(t, url)
-	clock.skip(DefaultMoveMinAge + DefaultMoveQuiet)
+	clock.skip(socket.DefaultMoveMinAge + socket.DefaultMoveQuiet)
 	if err := ws.WriteJSON(request("race-before-1")); err != nil {
 		t.Fatal(err)
 	}
 	<-entered
-	clock.skip(DefaultMoveQuiet) // even once quiet by the clock, the frame in hand keeps it
+	clock.skip(socket.DefaultMoveQuiet) // even once quiet by the clock, the frame in hand keeps it
 	if n := h.MoveIdle(1, telemetry.MoveBalance, fleet.Spread{Sessions: 1, Members: 2}); n != 0 {
 		t.Fatalf("moved %d sessions with a frame being handled", n)
 	}
@@ -229,9 +230,9 @@ func TestFramesRacingAMoveAreAnswered(t *testing.T) {
 	}}
 	for range 5 {
 		clock := &laterClock{}
-		h, url := serve(t, g, nil, clock.options(Options{}))
+		h, url := serve(t, g, nil, clock.options(socket.Options{}))
 		ws := dial(t, url)
-		clock.skip(DefaultMoveMinAge + DefaultMoveQuiet)
+		clock.skip(socket.DefaultMoveMinAge + socket.DefaultMoveQuiet)
 		if n := h.MoveIdle(1, telemetry.MoveBalance, fleet.Spread{Sessions: 1, Members: 2}); n != 1 {
 			t.Fatalf("moved %d, want the idle session", n)
 		}
@@ -260,7 +261,7 @@ func TestFramesRacingAMoveAreAnswered(t *testing.T) {
 		if !got["draining"] {
 			t.Fatal("no draining frame")
 		}
-		if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
+		if code := closeCode(t, ws); code != socket.DisconnectShutdown.Code {
 			t.Fatalf("closed with %d, want 1001", code)
 		}
 	}

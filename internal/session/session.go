@@ -1,33 +1,22 @@
-// Package session is the WebSocket endpoint: authentication before the
-// upgrade, one reader and one writer per connection with a bounded send
-// queue, heartbeats, token refresh, drain, and the protocol frames. It hands
-// requests to the gateway and follows their stream logs; it knows nothing of
+// Package session is the jetway.v1 WebSocket door (GET /v1/ws): a
+// dialect over the shared socket lifecycle (internal/socket). It decodes
+// jetway.v1 frames, hands requests, resumes and cancels to the gateway,
+// and writes the core's events as jetway.v1 frames; it knows nothing of
 // quotas or models.
 package session
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"math"
-	"net"
+	"errors"
 	"net/http"
-	"net/url"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/gorilla/websocket"
-	"go.uber.org/zap"
-
-	"github.com/jetway-gateway/jetway/internal/auth"
-	"github.com/jetway-gateway/jetway/internal/door"
-	"github.com/jetway-gateway/jetway/internal/fleet"
+	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
-	"github.com/jetway-gateway/jetway/internal/telemetry"
+	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
 // Gateway runs the requests a session receives.
@@ -39,491 +28,200 @@ type Gateway interface {
 	Refuse(ctx context.Context, c gateway.Caller, req gateway.Request, err error) error
 }
 
-// The defaults of Options, written once: the gateway's settings and
-// docs/configuration.md use these.
-const (
-	DefaultHeartbeat     = 25 * time.Second
-	DefaultMaxFrameBytes = protocol.DefaultMaxFrame
-	// DefaultMaxAttachmentFrameBytes takes one image at Bedrock's limit
-	// (3.75 MiB, 5.2 MB in base64) with room for text, or a few smaller ones.
-	DefaultMaxAttachmentFrameBytes = 8 << 20
-	// DefaultAttachmentBytesInFlight is 16 frames at the default
-	// attachment bound, or about 180 frames of a 1 MiB image, at once.
-	DefaultAttachmentBytesInFlight = 128 << 20
-	// DefaultAttachmentShareDivisor makes one user's default share of the
-	// attachment budget a quarter of it (32 MiB: four frames at the
-	// default attachment bound), so it takes four users to spend it.
-	DefaultAttachmentShareDivisor = 4
-	// DefaultFrameReadTimeout is the time an inbound frame may take from
-	// its first byte to its last: an 8 MiB frame at 1.2 Mbit/s.
-	DefaultFrameReadTimeout = 60 * time.Second
-	DefaultSendQueueFrames  = 1024
-	DefaultSendQueueBytes   = 4 << 20
-	DefaultWriteTimeout     = 10 * time.Second
-	DefaultMaxConnsPerUser  = 16
-	DefaultReconnectAfter   = time.Second
-	// DefaultMoveMinAge: a session younger than this is never moved. A
-	// fresh session is most often a reconnect the fleet's view has not
-	// counted yet (membership load is a heartbeat old), and its client is
-	// likely sending `resume`s right now. Longer than a heartbeat (2 s);
-	// short enough that a moved session the load balancer sent back here
-	// can move again soon.
-	DefaultMoveMinAge = 3 * time.Second
-	// DefaultMoveQuiet: a session that sent a frame within this is never
-	// moved: its client is talking, and the answer to a frame it sent must
-	// not race the move. Many round trips.
-	DefaultMoveQuiet = 250 * time.Millisecond
-	// DefaultMoveLinger: a moved session closes (1001) only after it has
-	// been idle this long since its `draining` frame or its last inbound
-	// frame: a frame the client sent before it read `draining` arrives
-	// meanwhile and is answered (a request with `error draining`, a
-	// resume served), never cut off by the close.
-	DefaultMoveLinger = time.Second
-)
-
-// Options bound every session. Zero values mean the Default constants.
-type Options struct {
-	Heartbeat     time.Duration // ping interval
-	MaxFrameBytes int64         // largest inbound frame
-	// MaxAttachmentFrameBytes is the largest inbound frame carrying an
-	// image or document block; not above MaxFrameBytes: no larger bound.
-	MaxAttachmentFrameBytes int64
-	// AttachmentBytesInFlight is the server-wide budget of the bytes past
-	// MaxFrameBytes of frames being read or admitted; past it: `busy`.
-	AttachmentBytesInFlight int64
-	// AttachmentBytesPerUser is one user's share of that budget, over all
-	// of the user's sessions; past it: `rate_limited` for that user only.
-	// 0: AttachmentBytesInFlight / DefaultAttachmentShareDivisor.
-	AttachmentBytesPerUser int64
-	// FrameReadTimeout bounds the time from an inbound frame's first byte
-	// to its last; pings and pongs do not extend it. Past it: close 1008.
-	FrameReadTimeout time.Duration
-	SendQueueFrames  int           // send queue bound in frames; over it: 4008
-	SendQueueBytes   int           // send queue bound in bytes; over it: 4008
-	WriteTimeout     time.Duration // longest wait for room in the queue, and for one socket write
-	MaxConnsPerUser  int           // open WebSockets per user on this server
-	AllowedOrigins   []string      // exact origins, or "*"
-	AllowLoopback    bool          // also allow http(s)://localhost|127.0.0.1|[::1] origins (dev mode)
-	ReconnectAfter   time.Duration // the hint in draining frames
-	SocketSendBuffer int           // SO_SNDBUF of each connection in bytes; 0: the OS autotunes
-	// RoomElsewhere, when set, is asked when a request is refused busy at
-	// this server's capacity: true when another server has room and the
-	// move rate allows a move (the balancer's RoomElsewhere). The session
-	// is then moved, and its busy says so (a short retry_after_ms).
-	RoomElsewhere func() (fleet.Spread, bool)
-	MoveMinAge    time.Duration // a session younger than this is not moved (DefaultMoveMinAge)
-	MoveQuiet     time.Duration // a session that sent a frame within this is not moved (DefaultMoveQuiet)
-	MoveLinger    time.Duration // a moved session closes after this long idle (DefaultMoveLinger)
-	Now           func() time.Time
+// Door is the jetway.v1 dialect: mount it with socket.Hub.Handler.
+type Door struct {
+	gw Gateway
 }
 
-func (o *Options) defaults() {
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultHeartbeat
+// New returns the jetway.v1 door over gw.
+func New(gw Gateway) *Door { return &Door{gw: gw} }
+
+// Subprotocol is jetway.v1.
+func (*Door) Subprotocol() string { return protocol.Subprotocol }
+
+// errSessionID refuses a session_id that is not an id.
+var errSessionID = errors.New("session_id must be 8-64 characters of [A-Za-z0-9_-]")
+
+// SessionID is the upgrade's session_id: the one a client reconnects with.
+func (*Door) SessionID(r *http.Request) (string, error) {
+	id := r.URL.Query().Get("session_id")
+	if id != "" && !protocol.ValidID(id) {
+		return "", errSessionID
 	}
-	if o.MaxFrameBytes <= 0 {
-		o.MaxFrameBytes = DefaultMaxFrameBytes
-	}
-	if o.MaxAttachmentFrameBytes <= 0 {
-		o.MaxAttachmentFrameBytes = DefaultMaxAttachmentFrameBytes
-	}
-	if o.AttachmentBytesInFlight <= 0 {
-		o.AttachmentBytesInFlight = DefaultAttachmentBytesInFlight
-	}
-	if o.AttachmentBytesPerUser <= 0 {
-		o.AttachmentBytesPerUser = o.AttachmentBytesInFlight / DefaultAttachmentShareDivisor
-	}
-	if o.FrameReadTimeout <= 0 {
-		o.FrameReadTimeout = DefaultFrameReadTimeout
-	}
-	if o.SendQueueFrames <= 0 {
-		o.SendQueueFrames = DefaultSendQueueFrames
-	}
-	if o.SendQueueBytes <= 0 {
-		o.SendQueueBytes = DefaultSendQueueBytes
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.MaxConnsPerUser <= 0 {
-		o.MaxConnsPerUser = DefaultMaxConnsPerUser
-	}
-	if o.ReconnectAfter <= 0 {
-		o.ReconnectAfter = DefaultReconnectAfter
-	}
-	if o.MoveMinAge <= 0 {
-		o.MoveMinAge = DefaultMoveMinAge
-	}
-	if o.MoveQuiet <= 0 {
-		o.MoveQuiet = DefaultMoveQuiet
-	}
-	if o.MoveLinger <= 0 {
-		o.MoveLinger = DefaultMoveLinger
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	return id, nil
 }
 
-// Hub is the WebSocket endpoint (an http.Handler for GET /v1/ws) and the
-// registry of this server's sessions.
-type Hub struct {
-	signIn   *door.SignIn
-	gw       Gateway
-	metrics  *telemetry.Metrics
-	logger   *zap.Logger
-	refusals *zap.Logger // sampled: the lines of refusals before the upgrade (telemetry.UnauthenticatedLogger)
-	opts     Options
-	upgrader websocket.Upgrader
-	frames   frameReader // the inbound bounds and the server's attachment budget
+// Open returns the session of socket c.
+func (d *Door) Open(c *socket.Conn) socket.Handler { return &Session{gw: d.gw, c: c} }
 
-	mu       sync.Mutex
-	draining bool
-	sessions map[*Session]struct{}
-	moving   int                   // of sessions, how many were asked to move (Session.moved)
-	perUser  map[string]*userShare // by auth.Principal.Owner, while the user has a session
-	idle     chan struct{}         // closed when draining and the last session ends
+// Session is one jetway.v1 connection: one chat session of one user.
+type Session struct {
+	gw Gateway
+	c  *socket.Conn
 }
 
-// NewHub returns the endpoint. metrics may be nil.
-func NewHub(v door.Verifier, gw Gateway, metrics *telemetry.Metrics, logger *zap.Logger, o Options) *Hub {
-	o.defaults()
-	h := &Hub{signIn: &door.SignIn{Verifier: v, Door: gateway.DoorWS, Metrics: metrics}, gw: gw, metrics: metrics, logger: logger, refusals: telemetry.UnauthenticatedLogger(logger), opts: o,
-		sessions: map[*Session]struct{}{}, perUser: map[string]*userShare{}, idle: make(chan struct{}),
-		frames: frameReader{plain: o.MaxFrameBytes, largest: max(o.MaxFrameBytes, o.MaxAttachmentFrameBytes),
-			budget:  door.NewByteBudget(o.AttachmentBytesInFlight, metrics.AttachmentBytesInFlight),
-			perUser: o.AttachmentBytesPerUser}}
-	h.upgrader = websocket.Upgrader{
-		Subprotocols:      []string{protocol.Subprotocol},
-		ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader
-		WriteBufferPool:   &sync.Pool{},
-		HandshakeTimeout:  10 * time.Second,
-		EnableCompression: false,
-		// Origin is checked before the upgrade, with a JSON error; see checkOrigin.
-		CheckOrigin: func(*http.Request) bool { return true },
-	}
-	return h
+// Opened sends ready.
+func (s *Session) Opened() {
+	p := s.c.Principal()
+	s.c.Send(protocol.Encode(protocol.Ready{Type: protocol.TypeReady, SessionID: s.c.ID(), User: p.Subject,
+		Tenant: p.Tenant, App: p.App, Protocol: protocol.Subprotocol, HeartbeatS: int(s.c.Heartbeat() / time.Second),
+		ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
 }
 
-// httpError is a failure before the upgrade.
-type httpError struct {
-	status  int
-	code    string
-	message string
-	cause   error // for the log: why the credentials were refused
+// Refused answers a request whose frame was dropped for the attachment
+// budget, with the request id its first bytes name.
+func (s *Session) Refused(first []byte, err error) {
+	s.sendError(protocol.PeekRequestID(first), gateway.Failure(err))
 }
 
-func writeHTTPError(w http.ResponseWriter, e httpError) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.code, "message": e.message}})
+// Expired says the token ran out, before the close.
+func (s *Session) Expired() {
+	s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
 }
 
-// ServeHTTP authenticates, then upgrades and runs the session until it ends.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, sessionID, herr := h.admit(r)
-	if herr != nil {
-		// Anyone can be refused here, as often as they like: the lines are
-		// sampled, the metric counts every refusal.
-		fields := []zap.Field{zap.Int("status", herr.status), zap.String("code", herr.code),
-			zap.String("reason", herr.message), zap.String("remote", r.RemoteAddr)}
-		if herr.cause != nil {
-			fields = append(fields, zap.Error(herr.cause))
-		}
-		h.refusals.Info("upgrade_refused", fields...)
-		h.metrics.ConnectionRejected(herr.code)
-		writeHTTPError(w, *herr)
-		return
-	}
-	share := h.register(p)
-	if share == nil {
-		writeHTTPError(w, httpError{http.StatusTooManyRequests, protocol.CodeRateLimited,
-			fmt.Sprintf("too many connections for this user (at most %d)", h.opts.MaxConnsPerUser), nil})
-		if h.metrics != nil {
-			h.metrics.ConnectionRejected(protocol.CodeRateLimited)
-		}
-		return
-	}
-	conn, err := h.upgrader.Upgrade(batchingWriter{w}, r, nil)
-	if err != nil {
-		h.unregister(p, nil)
-		h.logger.Info("upgrade_failed", zap.Error(err))
-		return
-	}
-	if n := h.opts.SocketSendBuffer; n > 0 {
-		if tc, ok := tcpConn(conn.NetConn()); ok {
-			_ = tc.SetWriteBuffer(n)
-		}
-	}
-	s := newSession(h, conn, p, sessionID, share)
-	h.track(s)
-	// The session runs on its own goroutine so net/http's handler goroutine,
-	// with its request, headers and buffers, is released: an idle session
-	// then holds only what it needs.
-	go func() {
-		s.run()
-		h.unregister(p, s)
-	}()
+// Draining asks the client to reconnect elsewhere and resume.
+func (s *Session) Draining() []byte {
+	return protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
+		ReconnectAfterMs: s.c.ReconnectAfter().Milliseconds()})
 }
 
-// admit does everything before the upgrade: drain, origin, credentials, session id.
-func (h *Hub) admit(r *http.Request) (auth.Principal, string, *httpError) {
-	h.mu.Lock()
-	draining := h.draining
-	h.mu.Unlock()
-	if draining {
-		return auth.Principal{}, "", &httpError{http.StatusServiceUnavailable, protocol.CodeDraining, "server is draining: connect to another server", nil}
+// Frame decodes and handles one frame; false when it closed the socket.
+// A request holds its decoded attachments' share of the attachment budget
+// until its model call ends (Request.Release, from Frame.Keep).
+func (s *Session) Frame(f *socket.Frame) bool {
+	size := int64(len(f.Data))
+	if !f.Text {
+		s.refuse(gateway.Request{ReceivedAt: f.Received}, call.Errorf(call.ErrInvalid, "frames must be JSON text frames"))
+		return true
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(origin) {
-		return auth.Principal{}, "", &httpError{http.StatusForbidden, protocol.CodeForbidden, "origin not allowed", nil}
-	}
-	if offered := websocket.Subprotocols(r); len(offered) > 0 && !offersJetway(offered) {
-		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
-			"unsupported subprotocol: offer " + protocol.Subprotocol + " (the only protocol this server speaks)", nil}
-	}
-	sessionID := r.URL.Query().Get("session_id")
-	if sessionID != "" && !protocol.ValidID(sessionID) {
-		return auth.Principal{}, "", &httpError{http.StatusBadRequest, protocol.CodeInvalidRequest,
-			"session_id must be 8-64 characters of [A-Za-z0-9_-]", nil}
-	}
-	if sessionID == "" {
-		sessionID = door.NewID()
-	}
-	p, ref := h.signIn.Caller(r, subprotocolToken)
-	if ref != nil {
-		return auth.Principal{}, "", &httpError{ref.Status, ref.Code, ref.Message, ref.Cause}
-	}
-	return p, sessionID, nil
-}
-
-// subprotocolToken is the WebSocket's second place for the token, for
-// browsers, which cannot set headers on an upgrade: a bearer.<JWT> subprotocol.
-var subprotocolToken = door.Source{Describe: "the bearer.<JWT> subprotocol", Find: func(r *http.Request) string {
-	for _, p := range websocket.Subprotocols(r) {
-		if strings.HasPrefix(p, protocol.BearerPrefix) {
-			return strings.TrimPrefix(p, protocol.BearerPrefix)
-		}
-	}
-	return ""
-}}
-
-// OriginAllowed is the browser Origin policy (JETWAY_ALLOWED_ORIGINS), for
-// the other doors on the public listener.
-func (h *Hub) OriginAllowed(origin string) bool { return h.originAllowed(origin) }
-
-// offersJetway reports whether the client offered the protocol we speak
-// (bearer.<JWT> is a credential, not a protocol).
-func offersJetway(offered []string) bool {
-	for _, p := range offered {
-		if p == protocol.Subprotocol {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *Hub) originAllowed(origin string) bool {
-	for _, o := range h.opts.AllowedOrigins {
-		if o == "*" || strings.EqualFold(o, origin) {
-			return true
-		}
-	}
-	if h.opts.AllowLoopback {
-		if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-			host := u.Hostname()
-			if host == "localhost" {
-				return true
-			}
-			if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// register counts a connection for its user and returns the user's share
-// of the attachment budget; nil when the user is at the connection cap.
-func (h *Hub) register(p auth.Principal) *userShare {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	u := h.perUser[p.Owner()]
-	if u == nil {
-		u = &userShare{}
-		h.perUser[p.Owner()] = u
-	}
-	if u.sessions >= h.opts.MaxConnsPerUser {
-		return nil
-	}
-	u.sessions++
-	return u
-}
-
-func (h *Hub) track(s *Session) {
-	h.mu.Lock()
-	h.sessions[s] = struct{}{}
-	draining := h.draining
-	h.mu.Unlock()
-	if h.metrics != nil {
-		h.metrics.SessionOpened()
-	}
-	if draining {
-		s.drain()
-	}
-}
-
-func (h *Hub) unregister(p auth.Principal, s *Session) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := p.Owner()
-	if u := h.perUser[k]; u.sessions <= 1 {
-		delete(h.perUser, k) // its frames gave their bytes back as its sessions ended
-	} else {
-		u.sessions--
-	}
-	if s == nil {
-		return
-	}
-	delete(h.sessions, s)
-	if s.moved {
-		h.moving--
-	}
-	if h.metrics != nil {
-		h.metrics.SessionClosed()
-	}
-	if h.draining && len(h.sessions) == 0 {
-		select {
-		case <-h.idle:
-		default:
-			close(h.idle)
-		}
-	}
-}
-
-// Sessions is the number of open sessions.
-func (h *Hub) Sessions() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.sessions)
-}
-
-// Staying is the number of open sessions not asked to move.
-func (h *Hub) Staying() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.sessions) - h.moving
-}
-
-// MoveIdle asks up to n idle sessions (no request being delivered) to move
-// to another server, those idle longest first, and returns how many it
-// asked. Sessions younger than MoveMinAge, or that sent a frame within
-// MoveQuiet, stay. A moved session is drained as at shutdown: a
-// `draining` frame, new requests on it refused `draining`, and a close
-// with 1001 once what it delivers has ended and it has been quiet for
-// MoveLinger (its answers stay resumable). reason is
-// telemetry.MoveBalance or telemetry.MoveBusy; at is logged with each move.
-func (h *Hub) MoveIdle(n int, reason string, at fleet.Spread) int {
-	if n <= 0 {
-		return 0
-	}
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		return 0
-	}
-	all := make([]*Session, 0, len(h.sessions)-h.moving)
-	for s := range h.sessions {
-		if !s.moved {
-			all = append(all, s)
-		}
-	}
-	h.mu.Unlock()
-	type candidate struct {
-		s     *Session
-		since time.Time
-	}
-	now := h.opts.Now()
-	idle := make([]candidate, 0, len(all))
-	for _, s := range all {
-		if since, ok := s.movable(now, h.opts.MoveMinAge, h.opts.MoveQuiet); ok {
-			idle = append(idle, candidate{s, since})
-		}
-	}
-	sort.Slice(idle, func(i, j int) bool { return idle[i].since.Before(idle[j].since) })
-	moved := 0
-	for _, c := range idle {
-		if moved == n {
-			break
-		}
-		if h.move(c.s, reason, at, true) {
-			moved++
-		}
-	}
-	return moved
-}
-
-// move drains one session for a move (with idleOnly, only if it has
-// nothing in flight and no frame being read), counts and logs it; false
-// if it was not moved.
-func (h *Hub) move(s *Session, reason string, at fleet.Spread, idleOnly bool) bool {
-	if !s.startDrain(idleOnly) {
+	in, err := protocol.Decode(f.Data)
+	req := frameRequest(in, f.Received) // translated once: its features, its refusal or the request
+	feat := req.Features()
+	if size > s.c.PlainBound() && (!req.IsRequest || feat.Images+feat.Documents == 0) {
+		// Only a request's image or document may make a frame larger than
+		// the plain bound; otherwise it is refused as every oversized frame is.
+		s.c.TooBig(size)
 		return false
 	}
-	h.mu.Lock()
-	if _, open := h.sessions[s]; open && !s.moved {
-		s.moved = true
-		h.moving++
+	if err != nil {
+		s.refuse(req, err)
+		return true
 	}
-	h.mu.Unlock()
-	h.metrics.SessionMoved(reason)
-	s.logger.Info("session_moved", zap.String("reason", reason), zap.Int("sessions", at.Sessions),
-		zap.Float64("fleet_mean", math.Round(at.Mean*10)/10), zap.Int("members", at.Members))
-	go s.closeWhenQuiet(h.opts.MoveLinger)
+	if req.IsRequest {
+		req.Release = f.Keep(feat.AttachmentBytes)
+	}
+	s.handle(in, req)
 	return true
 }
 
-// Drain refuses new upgrades (503 draining) and tells every session to
-// move: a `draining` frame, and `error draining` for new requests.
-func (h *Hub) Drain() {
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		return
-	}
-	h.draining = true
-	all := make([]*Session, 0, len(h.sessions))
-	for s := range h.sessions {
-		all = append(all, s)
-	}
-	if len(h.sessions) == 0 {
-		close(h.idle)
-	}
-	h.mu.Unlock()
-	for _, s := range all {
-		s.drain()
+// refuse answers a frame that failed validation, through the gateway's
+// refusal path (a `rejected` line, the user's refusal budget, and for a
+// request its usage record); the socket stays open.
+func (s *Session) refuse(req gateway.Request, err error) {
+	err = s.gw.Refuse(s.c.Context(), s.c.Caller(), req, err)
+	s.sendError(req.RequestID, gateway.Failure(err))
+}
+
+// handle handles a decoded frame; req is its translation, for a request
+// (whose Release, when set, is called here if it goes no further).
+func (s *Session) handle(in protocol.Inbound, req gateway.Request) {
+	ctx := s.c.Context()
+	switch in.Type {
+	case protocol.TypePing:
+		s.c.Send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
+	case protocol.TypeAuth:
+		s.refresh(in.Token)
+	case protocol.TypeCancel:
+		if err := s.gw.Cancel(ctx, s.c.Caller(), in.RequestID); err != nil {
+			s.sendError(in.RequestID, gateway.Failure(err))
+		}
+	case protocol.TypeResume:
+		s.c.Admitting(true)
+		defer s.c.Admitting(false)
+		log, err := s.gw.Resume(ctx, s.c.Caller(), in.RequestID)
+		if err != nil {
+			s.sendError(in.RequestID, gateway.Failure(err))
+			return
+		}
+		s.follow(log, in.AfterSeq, false)
+	case protocol.TypeRequest:
+		draining := s.c.Admitting(true)
+		defer s.c.Admitting(false)
+		if draining {
+			if req.Release != nil {
+				req.Release()
+			}
+			if log, err := s.gw.Rejoin(ctx, s.c.Caller(), in.RequestID); err == nil {
+				// A re-send of a request this server knows is a resume, even while draining.
+				s.follow(log, in.AfterSeq, true)
+				return
+			}
+			s.sendError(in.RequestID, gateway.Failure(gateway.ErrDraining))
+			return
+		}
+		log, from, err := s.gw.Submit(ctx, s.c.Caller(), req)
+		if err != nil {
+			s.sendError(in.RequestID, gateway.Failure(s.c.MoveIfBusy(err)))
+			return
+		}
+		s.follow(log, from, true)
 	}
 }
 
-// Close ends every session with code 1001 once its followed requests have
-// delivered their terminal frames, or at once when ctx ends. Call after Drain.
-func (h *Hub) Close(ctx context.Context) error {
-	h.mu.Lock()
-	all := make([]*Session, 0, len(h.sessions))
-	for s := range h.sessions {
-		all = append(all, s)
+// follow delivers a request's log in jetway.v1 frames, one frame per event.
+func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
+	s.c.Follow(log.RequestID, log, after, withAccepted, frames{}, nil)
+}
+
+// refresh replaces the session's credentials (same user required).
+func (s *Session) refresh(token string) {
+	p, err := s.c.Refresh(s.c.Context(), token)
+	if err != nil {
+		s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
+		s.c.CloseAfterQueue(socket.DisconnectTokenRejected)
+		return
 	}
-	h.mu.Unlock()
-	for _, s := range all {
-		go s.closeWhenIdle(ctx)
+	s.c.Send(protocol.Encode(protocol.AuthOK{Type: protocol.TypeAuthOK, ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
+}
+
+func (s *Session) sendError(requestID string, e call.Failure) {
+	e.RequestID = requestID
+	if e.Status == 0 {
+		e.Status = call.Status(e.Code)
 	}
-	select {
-	case <-h.idle:
-		return nil
-	case <-ctx.Done():
-		for _, s := range all {
-			s.closeNow(protocol.DisconnectShutdown)
-		}
-		return fmt.Errorf("close sessions: %w", ctx.Err())
+	s.c.Send(protocol.Encode(protocol.ErrorFrame(&e)))
+}
+
+// frameRequest is the core's request for a jetway.v1 frame: one that passed
+// validation, or the part of one that failed it, for its refusal.
+func frameRequest(in protocol.Inbound, received time.Time) gateway.Request {
+	return gateway.Request{Request: in.Call(), RequestID: in.RequestID, AfterSeq: in.AfterSeq,
+		IsRequest: in.Type == protocol.TypeRequest, ReceivedAt: received, Trace: tracing.Parse(in.TraceParent())}
+}
+
+// frames is the jetway.v1 codec: the accepted and terminal events'
+// frames, and a chunk frame per piece (see protocol.AppendChunk), each
+// encoded once per request.
+type frames struct{}
+
+func (frames) NewEncoder(l *stream.Log) stream.Encoder { return frameEncoder{requestID: l.RequestID} }
+
+type frameEncoder struct{ requestID string }
+
+func (frameEncoder) Accepted(a *stream.Accepted) []byte {
+	return protocol.Encode(protocol.AcceptedFrame(a.Accepted))
+}
+
+func (e frameEncoder) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
+	return protocol.AppendChunk(dst, e.requestID, seq, p)
+}
+
+func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return terminalFrame(t) }
+
+// terminalFrame is the frame of outcome t.
+func terminalFrame(t *stream.Terminal) []byte {
+	if t.Done != nil {
+		return protocol.Encode(protocol.DoneFrame(t.Done))
 	}
+	return protocol.Encode(protocol.ErrorFrame(t.Error))
 }

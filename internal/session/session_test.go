@@ -19,8 +19,10 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/call"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/protocol"
+	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
@@ -89,12 +91,12 @@ func (fakeVerifier) Verify(_ context.Context, token string) (auth.Principal, err
 }
 
 // serve starts a hub behind httptest and returns it with its ws:// URL.
-func serve(t *testing.T, gw Gateway, logger *zap.Logger, o Options) (*Hub, string) {
+func serve(t *testing.T, gw Gateway, logger *zap.Logger, o socket.Options) (*testHub, string) {
 	t.Helper()
 	if logger == nil {
 		logger = zaptest.NewLogger(t)
 	}
-	h := NewHub(fakeVerifier{}, gw, nil, logger, o)
+	h := newHub(fakeVerifier{}, gw, nil, logger, o)
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		// Runs after the test's sockets are closed (cleanups run last
@@ -169,76 +171,13 @@ func logOf(l *stream.Log) fakeGateway {
 	}}
 }
 
-func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
-	release := make(chan struct{})
-	written := make(chan int, 16)
-	q := newSendQueue(2, 10, func(q *sendQueue) {
-		<-release // a writer stuck on a slow socket
-		for {
-			batch := q.take(nil)
-			if len(batch) == 0 {
-				return
-			}
-			written <- len(batch)
-		}
-	})
-	defer func() { close(release); q.shutAndWait() }()
-	never := make(chan struct{})
-	push := func(n int) error { return q.push(item{frame: make([]byte, n)}, 20*time.Millisecond, never, false) }
-	if err := push(4); err != nil {
-		t.Fatalf("first frame: %v", err)
-	}
-	if err := push(7); !errors.Is(err, errQueueFull) {
-		t.Fatalf("4+7 bytes over a 10-byte bound: %v, want errQueueFull", err)
-	}
-	if err := push(6); err != nil {
-		t.Fatalf("4+6 bytes: %v", err)
-	}
-	if err := push(0); !errors.Is(err, errQueueFull) {
-		t.Fatalf("a third frame over a 2-frame bound: %v, want errQueueFull", err)
-	}
-	if err := q.push(item{close: &protocol.DisconnectSlow}, time.Millisecond, never, false); err != nil {
-		t.Fatalf("a close always fits: %v", err)
-	}
-	done := make(chan struct{})
-	close(done)
-	if err := q.push(item{frame: []byte("x")}, time.Hour, done, false); !errors.Is(err, errQueueClosed) {
-		t.Fatalf("push after its context ended: %v, want errQueueClosed", err)
-	}
-}
-
-func TestSendQueueTakesOversizedFrameWhenEmpty(t *testing.T) {
-	got := make(chan int, 4)
-	q := newSendQueue(2, 10, func(q *sendQueue) {
-		for {
-			batch := q.take(nil)
-			if len(batch) == 0 {
-				return
-			}
-			for _, it := range batch {
-				got <- len(it.frame)
-			}
-		}
-	})
-	if err := q.push(item{frame: make([]byte, 100)}, time.Millisecond, nil, false); err != nil {
-		t.Fatalf("a frame over the byte bound into an empty queue: %v", err)
-	}
-	if n := <-got; n != 100 {
-		t.Fatalf("wrote %d bytes, want 100", n)
-	}
-	q.shutAndWait()
-	if err := q.push(item{frame: []byte("x")}, time.Millisecond, nil, false); !errors.Is(err, errQueueClosed) {
-		t.Fatalf("push after shut: %v", err)
-	}
-}
-
 // A client that stops reading is closed (4008 when the close frame still
 // fits in the stalled socket, else the connection just ends), never waited on.
 func TestSlowConsumerClosed(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	l := stream.NewLog("u1", "slow-request-1", "", time.Now())
 	text := strings.Repeat("x", 64<<10)
-	_, url := serve(t, logOf(l), zap.New(core), Options{SendQueueFrames: 4, SocketSendBuffer: 4096, WriteTimeout: 200 * time.Millisecond})
+	_, url := serve(t, logOf(l), zap.New(core), socket.Options{SendQueueFrames: 4, SocketSendBuffer: 4096, WriteTimeout: 200 * time.Millisecond})
 	ws := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol},
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -265,8 +204,8 @@ func TestSlowConsumerClosed(t *testing.T) {
 	if n := logs.FilterMessage("slow_consumer").Len(); n != 1 {
 		t.Fatalf("%d slow_consumer events for one connection, want 1", n) // the writer and a producer may both see it
 	}
-	if code != protocol.DisconnectSlow.Code && code != websocket.CloseAbnormalClosure {
-		t.Fatalf("closed with %d, want %d (or 1006 when the close frame did not fit)", code, protocol.DisconnectSlow.Code)
+	if code != socket.DisconnectSlow.Code && code != websocket.CloseAbnormalClosure {
+		t.Fatalf("closed with %d, want %d (or 1006 when the close frame did not fit)", code, socket.DisconnectSlow.Code)
 	}
 }
 
@@ -274,7 +213,7 @@ func TestSlowConsumerClosed(t *testing.T) {
 // that does stays open. The heartbeat is short, but not so short that a
 // busy machine delays a pong past 2.5 of them (50 ms did).
 func TestHeartbeat(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{Heartbeat: 300 * time.Millisecond})
+	_, url := serve(t, fakeGateway{}, nil, socket.Options{Heartbeat: 300 * time.Millisecond})
 
 	answers := dial(t, url)
 	pings := make(chan struct{}, 100)
@@ -303,14 +242,14 @@ func TestHeartbeat(t *testing.T) {
 
 	silent := dial(t, url)
 	silent.SetPingHandler(func(string) error { return nil }) // reads, but never answers a ping
-	if code := closeCode(t, silent); code != protocol.DisconnectHeartbeat.Code {
-		t.Fatalf("silent client closed with %d, want %d", code, protocol.DisconnectHeartbeat.Code)
+	if code := closeCode(t, silent); code != socket.DisconnectHeartbeat.Code {
+		t.Fatalf("silent client closed with %d, want %d", code, socket.DisconnectHeartbeat.Code)
 	}
 }
 
 func TestDrainFrameThenGoingAway(t *testing.T) {
 	l := stream.NewLog("u1", "drain-request-1", "", time.Now())
-	h, url := serve(t, logOf(l), nil, Options{ReconnectAfter: 1500 * time.Millisecond})
+	h, url := serve(t, logOf(l), nil, socket.Options{ReconnectAfter: 1500 * time.Millisecond})
 	ws := dial(t, url)
 	if err := ws.WriteJSON(request("drain-request-1")); err != nil {
 		t.Fatal(err)
@@ -341,8 +280,8 @@ func TestDrainFrameThenGoingAway(t *testing.T) {
 	if f := read(t, ws); f["type"] != protocol.TypeDone {
 		t.Fatalf("got %v, want done", f)
 	}
-	if code := closeCode(t, ws); code != protocol.DisconnectShutdown.Code {
-		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectShutdown.Code)
+	if code := closeCode(t, ws); code != socket.DisconnectShutdown.Code {
+		t.Fatalf("closed with %d, want %d", code, socket.DisconnectShutdown.Code)
 	}
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
@@ -350,7 +289,7 @@ func TestDrainFrameThenGoingAway(t *testing.T) {
 }
 
 func TestInvalidFramesKeepTheSocketOpen(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{MaxFrameBytes: 1024})
+	_, url := serve(t, fakeGateway{}, nil, socket.Options{MaxFrameBytes: 1024})
 	ws := dial(t, url)
 	for _, bad := range []struct {
 		kind int
@@ -391,7 +330,7 @@ func TestInvalidFramesKeepTheSocketOpen(t *testing.T) {
 
 // Refusals before the upgrade are plain HTTP with a JSON error body.
 func TestUpgradeRefusals(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{MaxConnsPerUser: 1, AllowedOrigins: []string{"https://chat.example"}})
+	_, url := serve(t, fakeGateway{}, nil, socket.Options{MaxConnsPerUser: 1, AllowedOrigins: []string{"https://chat.example"}})
 	dial(t, url) // the user's one connection
 	for _, tc := range []struct {
 		name   string
@@ -428,15 +367,15 @@ func TestUpgradeRefusals(t *testing.T) {
 // an auth frame with a fresh token for the same user keeps it, another
 // user's token closes it.
 func TestTokenExpiryAndRefresh(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{})
+	_, url := serve(t, fakeGateway{}, nil, socket.Options{})
 	d := &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 
 	expires := dialWith(t, url, d, "brief")
 	if f := read(t, expires); f["type"] != protocol.TypeError || f["code"] != protocol.CodeUnauthorized {
 		t.Fatalf("at expiry: %v, want error unauthorized", f)
 	}
-	if code := closeCode(t, expires); code != protocol.DisconnectTokenExpired.Code {
-		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenExpired.Code)
+	if code := closeCode(t, expires); code != socket.DisconnectTokenExpired.Code {
+		t.Fatalf("closed with %d, want %d", code, socket.DisconnectTokenExpired.Code)
 	}
 
 	refreshed := dialWith(t, url, d, "brief")
@@ -462,20 +401,20 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 	if f := read(t, refreshed); f["code"] != protocol.CodeUnauthorized {
 		t.Fatalf("another user's token: %v, want error unauthorized", f)
 	}
-	if code := closeCode(t, refreshed); code != protocol.DisconnectTokenRejected.Code {
-		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectTokenRejected.Code)
+	if code := closeCode(t, refreshed); code != socket.DisconnectTokenRejected.Code {
+		t.Fatalf("closed with %d, want %d", code, socket.DisconnectTokenRejected.Code)
 	}
 }
 
 // A text frame that is not UTF-8 ends the socket with 1007.
 func TestInvalidUTF8Closes(t *testing.T) {
-	_, url := serve(t, fakeGateway{}, nil, Options{})
+	_, url := serve(t, fakeGateway{}, nil, socket.Options{})
 	ws := dial(t, url)
 	if err := ws.WriteMessage(websocket.TextMessage, []byte("{\"type\":\"ping\",\"t\":\"\xff\"}")); err != nil {
 		t.Fatal(err)
 	}
-	if code := closeCode(t, ws); code != protocol.DisconnectInvalidData.Code {
-		t.Fatalf("closed with %d, want %d", code, protocol.DisconnectInvalidData.Code)
+	if code := closeCode(t, ws); code != socket.DisconnectInvalidData.Code {
+		t.Fatalf("closed with %d, want %d", code, socket.DisconnectInvalidData.Code)
 	}
 }
 
@@ -508,7 +447,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	reg := prometheus.NewRegistry()
-	h := NewHub(fakeVerifier{}, fakeGateway{}, telemetry.NewMetrics(reg), zap.New(core), Options{})
+	h := newHub(fakeVerifier{}, fakeGateway{}, telemetry.NewMetrics(reg), zap.New(core), socket.Options{})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	url := "ws" + strings.TrimPrefix(ts.URL, "http")
@@ -548,7 +487,7 @@ func TestBadTokensHaveBoundedLogVolume(t *testing.T) {
 // logged a line).
 func TestResentAuthFramesLogOnce(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	_, url := serve(t, newAnswering(), zap.New(core), Options{})
+	_, url := serve(t, newAnswering(), zap.New(core), socket.Options{})
 	ws := dialWith(t, url, &websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}, "fixed")
 	for range 200 {
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"auth","token":"fixed"}`)); err != nil {
@@ -563,4 +502,15 @@ func TestResentAuthFramesLogOnce(t *testing.T) {
 	if n := logs.FilterMessage("auth_refreshed").Len(); n != 0 {
 		t.Fatalf("%d auth_refreshed lines for 200 re-sent tokens, want 0", n)
 	}
+}
+
+// testHub is the jetway.v1 door on a hub of its own, as the server mounts it.
+type testHub struct {
+	*socket.Hub
+	http.Handler
+}
+
+func newHub(v door.Verifier, gw Gateway, m *telemetry.Metrics, l *zap.Logger, o socket.Options) *testHub {
+	h := socket.NewHub(v, m, l, o)
+	return &testHub{Hub: h, Handler: h.Handler(New(gw), gateway.DoorWS)}
 }

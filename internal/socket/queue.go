@@ -1,11 +1,10 @@
-package session
+package socket
 
 import (
 	"errors"
 	"sync"
 	"time"
 
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -16,15 +15,20 @@ var errQueueFull = errors.New("send queue full")
 var errQueueClosed = errors.New("session closed")
 
 // item is one queued frame, several frames (a follower's consecutive
-// chunks, written in one batch), or a close instruction when close is set.
+// chunks, or a door's frames built for one delivery, written in one
+// batch), or a close instruction when close is set.
 type item struct {
 	frame  []byte
 	chunks stream.Chunks // when it has any, frame is unused
-	close  *protocol.Disconnect
+	frames [][]byte      // when it has any, frame and chunks are unused
+	close  *Disconnect
 }
 
 // count is the item's frames, for the queue's frame bound.
 func (it item) count() int {
+	if n := len(it.frames); n > 0 {
+		return n
+	}
 	if n := it.chunks.Len(); n > 0 {
 		return n
 	}
@@ -35,6 +39,9 @@ func (it item) count() int {
 func (it item) size() int {
 	n := len(it.frame)
 	n += it.chunks.Bytes()
+	for _, f := range it.frames {
+		n += len(f)
+	}
 	return n
 }
 

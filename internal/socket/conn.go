@@ -1,4 +1,4 @@
-package session
+package socket
 
 import (
 	"context"
@@ -13,22 +13,23 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/call"
+	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/gateway"
-	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
-	"github.com/jetway-gateway/jetway/internal/tracing"
 )
 
-// Session is one WebSocket connection: one chat session of one user.
-type Session struct {
-	hub    *Hub
-	conn   *websocket.Conn
-	out    *batchConn // conn's network connection (nil if the upgrade did not go through Hub.ServeHTTP)
-	id     string
-	logger sessionLogger
-	queue  *sendQueue
-	share  *userShare // the user's share of the attachment budget
+// Conn is one WebSocket connection of one user, on one door: handler
+// speaks its dialect.
+type Conn struct {
+	hub     *Hub
+	handler Handler
+	conn    *websocket.Conn
+	out     *batchConn // conn's network connection (nil if the upgrade did not go through the endpoint)
+	id      string
+	logger  Logger
+	queue   *sendQueue
+	share   *userShare // the user's share of the attachment budget
 
 	ctx    context.Context // ends with the connection
 	cancel context.CancelFunc
@@ -42,33 +43,36 @@ type Session struct {
 	activeAt  time.Time          // when a request was last delivered, or the session opened
 	openedAt  time.Time          // when the session opened
 	heardAt   time.Time          // when the client's last frame began to arrive (or the session opened)
-	follows   map[string]*follow // request id -> the follower delivering it
+	follows   map[string]*follow // follow key (a request id) -> the follower delivering it
 	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
 	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
 }
 
-// sessionLogger adds the session's identity to each line when it is
-// written, instead of keeping a pre-encoded child logger per idle session.
-type sessionLogger struct {
+// Logger adds the socket's identity to each line when it is written,
+// instead of keeping a pre-encoded child logger per idle socket.
+type Logger struct {
 	l                     *zap.Logger
 	id, user, tenant, app string
 }
 
-func (l sessionLogger) with(fields []zap.Field) []zap.Field {
+func (l Logger) with(fields []zap.Field) []zap.Field {
 	return append([]zap.Field{zap.String("session_id", l.id), zap.String("user", l.user),
 		zap.String("tenant", l.tenant), zap.String("app", l.app)}, fields...)
 }
 
-func (l sessionLogger) Debug(msg string, f ...zap.Field) { l.l.Debug(msg, l.with(f)...) }
-func (l sessionLogger) Info(msg string, f ...zap.Field)  { l.l.Info(msg, l.with(f)...) }
-func (l sessionLogger) Warn(msg string, f ...zap.Field)  { l.l.Warn(msg, l.with(f)...) }
-func (l sessionLogger) Error(msg string, f ...zap.Field) { l.l.Error(msg, l.with(f)...) }
+func (l Logger) Debug(msg string, f ...zap.Field) { l.l.Debug(msg, l.with(f)...) }
+func (l Logger) Info(msg string, f ...zap.Field)  { l.l.Info(msg, l.with(f)...) }
+func (l Logger) Warn(msg string, f ...zap.Field)  { l.l.Warn(msg, l.with(f)...) }
+func (l Logger) Error(msg string, f ...zap.Field) { l.l.Error(msg, l.with(f)...) }
 
-// follow is one delivery of a request's log on this session.
+// follow is one delivery of a request's log on this socket.
 type follow struct {
+	key          string
 	log          *stream.Log
+	codec        stream.Codec
+	delivery     Delivery
 	from         int  // the seq it delivers after
 	withAccepted bool // it sends the accepted frame (a request, not a resume)
 	cancel       context.CancelFunc
@@ -79,12 +83,12 @@ type follow struct {
 	acceptedOut bool
 }
 
-func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Session {
+func newConn(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *userShare) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, _ := conn.NetConn().(*batchConn)
-	s := &Session{
+	s := &Conn{
 		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
-		logger:  sessionLogger{h.logger, id, p.Subject, p.Tenant, p.App},
+		logger:  Logger{h.logger, id, p.Subject, p.Tenant, p.App},
 		follows: map[string]*follow{},
 	}
 	s.activeAt = h.opts.Now()
@@ -93,21 +97,44 @@ func newSession(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share
 	return s
 }
 
-func (s *Session) caller() gateway.Caller {
+// Caller is who the socket's frames come from, for the gateway.
+func (s *Conn) Caller() gateway.Caller {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return gateway.Caller{Principal: s.principal, SessionID: s.id}
 }
 
-// run sends ready, then reads until the connection ends.
-func (s *Session) run() {
+// Principal is the socket's signed-in user (its latest credentials).
+func (s *Conn) Principal() auth.Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal
+}
+
+// ID is the socket's session id.
+func (s *Conn) ID() string { return s.id }
+
+// Context ends with the connection.
+func (s *Conn) Context() context.Context { return s.ctx }
+
+// Logger writes lines with the socket's identity.
+func (s *Conn) Logger() Logger { return s.logger }
+
+// Heartbeat is the socket's ping interval.
+func (s *Conn) Heartbeat() time.Duration { return s.hub.opts.Heartbeat }
+
+// PlainBound is the bound of a frame with no attachment (MaxFrameBytes).
+func (s *Conn) PlainBound() int64 { return s.hub.opts.MaxFrameBytes }
+
+// run opens the handler, then reads until the connection ends.
+func (s *Conn) run() {
 	defer s.cancel()
 	defer func() {
 		// A bug must not leave a socket open and silent: close it with 1011
 		// so the client reconnects and resumes.
 		if v := recover(); v != nil {
 			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
-			s.closeNow(protocol.DisconnectInternal)
+			s.CloseNow(DisconnectInternal)
 		}
 	}()
 	opts := s.hub.opts
@@ -117,9 +144,7 @@ func (s *Session) run() {
 	s.expiry = time.AfterFunc(time.Until(p.ExpiresAt), s.expired)
 	s.pinger = time.AfterFunc(opts.Heartbeat, s.ping)
 	s.mu.Unlock()
-	s.send(protocol.Encode(protocol.Ready{Type: protocol.TypeReady, SessionID: s.id, User: p.Subject,
-		Tenant: p.Tenant, App: p.App, Protocol: protocol.Subprotocol, HeartbeatS: int(opts.Heartbeat / time.Second),
-		ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
+	s.handler.Opened()
 
 	s.readLoop()
 
@@ -141,7 +166,7 @@ func (s *Session) run() {
 // pong; from a frame's first byte it is also at most FrameReadTimeout
 // away, which pongs do not move: a frame that takes longer closes the
 // socket (DisconnectFrameTimeout) and gives its bytes back.
-func (s *Session) readLoop() {
+func (s *Conn) readLoop() {
 	opts := s.hub.opts
 	var frameDue time.Time // while a frame is read: when it must have arrived whole
 	deadline := func() time.Time {
@@ -163,13 +188,13 @@ func (s *Session) readLoop() {
 	reading := false
 	defer func() {
 		if reading {
-			s.admitting(false)
+			s.Admitting(false)
 		}
 	}()
 	for {
 		if reading {
 			reading = false
-			s.admitting(false)
+			s.Admitting(false)
 		}
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
@@ -198,14 +223,14 @@ func (s *Session) readLoop() {
 				refusal = call.Errorf(gateway.ErrRateLimited, "this user's frames with attachments hold their share of %d bytes of this server's budget: send when one is through",
 					opts.AttachmentBytesPerUser)
 			} else {
-				refusal = s.moveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
+				refusal = s.MoveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
 			}
-			s.sendError(protocol.PeekRequestID(spent.First), gateway.Failure(refusal))
+			s.handler.Refused(spent.First, refusal)
 			_ = s.conn.SetReadDeadline(deadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
-			s.closeNow(protocol.DisconnectFrameTooBig)
+			s.CloseNow(DisconnectFrameTooBig)
 			return
 		case err != nil:
 			s.readFailed(err, late)
@@ -218,64 +243,36 @@ func (s *Session) readLoop() {
 	}
 }
 
-// handleFrame decodes and handles one frame; false when it closed the
-// session. held is what the frame took of the attachment budget: given
-// back once the frame is handled, except its decoded attachments' share,
-// which a request holds until its model call ends (Request.Release), so
-// the budget bounds the attachments of model calls too.
-func (s *Session) handleFrame(mt int, data []byte, received time.Time, held int64) bool {
-	keep := int64(0)
-	defer func() { s.hub.frames.give(s.share, held-keep) }()
-	plain := s.hub.opts.MaxFrameBytes
-	size := int64(len(data))
-	if mt != websocket.TextMessage {
-		if size > plain {
-			s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
-			s.closeNow(protocol.DisconnectNoAttachments)
-			return false
-		}
-		s.refuse(gateway.Request{ReceivedAt: received}, call.Errorf(call.ErrInvalid, "frames must be JSON text frames"))
-		return true
+// handleFrame hands one frame to the handler; false when the socket
+// closed. held is what the frame took of the attachment budget: given
+// back once the frame is handled, except what the handler keeps
+// (Frame.Keep: a request's decoded attachments, until its model call
+// ends), so the budget bounds the attachments of model calls too.
+func (s *Conn) handleFrame(mt int, data []byte, received time.Time, held int64) bool {
+	f := &Frame{Text: mt == websocket.TextMessage, Data: data, Received: received, held: held, c: s}
+	defer func() { s.hub.frames.give(s.share, f.held-f.kept) }()
+	if !f.Text && int64(len(data)) > s.hub.opts.MaxFrameBytes {
+		s.TooBig(int64(len(data)))
+		return false
 	}
-	if !utf8.Valid(data) {
+	if f.Text && !utf8.Valid(data) {
 		s.logger.Info("invalid_utf8")
-		s.closeNow(protocol.DisconnectInvalidData)
+		s.CloseNow(DisconnectInvalidData)
 		return false
 	}
-	in, err := protocol.Decode(data)
-	req := frameRequest(in, received) // translated once: its features, its refusal or the request
-	f := req.Features()
-	if size > plain && (!req.IsRequest || f.Images+f.Documents == 0) {
-		// Only a request's image or document may make a frame larger than
-		// the plain bound; otherwise it is refused as every oversized frame is.
-		s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", plain))
-		s.closeNow(protocol.DisconnectNoAttachments)
-		return false
-	}
-	if err != nil {
-		s.refuse(req, err)
-		return true
-	}
-	if req.IsRequest {
-		if keep = min(held, f.AttachmentBytes); keep > 0 {
-			req.Release = sync.OnceFunc(func() { s.hub.frames.give(s.share, keep) })
-		}
-	}
-	s.handle(in, req)
-	return true
+	return s.handler.Frame(f)
 }
 
-// refuse answers a frame that failed validation, through the gateway's
-// refusal path (a `rejected` line, the user's refusal budget, and for a
-// request its usage record); the socket stays open.
-func (s *Session) refuse(req gateway.Request, err error) {
-	err = s.hub.gw.Refuse(s.ctx, s.caller(), req, err)
-	s.sendError(req.RequestID, gateway.Failure(err))
+// TooBig closes the socket for a frame of size over the plain bound that
+// may not be larger (only a request with an attachment may).
+func (s *Conn) TooBig(size int64) {
+	s.logger.Info("frame_too_big", zap.Int64("size", size), zap.Int64("limit", s.hub.opts.MaxFrameBytes))
+	s.CloseNow(DisconnectNoAttachments)
 }
 
 // readFailed ends a read that failed; frameLate: a frame was being read
 // past its FrameReadTimeout.
-func (s *Session) readFailed(err error, frameLate bool) {
+func (s *Conn) readFailed(err error, frameLate bool) {
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -285,116 +282,34 @@ func (s *Session) readFailed(err error, frameLate bool) {
 		if errors.As(err, &ne) && ne.Timeout() && !s.isClosing() {
 			if frameLate {
 				s.logger.Info("frame_read_timeout", zap.Duration("timeout", s.hub.opts.FrameReadTimeout))
-				s.closeNow(protocol.DisconnectFrameTimeout)
+				s.CloseNow(DisconnectFrameTimeout)
 				return
 			}
 			s.logger.Info("heartbeat_timeout")
-			s.closeNow(protocol.DisconnectHeartbeat)
+			s.CloseNow(DisconnectHeartbeat)
 			return
 		}
 		s.logger.Debug("read_ended", zap.Error(err))
 	}
 }
 
-// handle handles a decoded frame; req is its translation, for a request
-// (whose Release, when set, is called here if it goes no further).
-func (s *Session) handle(in protocol.Inbound, req gateway.Request) {
-	switch in.Type {
-	case protocol.TypePing:
-		s.send(protocol.Encode(protocol.Pong{Type: protocol.TypePong, T: in.T}))
-	case protocol.TypeAuth:
-		s.refresh(in.Token)
-	case protocol.TypeCancel:
-		if err := s.hub.gw.Cancel(s.ctx, s.caller(), in.RequestID); err != nil {
-			s.sendError(in.RequestID, gateway.Failure(err))
-		}
-	case protocol.TypeResume:
-		s.admitting(true)
-		defer s.admitting(false)
-		log, err := s.hub.gw.Resume(s.ctx, s.caller(), in.RequestID)
-		if err != nil {
-			s.sendError(in.RequestID, gateway.Failure(err))
-			return
-		}
-		s.follow(log, in.AfterSeq, false)
-	case protocol.TypeRequest:
-		draining := s.admitting(true)
-		defer s.admitting(false)
-		if draining {
-			if req.Release != nil {
-				req.Release()
-			}
-			if log, err := s.hub.gw.Rejoin(s.ctx, s.caller(), in.RequestID); err == nil {
-				// A re-send of a request this server knows is a resume, even while draining.
-				s.follow(log, in.AfterSeq, true)
-				return
-			}
-			s.sendError(in.RequestID, gateway.Failure(gateway.ErrDraining))
-			return
-		}
-		log, from, err := s.hub.gw.Submit(s.ctx, s.caller(), req)
-		if err != nil {
-			s.sendError(in.RequestID, gateway.Failure(s.moveIfBusy(err)))
-			return
-		}
-		s.follow(log, from, true)
-	}
-}
-
-// frameRequest is the core's request for a jetway.v1 frame: one that passed
-// validation, or the part of one that failed it, for its refusal.
-func frameRequest(in protocol.Inbound, received time.Time) gateway.Request {
-	return gateway.Request{Request: in.Call(), RequestID: in.RequestID, AfterSeq: in.AfterSeq,
-		IsRequest: in.Type == protocol.TypeRequest, ReceivedAt: received, Trace: tracing.Parse(in.TraceParent())}
-}
-
-// maxGroupFrames bounds the chunks a follower queues as one item: the
-// chunks it found waiting in the log, which the writer then sends in one
-// batch (one write(2)). A replay of a long answer goes in items of this
-// many frames, each waiting for room in the queue like any frame.
-const maxGroupFrames = 64
-
-// frames is the WebSocket door's codec: the accepted and terminal events'
-// frames, and a chunk frame per piece (see protocol.AppendChunk), each
-// encoded once per request.
-type frames struct{}
-
-func (frames) NewEncoder(l *stream.Log) stream.Encoder { return frameEncoder{requestID: l.RequestID} }
-
-type frameEncoder struct{ requestID string }
-
-func (frameEncoder) Accepted(a *stream.Accepted) []byte {
-	return protocol.Encode(protocol.AcceptedFrame(a.Accepted))
-}
-
-func (e frameEncoder) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
-	return protocol.AppendChunk(dst, e.requestID, seq, p)
-}
-
-func (frameEncoder) Terminal(t *stream.Terminal, _ int) []byte { return terminalFrame(t) }
-
-// terminalFrame is the frame of outcome t.
-func terminalFrame(t *stream.Terminal) []byte {
-	if t.Done != nil {
-		return protocol.Encode(protocol.DoneFrame(t.Done))
-	}
-	return protocol.Encode(protocol.ErrorFrame(t.Error))
-}
-
-// follow delivers a request's log after seq `after`: the accepted frame
-// (for requests, not resumes), chunks in order, then the terminal frame. A
-// newer follow of the same request on this session replaces the one under
-// way, and starts only when that one has returned, so the wire carries one
-// delivery's frames after the other's, never interleaved. The one case a
-// new follow is not needed is a re-send the delivery under way already
-// answers in full: the same log, not yet past its accepted frame, from no
-// later a seq. Whatever the instant a follow comes, it delivers the
-// terminal: none is ever dropped because an earlier delivery was ending.
-func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
+// Follow delivers a request's log after seq `after` in codec's bytes,
+// under key (the door's name for the delivery: a request id): the
+// accepted event (withAccepted: for requests, not resumes), chunks in
+// order, then the terminal, each written by delivery (nil: each event's
+// bytes as one frame). A newer follow of the same key on this socket
+// replaces the one under way, and starts only when that one has
+// returned, so the wire carries one delivery's frames after the other's,
+// never interleaved. The one case a new follow is not needed is a
+// re-send the delivery under way already answers in full: the same log,
+// not yet past its accepted frame, from no later a seq. Whatever the
+// instant a follow comes, it delivers the terminal: none is ever dropped
+// because an earlier delivery was ending.
+func (s *Conn) Follow(key string, log *stream.Log, after int, withAccepted bool, codec stream.Codec, delivery Delivery) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	f := &follow{log: log, from: after, withAccepted: withAccepted, cancel: cancel, done: make(chan struct{})}
+	f := &follow{key: key, log: log, codec: codec, delivery: delivery, from: after, withAccepted: withAccepted, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
-	old := s.follows[log.RequestID]
+	old := s.follows[key]
 	if old != nil && withAccepted && old.withAccepted && old.log == log && !old.acceptedOut && old.from <= after {
 		// A re-send while the delivery under way has not sent accepted
 		// yet (the client saw none in time): that delivery sends accepted
@@ -406,15 +321,15 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 	if old != nil {
 		old.cancel()
 	}
-	s.follows[log.RequestID] = f
+	s.follows[key] = f
 	s.activeAt = s.hub.opts.Now()
 	s.mu.Unlock()
 	go func() {
 		defer func() {
 			cancel()
 			s.mu.Lock()
-			if s.follows[log.RequestID] == f {
-				delete(s.follows, log.RequestID)
+			if s.follows[key] == f {
+				delete(s.follows, key)
 			}
 			s.activeAt = s.hub.opts.Now()
 			idle := s.draining && len(s.follows) == 0 && s.pending == 0 && s.idle != nil
@@ -435,39 +350,103 @@ func (s *Session) follow(log *stream.Log, after int, withAccepted bool) {
 	}()
 }
 
-func (s *Session) deliver(ctx context.Context, f *follow) {
-	for b := range f.log.Follow(ctx, frames{}, f.from) {
-		if f.withAccepted && b.Accepted != nil {
-			s.mu.Lock()
-			f.acceptedOut = true
-			s.mu.Unlock()
-			if !s.deliverItem(ctx, item{frame: b.AcceptedBytes}) {
-				return
-			}
-		}
-		for first, n := 0, len(b.Pieces); first < n; first += maxGroupFrames {
-			it := item{frame: b.Chunks.At(first)}
-			if end := min(n, first+maxGroupFrames); end > first+1 {
-				it = item{chunks: b.Chunks.Slice(first, end)}
-			}
-			if !s.deliverItem(ctx, it) {
-				return
-			}
-		}
-		if b.Terminal != nil {
-			s.deliverItem(ctx, item{frame: b.TerminalBytes})
+func (s *Conn) deliver(ctx context.Context, f *follow) {
+	out := &Out{c: s, ctx: ctx, f: f}
+	deliver := f.delivery
+	if deliver == nil {
+		deliver = eachAsFrame
+	}
+	for b := range f.log.Follow(ctx, f.codec, f.from) {
+		if !deliver(&b, out) {
+			return
 		}
 	}
 }
 
-// send queues a frame for the writer; a full queue means a slow consumer.
-func (s *Session) send(frame []byte) bool { return s.push(s.ctx, item{frame: frame}, false) }
+// eachAsFrame is the default Delivery: the accepted event (for a follow
+// withAccepted), each chunk and the terminal, each its own frame.
+func eachAsFrame(b *stream.Batch, out *Out) bool {
+	if out.WithAccepted() && b.Accepted != nil && !out.Accepted(b.AcceptedBytes) {
+		return false
+	}
+	if !out.Chunks(b.Chunks) {
+		return false
+	}
+	if b.Terminal != nil {
+		return out.Frame(b.TerminalBytes)
+	}
+	return true
+}
+
+// maxGroupFrames bounds the frames a follower queues as one item: the
+// chunks it found waiting in the log, which the writer then sends in one
+// batch (one write(2)). A replay of a long answer goes in items of this
+// many frames, each waiting for room in the queue like any frame.
+const maxGroupFrames = 64
+
+// Out is where a Delivery writes one follow's frames: each call waits
+// for room in the socket's queue and is false when the follow must stop
+// (the socket ended, or the follow was replaced).
+type Out struct {
+	c   *Conn
+	ctx context.Context
+	f   *follow
+}
+
+// WithAccepted reports whether the follow sends the accepted event.
+func (o *Out) WithAccepted() bool { return o.f.withAccepted }
+
+// Accepted sends the accepted event's frame; from then on a re-send of
+// the request needs a delivery of its own (see Follow).
+func (o *Out) Accepted(frame []byte) bool {
+	o.c.mu.Lock()
+	o.f.acceptedOut = true
+	o.c.mu.Unlock()
+	if frame == nil {
+		return true
+	}
+	return o.Frame(frame)
+}
+
+// Frame sends one frame (nil: none).
+func (o *Out) Frame(frame []byte) bool {
+	if frame == nil {
+		return true
+	}
+	return o.c.deliverItem(o.ctx, item{frame: frame})
+}
+
+// Chunks sends each chunk as a frame, in groups the writer sends at once.
+func (o *Out) Chunks(c stream.Chunks) bool {
+	for first, n := 0, c.Len(); first < n; first += maxGroupFrames {
+		it := item{frame: c.At(first)}
+		if end := min(n, first+maxGroupFrames); end > first+1 {
+			it = item{chunks: c.Slice(first, end)}
+		}
+		if !o.c.deliverItem(o.ctx, it) {
+			return false
+		}
+	}
+	return true
+}
+
+// Frames sends frames the writer sends at once (a door's frames built
+// for this delivery).
+func (o *Out) Frames(frames [][]byte) bool {
+	if len(frames) == 0 {
+		return true
+	}
+	return o.c.deliverItem(o.ctx, item{frames: frames})
+}
+
+// Send queues a frame for the writer; a full queue means a slow consumer.
+func (s *Conn) Send(frame []byte) bool { return s.push(s.ctx, item{frame: frame}, false) }
 
 // deliverItem is send for a follower: when no writer is running, the
 // follower writes the queue itself (see sendQueue).
-func (s *Session) deliverItem(ctx context.Context, it item) bool { return s.push(ctx, it, true) }
+func (s *Conn) deliverItem(ctx context.Context, it item) bool { return s.push(ctx, it, true) }
 
-func (s *Session) push(ctx context.Context, it item, inline bool) bool {
+func (s *Conn) push(ctx context.Context, it item, inline bool) bool {
 	err := s.queue.push(it, s.hub.opts.WriteTimeout, ctx.Done(), inline)
 	if errors.Is(err, errQueueFull) {
 		s.slowConsumer()
@@ -476,17 +455,9 @@ func (s *Session) push(ctx context.Context, it item, inline bool) bool {
 	return err == nil
 }
 
-func (s *Session) sendError(requestID string, e call.Failure) {
-	e.RequestID = requestID
-	if e.Status == 0 {
-		e.Status = call.Status(e.Code)
-	}
-	s.send(protocol.Encode(protocol.ErrorFrame(&e)))
-}
-
 // slowConsumer closes the session with 4008, once: the writer's timed-out
 // write and producers that found the queue full may all report it.
-func (s *Session) slowConsumer() {
+func (s *Conn) slowConsumer() {
 	s.mu.Lock()
 	again := s.slow
 	s.slow = true
@@ -498,13 +469,13 @@ func (s *Session) slowConsumer() {
 	if s.hub.metrics != nil {
 		s.hub.metrics.SlowConsumerClosed()
 	}
-	s.closeNow(protocol.DisconnectSlow)
+	s.CloseNow(DisconnectSlow)
 }
 
 // writeLoop is the connection's only writer of frames and of the close
 // frame. It runs while the queue has items (see sendQueue). The frames of
 // one take go out in one write(2) when there are several (see batchConn).
-func (s *Session) writeLoop(q *sendQueue) {
+func (s *Conn) writeLoop(q *sendQueue) {
 	var batch []item
 	for {
 		batch = q.take(batch[:0])
@@ -519,8 +490,8 @@ func (s *Session) writeLoop(q *sendQueue) {
 }
 
 // writeBatch writes one take's items; false when the writer must stop.
-func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
-	batching := s.out != nil && (len(batch) > 1 || batch[0].chunks.Len() > 0)
+func (s *Conn) writeBatch(q *sendQueue, batch []item) bool {
+	batching := s.out != nil && (len(batch) > 1 || batch[0].count() > 1)
 	if batching {
 		s.out.begin()
 	}
@@ -537,7 +508,14 @@ func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
 			}
 			break
 		}
-		if it.chunks.Len() == 0 {
+		switch {
+		case len(it.frames) > 0:
+			for _, f := range it.frames {
+				if err = s.writeFrame(f); err != nil {
+					break
+				}
+			}
+		case it.chunks.Len() == 0:
 			err = s.writeFrame(it.frame)
 		}
 		for i := range it.chunks.Len() {
@@ -570,14 +548,14 @@ func (s *Session) writeBatch(q *sendQueue, batch []item) bool {
 // writeFrame writes one text message; every frame has the whole write
 // timeout to go out (in a batch: the batch's write ends by the last
 // frame's deadline).
-func (s *Session) writeFrame(frame []byte) error {
+func (s *Conn) writeFrame(frame []byte) error {
 	_ = s.conn.SetWriteDeadline(time.Now().Add(s.hub.opts.WriteTimeout))
 	return s.conn.WriteMessage(websocket.TextMessage, frame)
 }
 
 // ping sends a WebSocket ping (WriteControl may run beside the writer) and
 // re-arms itself every heartbeat until the session ends.
-func (s *Session) ping() {
+func (s *Conn) ping() {
 	if s.ctx.Err() != nil {
 		return
 	}
@@ -593,19 +571,19 @@ func (s *Session) ping() {
 
 // writeClose sends the close frame after everything queued before it, then
 // gives the client a moment to answer before the reader gives up.
-func (s *Session) writeClose(d protocol.Disconnect) {
+func (s *Conn) writeClose(d Disconnect) {
 	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(d.Code, d.Reason), time.Now().Add(time.Second))
 	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 }
 
-func (s *Session) isClosing() bool {
+func (s *Conn) isClosing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing
 }
 
-// closeAfterQueue closes once every frame queued so far is written.
-func (s *Session) closeAfterQueue(d protocol.Disconnect) {
+// CloseAfterQueue closes with d once every frame queued so far is written.
+func (s *Conn) CloseAfterQueue(d Disconnect) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -614,12 +592,12 @@ func (s *Session) closeAfterQueue(d protocol.Disconnect) {
 	s.closing = true
 	s.mu.Unlock()
 	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done(), false); err != nil {
-		s.closeNow(d)
+		s.CloseNow(d)
 	}
 }
 
-// closeNow sends the close frame at once (best effort) and ends the connection.
-func (s *Session) closeNow(d protocol.Disconnect) {
+// CloseNow sends close d at once (best effort) and ends the connection.
+func (s *Conn) CloseNow(d Disconnect) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
@@ -628,29 +606,33 @@ func (s *Session) closeNow(d protocol.Disconnect) {
 	_ = s.conn.Close()
 }
 
-// expired closes the session when its token runs out without an auth refresh.
-func (s *Session) expired() {
+// expired closes the socket when its token runs out without a refresh.
+func (s *Conn) expired() {
 	s.logger.Info("token_expired")
-	s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "token expired: reconnect with a fresh token"})
-	s.closeAfterQueue(protocol.DisconnectTokenExpired)
+	s.handler.Expired()
+	s.CloseAfterQueue(DisconnectTokenExpired)
 }
 
-// refresh replaces the session's credentials (same user required).
-func (s *Session) refresh(token string) {
-	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+// errOtherUser refuses a refresh whose token is valid but not the socket's user's.
+var errOtherUser = errors.New("token is for another user or app")
+
+// Refresh replaces the socket's credentials with token's, which must be
+// valid and for the same user (tenant, app and sub), and returns them.
+// On an error the door tells its client, then closes the socket with
+// DisconnectTokenRejected.
+func (s *Conn) Refresh(ctx context.Context, token string) (auth.Principal, error) {
+	ctx, cancel := context.WithTimeout(ctx, door.VerifyTimeout)
 	defer cancel()
-	p, err := s.hub.signIn.Verifier.Verify(ctx, token)
+	p, err := s.hub.verifier.Verify(ctx, token)
 	s.mu.Lock()
 	cur := s.principal
 	s.mu.Unlock()
 	if err == nil && (p.Subject != cur.Subject || p.Tenant != cur.Tenant || p.App != cur.App) {
-		err = errors.New("token is for another user or app")
+		err = errOtherUser
 	}
 	if err != nil {
 		s.logger.Info("auth_refresh_rejected", zap.Error(err))
-		s.sendError("", call.Failure{Code: protocol.CodeUnauthorized, Message: "invalid token for this session"})
-		s.closeAfterQueue(protocol.DisconnectTokenRejected)
-		return
+		return auth.Principal{}, err
 	}
 	s.mu.Lock()
 	s.principal = p
@@ -662,21 +644,21 @@ func (s *Session) refresh(token string) {
 	if !p.ExpiresAt.Equal(cur.ExpiresAt) {
 		s.logger.Info("auth_refreshed", zap.Time("expires_at", p.ExpiresAt))
 	}
-	s.send(protocol.Encode(protocol.AuthOK{Type: protocol.TypeAuthOK, ExpiresAt: protocol.Timestamp(p.ExpiresAt)}))
+	return p, nil
 }
 
-func (s *Session) isDraining() bool {
+func (s *Conn) isDraining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.draining
 }
 
-// admitting marks a request or resume being handled (start true) or done
+// Admitting marks a request or resume being handled (start true) or done
 // with (start false): from reading it to following its log or refusing it,
-// the session is not idle, so neither a move nor the drain's close takes
+// the socket is not idle, so neither a move nor the drain's close takes
 // it meanwhile. It returns whether the session is draining (at the start:
 // a request is then refused draining, with the mark held).
-func (s *Session) admitting(start bool) (draining bool) {
+func (s *Conn) Admitting(start bool) (draining bool) {
 	s.mu.Lock()
 	if start {
 		s.pending++
@@ -695,18 +677,18 @@ func (s *Session) admitting(start bool) (draining bool) {
 
 // heard marks an inbound frame arriving: pending until readLoop has
 // handled it, and the session's last sign of a talking client.
-func (s *Session) heard() {
+func (s *Conn) heard() {
 	s.mu.Lock()
 	s.pending++
 	s.heardAt = s.hub.opts.Now()
 	s.mu.Unlock()
 }
 
-// moveIfBusy moves the session when err is a busy at this server's
-// capacity and another server has room: the `draining` frame goes out
-// before the refusal, so the client sends the request again on its new
-// connection. It returns the refusal to send.
-func (s *Session) moveIfBusy(err error) error {
+// MoveIfBusy moves the socket when err is a busy at this server's
+// capacity and another server has room: the door's draining frame goes
+// out before the refusal, so the client sends the request again on its
+// new connection. It returns the refusal to send.
+func (s *Conn) MoveIfBusy(err error) error {
 	if !errors.Is(err, gateway.ErrAtCapacity) || s.hub.opts.RoomElsewhere == nil || s.isDraining() {
 		return err
 	}
@@ -719,7 +701,7 @@ func (s *Session) moveIfBusy(err error) error {
 
 // idleSince is when the session last delivered a request (or opened),
 // if it delivers nothing now and is not draining.
-func (s *Session) idleSince() (time.Time, bool) {
+func (s *Conn) idleSince() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.activeAt, len(s.follows) == 0 && s.pending == 0 && !s.draining && !s.closing
@@ -727,7 +709,7 @@ func (s *Session) idleSince() (time.Time, bool) {
 
 // movable is idleSince for a move: also false while the session is
 // younger than minAge or heard a frame within quiet.
-func (s *Session) movable(now time.Time, minAge, quiet time.Duration) (time.Time, bool) {
+func (s *Conn) movable(now time.Time, minAge, quiet time.Duration) (time.Time, bool) {
 	since, idle := s.idleSince()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -735,13 +717,13 @@ func (s *Session) movable(now time.Time, minAge, quiet time.Duration) (time.Time
 }
 
 // drain tells the client to move to another server.
-func (s *Session) drain() { s.startDrain(false) }
+func (s *Conn) drain() { s.startDrain(false) }
 
 // startDrain marks the session draining and sends the `draining` frame,
 // once; with idleOnly, only if nothing is being delivered (checked under
 // the same lock, so a request arriving now is refused draining). False
 // when it did not start a drain.
-func (s *Session) startDrain(idleOnly bool) bool {
+func (s *Conn) startDrain(idleOnly bool) bool {
 	s.mu.Lock()
 	if s.draining || s.closing || (idleOnly && (len(s.follows) > 0 || s.pending > 0)) {
 		s.mu.Unlock()
@@ -751,15 +733,16 @@ func (s *Session) startDrain(idleOnly bool) bool {
 	s.idle = make(chan struct{})
 	empty := len(s.follows) == 0 && s.pending == 0
 	s.mu.Unlock()
-	s.send(protocol.Encode(protocol.Draining{Type: protocol.TypeDraining,
-		ReconnectAfterMs: s.hub.opts.ReconnectAfter.Milliseconds()}))
+	if frame := s.handler.Draining(); frame != nil {
+		s.Send(frame)
+	}
 	if empty {
 		s.signalIdle()
 	}
 	return true
 }
 
-func (s *Session) signalIdle() {
+func (s *Conn) signalIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
@@ -773,7 +756,7 @@ func (s *Session) signalIdle() {
 // 1001 only once the session has been idle for linger since its
 // `draining` frame and since its last inbound frame, so a frame its
 // client sent before reading `draining` is answered, not cut off.
-func (s *Session) closeWhenQuiet(linger time.Duration) {
+func (s *Conn) closeWhenQuiet(linger time.Duration) {
 	s.mu.Lock()
 	idle := s.idle
 	s.mu.Unlock()
@@ -796,7 +779,7 @@ func (s *Session) closeWhenQuiet(linger time.Duration) {
 		wait := linger - now.Sub(s.heardAt)
 		if !busy && wait <= 0 {
 			s.mu.Unlock()
-			s.closeAfterQueue(protocol.DisconnectShutdown)
+			s.CloseAfterQueue(DisconnectShutdown)
 			return
 		}
 		s.mu.Unlock()
@@ -806,7 +789,7 @@ func (s *Session) closeWhenQuiet(linger time.Duration) {
 
 // closeWhenIdle closes with 1001 once the session's requests have delivered
 // their terminal frames, or at once when ctx ends.
-func (s *Session) closeWhenIdle(ctx context.Context) {
+func (s *Conn) closeWhenIdle(ctx context.Context) {
 	s.mu.Lock()
 	idle := s.idle
 	s.mu.Unlock()
@@ -818,9 +801,12 @@ func (s *Session) closeWhenIdle(ctx context.Context) {
 	}
 	select {
 	case <-idle:
-		s.closeAfterQueue(protocol.DisconnectShutdown)
+		s.CloseAfterQueue(DisconnectShutdown)
 	case <-ctx.Done():
-		s.closeNow(protocol.DisconnectShutdown)
+		s.CloseNow(DisconnectShutdown)
 	case <-s.ctx.Done():
 	}
 }
+
+// ReconnectAfter is the hint a door's draining frame gives.
+func (s *Conn) ReconnectAfter() time.Duration { return s.hub.opts.ReconnectAfter }

@@ -1,10 +1,14 @@
-package session
+package socket
 
 import (
+	"strconv"
+
 	"context"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/jetway-gateway/jetway/internal/call"
 
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -102,7 +106,7 @@ func TestQueueBoundCountsFramesOfGroups(t *testing.T) {
 		l.Append(p)
 	}
 	var group item
-	for b := range l.Follow(context.Background(), frames{}, 2) {
+	for b := range l.Follow(context.Background(), textCodec{}, 2) {
 		group = item{chunks: b.Chunks}
 		break
 	}
@@ -119,7 +123,20 @@ func TestQueueBoundCountsFramesOfGroups(t *testing.T) {
 	if err := q.push(group, time.Second, nil, false); err != nil {
 		t.Fatalf("a group into the emptied queue: %v", err)
 	}
-	if want := `{"type":"chunk","request_id":"req_12345678","seq":4,"text":"b"}`; string(group.chunks.At(1)) != want {
+	if want := "4:b"; string(group.chunks.At(1)) != want {
 		t.Fatalf("second frame of the group %s, want %s", group.chunks.At(1), want)
 	}
 }
+
+// textCodec writes a chunk as its seq and text, and nothing else.
+type textCodec struct{}
+
+func (textCodec) NewEncoder(*stream.Log) stream.Encoder { return textEncoder{} }
+
+type textEncoder struct{}
+
+func (textEncoder) Accepted(*stream.Accepted) []byte { return nil }
+func (textEncoder) AppendChunk(dst []byte, seq int, p call.Piece) []byte {
+	return append(strconv.AppendInt(dst, int64(seq), 10), ":"+p.Text...)
+}
+func (textEncoder) Terminal(*stream.Terminal, int) []byte { return nil }
