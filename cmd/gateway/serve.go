@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetway-gateway/jetway/internal/aisdk"
 	"github.com/jetway-gateway/jetway/internal/anthropic"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
@@ -98,6 +99,7 @@ type server struct {
 	traces       *tracing.Provider
 	gw           *gateway.Gateway
 	hub          *socket.Hub
+	chats        aisdk.Chats     // the AI SDK door's chats: the requests table's, or memory
 	balancer     *fleet.Balancer // nil without a members table
 	emf          *telemetry.EMF  // nil: EMF off
 	healthChecks *selfdrain.Watcher
@@ -221,6 +223,11 @@ func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedr
 		rs.SetObserver(metrics)
 		rs.SetFormat(s.recordFormat)
 		records = rs
+		chats := aisdk.NewDynamoChats(dynamo, s.RequestsTable)
+		chats.SetObserver(metrics)
+		srv.chats = chats
+	} else {
+		srv.chats = aisdk.NewMemoryChats()
 	}
 	co := s.Cache
 	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
@@ -368,6 +375,10 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 	main := gin.New()
 	main.Use(gin.Recovery())
 	main.GET("/v1/ws", gin.WrapH(srv.hub.Handler(session.New(srv.gw), gateway.DoorWS)))
+	// A chat remembers its latest response while it may run and for the
+	// resume window after.
+	chatDoor := aisdk.New(srv.gw, srv.chats, aisdk.Options{Retain: s.Gateway.RequestTimeout + s.Gateway.ResumeWindow})
+	main.GET(aisdk.Path, gin.WrapH(srv.hub.Handler(chatDoor, gateway.DoorAISDK)))
 	// One intake for both HTTP doors: their bodies share one budget.
 	intake := door.NewIntake(s.Intake.BodyBytesInFlight, s.Intake.RequestsPerUser, metrics)
 	doorOpts := door.Options{MaxBodyBytes: s.Session.MaxFrameBytes, WriteTimeout: s.Session.WriteTimeout,

@@ -28,6 +28,9 @@ var forbidden = map[string][]string{
 	"internal/session":   {module + "internal/quota", module + "internal/router", "github.com/aws/"},
 	"internal/openai":    {module + "internal/quota", module + "internal/router", module + "internal/session", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"internal/anthropic": {module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	// The AI SDK door keeps its chat index in the requests table through
+	// the DynamoDB technology package, never the SDK's codecs.
+	"internal/aisdk": {module + "internal/quota", module + "internal/router", module + "internal/stream/", "github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
@@ -92,7 +95,7 @@ func TestImportDirection(t *testing.T) {
 // imports no door, nor what doors share (internal/door, and the
 // WebSocket doors' lifecycle, internal/socket).
 var (
-	doors  = []string{"internal/session", "internal/openai", "internal/anthropic"}
+	doors  = []string{"internal/session", "internal/aisdk", "internal/openai", "internal/anthropic"}
 	shared = []string{"internal/door", "internal/socket"}
 	core  = []string{"internal/gateway", "internal/takeover", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
 )
@@ -106,9 +109,10 @@ var wires = []string{"internal/protocol"}
 // speaksWire lists the packages that still import a wire they do not own,
 // until they speak the core's vocabulary (issue 31). The gateway speaks
 // only call (its request, its failures, client errors and their paths).
-// The HTTP doors build their requests as jetway.v1 frames to validate them
-// (ValidateRequest). Remove an entry once its package is clean; add none.
+// The HTTP doors and the AI SDK door build their requests as jetway.v1
+// frames to validate them (ValidateRequest). Remove an entry once its package is clean; add none.
 var speaksWire = map[string]bool{
+	"internal/aisdk":     true,
 	"internal/openai":    true,
 	"internal/anthropic": true,
 }
@@ -116,7 +120,7 @@ var speaksWire = map[string]bool{
 func TestCoreSpeaksNoWire(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for _, dir := range append(slices.Clone(core), "internal/call", "internal/socket", "internal/openai", "internal/anthropic") {
+	for _, dir := range append(slices.Clone(core), "internal/call", "internal/socket", "internal/aisdk", "internal/openai", "internal/anthropic") {
 		pkg, err := build.ImportDir(filepath.Join(root, dir), 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)

@@ -74,6 +74,10 @@ func (g *Gateway) cacheSavedMicroUSD(model string, u call.Usage) int64 {
 	return g.price(model, uncached) - g.price(model, u)
 }
 
+// CostMicroUSD is what usage costs on model, in micro-USD (price): what
+// the usage record's cost_usd and a door's answer metadata state.
+func (g *Gateway) CostMicroUSD(model string, u call.Usage) int64 { return g.price(model, u) }
+
 // price is the one cost function: what usage costs on model, in micro-USD
 // rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
 // cost_usd states it. After a fallback, model is the one that answered.
