@@ -342,6 +342,14 @@ func newFrames(requestID string, lastSequence int) *frames {
 
 // delivery is the socket.Delivery of a follow with these frames.
 func (f *frames) delivery(b *stream.Batch, out *socket.Out) bool {
+	if b.Accepted != nil && !out.Accepted(nil) {
+		return false
+	}
+	return out.Frames(f.build(b))
+}
+
+// build is a batch's frames, in one buffer.
+func (f *frames) build(b *stream.Batch) [][]byte {
 	var buf []byte
 	var ends []int
 	add := func(enc []byte) {
@@ -383,11 +391,8 @@ func (f *frames) delivery(b *stream.Batch, out *socket.Out) bool {
 	if b.Terminal != nil {
 		add(b.TerminalBytes)
 	}
-	if b.Accepted != nil && !out.Accepted(nil) {
-		return false
-	}
 	if len(ends) == 0 {
-		return true
+		return nil
 	}
 	all := make([][]byte, len(ends))
 	start := 0
@@ -395,7 +400,7 @@ func (f *frames) delivery(b *stream.Batch, out *socket.Out) bool {
 		all[i] = buf[start:end:end]
 		start = end
 	}
-	return out.Frames(all)
+	return all
 }
 
 func (f *frames) appendChunk(dst []byte, seq int, chunk []byte) []byte {
