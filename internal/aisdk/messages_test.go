@@ -78,9 +78,9 @@ func TestTranslateFiles(t *testing.T) {
 		t.Fatalf("%v %+v", err, r.Messages)
 	}
 	for name, parts := range map[string]string{
-		"http url":   `[{"type":"file","mediaType":"image/png","url":"http://example.com/a.png"}]`,
-		"not base64": `[{"type":"file","mediaType":"image/png","url":"data:image/png,abc"}]`,
-		"media type": `[{"type":"file","mediaType":"application/zip","url":"data:application/zip;base64,AAAA"}]`,
+		"http url":    `[{"type":"file","mediaType":"image/png","url":"http://example.com/a.png"}]`,
+		"not base64":  `[{"type":"file","mediaType":"image/png","url":"data:image/png,abc"}]`,
+		"media type":  `[{"type":"file","mediaType":"application/zip","url":"data:application/zip;base64,AAAA"}]`,
 		"10000 parts": "[" + strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"x"},`, 10000), ",") + "]",
 	} {
 		_, err := translate("req12345678", ui(t, `[{"id":"u1","role":"user","parts":`+parts+`}]`), nil, false)
