@@ -377,7 +377,9 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 	main.GET("/v1/ws", gin.WrapH(srv.hub.Handler(session.New(srv.gw), gateway.DoorWS)))
 	// A chat remembers its latest response while it may run and for the
 	// resume window after.
-	chatDoor := aisdk.New(srv.gw, srv.chats, aisdk.Options{Retain: s.Gateway.RequestTimeout + s.Gateway.ResumeWindow})
+	ao := s.AISDK
+	ao.Retain = s.Gateway.RequestTimeout + s.Gateway.ResumeWindow
+	chatDoor := aisdk.New(srv.gw, srv.chats, ao)
 	main.GET(aisdk.Path, gin.WrapH(srv.hub.Handler(chatDoor, gateway.DoorAISDK)))
 	// One intake for both HTTP doors: their bodies share one budget.
 	intake := door.NewIntake(s.Intake.BodyBytesInFlight, s.Intake.RequestsPerUser, metrics)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gateway/jetway/internal/aisdk"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/door"
@@ -36,7 +37,8 @@ type settings struct {
 	// A setting's 0 sometimes means what the package's zero does not:
 	// sessionOptions, selfDrainOptions and buildVerifier translate those.
 	Auth      auth.Config               // Issuer, JWKSURL, Leeway, CacheEntries
-	Session   socket.Options            // the WebSocket door's bounds
+	Session   socket.Options            // the WebSocket doors' bounds
+	AISDK     aisdk.Options             // MaxStreams (its Retain is the request timeout plus the resume window)
 	Gateway   gateway.Options           // the pipeline's bounds, and ServerID
 	Retained  stream.RegistryOptions    // RetainedBytes (its Retention is Gateway.ResumeWindow)
 	Fleet     fleet.Options             // Heartbeat, StaleAfter
@@ -142,6 +144,7 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Session.WriteTimeout, "JETWAY_WRITE_TIMEOUT", socket.DefaultWriteTimeout, "longest time one socket write may take"),
 		row(&s.Session.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)"),
 		row(&s.Session.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", socket.DefaultMaxConnsPerUser, "open WebSockets per user"),
+		row(&s.AISDK.MaxStreams, "JETWAY_AISDK_MAX_STREAMS", aisdk.DefaultMaxStreams, "responses one AI SDK socket delivers at once (sends and resumes); past it: rate_limited"),
 
 		row(&s.Gateway.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session"),
 		row(&s.Gateway.MaxInflightPerUser, "JETWAY_MAX_INFLIGHT_PER_USER", gateway.DefaultMaxInflightPerUser, "requests in flight per user"),
