@@ -202,7 +202,14 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	defer closeAll(clients)
 	compares := make([][]*client.Client, len(s.CompareURL))
+	chatDoors := make([]*aisdkDoor, len(s.CompareURL)) // with --compare-door ai-sdk
 	for i, u := range s.CompareURL {
+		if s.CompareDoor == "ai-sdk" {
+			chatDoors[i] = newAISDKDoor(u, s, e.tokens, users)
+			defer chatDoors[i].close()
+			compares[i] = clients // the ai-sdk path opens its own sockets
+			continue
+		}
 		if compares[i], err = e.openSessions(ctx, u, s.Streams, users, l, "opening sessions (compare)"); err != nil {
 			return nil, err
 		}
@@ -255,11 +262,17 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 					var err error
 					if path >= 2 && len(compares) > 0 {
 						i := path - 2
-						t.start = time.Now()
-						o := e.ask(ctx, compares[i][w], n, l, func(int, string) { t.text() })
-						err = o.err
-						if o.timedOut {
-							err = fmt.Errorf("timeout")
+						if chatDoors[i] != nil {
+							cctx, cancel := context.WithTimeout(ctx, s.Timeout)
+							err = chatDoors[i].ask(cctx, w, s.prompt(n), maxTokens, t)
+							cancel()
+						} else {
+							t.start = time.Now()
+							o := e.ask(ctx, compares[i][w], n, l, func(int, string) { t.text() })
+							err = o.err
+							if o.timedOut {
+								err = fmt.Errorf("timeout")
+							}
 						}
 						bar.add(1)
 						cmp[i].counted(t)
@@ -362,7 +375,7 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	rep := &Report{Scenario: "overhead", URL: s.URL, Started: start, Seconds: time.Since(start).Seconds(),
 		Params: map[string]any{"streams": s.Streams, "rounds": s.Rounds, "warmup_rounds": s.Warmup, "users": users,
 			"bedrock_url": s.BedrockURL, "pid": s.PID, "bedrock_model": s.BedrockModel, "max_tokens": maxTokens, "ramp_s": s.Ramp.Seconds(), "door": s.Door,
-			"compare_url": s.CompareURL, "compare_pid": s.ComparePID},
+			"compare_url": s.CompareURL, "compare_pid": s.ComparePID, "compare_door": s.CompareDoor},
 		Accounting: a, Latencies: lat, Overhead: &res}
 	rep.Problems = a.problems()
 	if res.Direct.Errors > 0 {

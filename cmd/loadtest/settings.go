@@ -49,6 +49,7 @@ type settings struct {
 	Door         string
 	Region       string
 	CompareURL   stringList // repeatable: one more path per gateway
+	CompareDoor  string     // the door the --compare-url paths speak: ws or ai-sdk
 	ComparePID   intList    // repeatable: the process id of each --compare-url gateway, in order
 
 	// rate
@@ -213,6 +214,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
 	fs.Var(&s.CompareURL, "compare-url", "overhead: another gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB, or tracing on) measured in the same run as one more path (--door ws only); repeatable")
+	fs.StringVar(&s.CompareDoor, "compare-door", "ws", "overhead: the door every --compare-url path speaks: ws (/v1/ws) or ai-sdk (/v1/ai-sdk at the same gateway, the WebSocketChatTransport wire)")
 	fs.Var(&s.ComparePID, "compare-pid", "overhead: the process id of each --compare-url gateway, in the same order: its CPU per chunk; repeatable")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
@@ -319,6 +321,9 @@ func (s *settings) defaults() error {
 	}
 	if len(s.CompareURL) > 0 && s.Door != "ws" {
 		return fmt.Errorf("--compare-url needs --door ws")
+	}
+	if s.CompareDoor != "ws" && s.CompareDoor != "ai-sdk" {
+		return fmt.Errorf("--compare-door %q: want ws or ai-sdk", s.CompareDoor)
 	}
 	if len(s.ComparePID) > len(s.CompareURL) {
 		return fmt.Errorf("--compare-pid: %d given for %d --compare-url", len(s.ComparePID), len(s.CompareURL))

@@ -88,7 +88,7 @@ func (*Door) SessionID(*http.Request) (string, error) { return "", nil }
 
 // Open returns the handler of socket c.
 func (d *Door) Open(c *socket.Conn) socket.Handler {
-	return &chatSocket{d: d, c: c, streams: map[string]string{}}
+	return &chatSocket{d: d, c: c, streams: map[string]string{}, claimed: map[string]string{}}
 }
 
 // chatSocket is one transport's connection.
@@ -99,7 +99,14 @@ type chatSocket struct {
 	mu        sync.Mutex
 	streams   map[string]string // the transport's requestId -> the core request it delivers
 	lastToken string            // the last token a frame's headers carried (verified)
+	// claimed is the latest response of the chats this socket sent in,
+	// as its own claims left them: a chat's next send then needs no read
+	// of the index (a claim that finds another's latest is refused).
+	claimed map[string]string
 }
+
+// maxClaimed bounds the chats a socket remembers its claims of.
+const maxClaimed = 64
 
 func (s *chatSocket) Opened()          {}
 func (s *chatSocket) Expired()         {}
@@ -223,10 +230,14 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 		s.refuse(r, base, err)
 		return
 	}
-	latest, err := s.d.chats.Latest(ctx, owner, r.chatID)
-	if err != nil {
-		s.refuse(r, base, fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, err))
-		return
+	s.mu.Lock()
+	latest, known := s.claimed[r.chatID]
+	s.mu.Unlock()
+	if !known {
+		if latest, err = s.d.chats.Latest(ctx, owner, r.chatID); err != nil {
+			s.refuse(r, base, fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, err))
+			return
+		}
 	}
 	if latest != "" {
 		if log, err := s.d.gw.Rejoin(ctx, caller, latest); err == nil && log.Ended().IsZero() {
@@ -235,21 +246,31 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 			return
 		}
 	}
-	if err := s.d.chats.Claim(ctx, owner, r.chatID, latest, coreID, time.Now().Add(s.d.opts.Retain)); err != nil {
-		if errors.Is(err, ErrChatMoved) {
-			s.refusal(r.requestID, call.Failure{Code: call.CodeConflict,
-				Message: "this chat has a newer response: resume it before sending"})
-			return
-		}
-		s.refuse(r, base, fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, err))
-		return
-	}
+	// The claim runs beside the admission: its round trip is not the
+	// answer's. A claim that loses (another send of this chat won the
+	// race) cancels what was admitted, before the model's first token.
+	claimed := make(chan error, 1)
+	go func() { claimed <- s.d.chats.Claim(ctx, owner, r.chatID, latest, coreID, time.Now().Add(s.d.opts.Retain)) }()
 	req := base
 	req.Request = cr
 	req.Release = f.Keep(req.Features().AttachmentBytes)
 	log, _, err := s.d.gw.Submit(ctx, caller, req)
+	claimErr := <-claimed
+	s.remember(r.chatID, coreID, claimErr == nil)
 	if err != nil {
 		s.refusal(r.requestID, gateway.Failure(s.c.MoveIfBusy(err)))
+		return
+	}
+	if claimErr != nil {
+		if cerr := s.d.gw.Cancel(context.WithoutCancel(ctx), caller, coreID); cerr != nil {
+			s.c.Logger().Warn("aisdk_cancel_failed", zap.String("request_id", coreID), zap.Error(cerr))
+		}
+		if errors.Is(claimErr, ErrChatMoved) {
+			s.refusal(r.requestID, call.Failure{Code: call.CodeConflict,
+				Message: "this chat has a newer response: resume it before sending"})
+			return
+		}
+		s.refusal(r.requestID, gateway.Failure(fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, claimErr)))
 		return
 	}
 	delivered = true
@@ -288,6 +309,21 @@ func (s *chatSocket) resume(r request) {
 	}
 	s.c.Send(s.frameFor("start", r.requestID))
 	s.follow(r.requestID, log, r.lastSequence)
+}
+
+// remember keeps the chat's latest response as this socket's claim left
+// it; a lost claim forgets the chat (the index knows better).
+func (s *chatSocket) remember(chatID, requestID string, won bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !won {
+		delete(s.claimed, chatID)
+		return
+	}
+	if _, ok := s.claimed[chatID]; !ok && len(s.claimed) >= maxClaimed {
+		clear(s.claimed)
+	}
+	s.claimed[chatID] = requestID
 }
 
 // abort cancels the response a requestId of this socket delivers; an
