@@ -250,7 +250,9 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 	// answer's. A claim that loses (another send of this chat won the
 	// race) cancels what was admitted, before the model's first token.
 	claimed := make(chan error, 1)
-	go func() { claimed <- s.d.chats.Claim(ctx, owner, r.chatID, latest, coreID, time.Now().Add(s.d.opts.Retain)) }()
+	go func() {
+		claimed <- s.d.chats.Claim(ctx, owner, r.chatID, latest, coreID, time.Now().Add(s.d.opts.Retain))
+	}()
 	req := base
 	req.Request = cr
 	req.Release = f.Keep(req.Features().AttachmentBytes)

@@ -30,7 +30,7 @@ var forbidden = map[string][]string{
 	"internal/anthropic": {module + "internal/quota", module + "internal/router", "github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	// The AI SDK door keeps its chat index in the requests table through
 	// the DynamoDB technology package, never the SDK's codecs.
-	"internal/aisdk": {module + "internal/quota", module + "internal/router", module + "internal/stream/", "github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
+	"internal/aisdk":     {module + "internal/quota", module + "internal/router", module + "internal/stream/", "github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
 	"internal/telemetry": {module + "internal/auth", module + "internal/config", module + "internal/gateway", module + "internal/quota", module + "internal/router", module + "internal/session", module + "internal/stream"},
 	"internal/mockmodel": {module + "internal/gateway", module + "internal/session", module + "internal/router"},
 	"internal/selfdrain": {module, "github.com/"},
@@ -39,7 +39,7 @@ var forbidden = map[string][]string{
 	// no model, no store.
 	"internal/socket": {module + "internal/session", module + "internal/aisdk", module + "internal/openai", module + "internal/anthropic", module + "internal/protocol",
 		module + "internal/quota", module + "internal/router", "github.com/gin-gonic/", "github.com/aws/"},
-	"client":             {module + "internal/"},
+	"client": {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},
 	"internal/backoff":     {module, "github.com/"},
@@ -97,7 +97,7 @@ func TestImportDirection(t *testing.T) {
 var (
 	doors  = []string{"internal/session", "internal/aisdk", "internal/openai", "internal/anthropic"}
 	shared = []string{"internal/door", "internal/socket"}
-	core  = []string{"internal/gateway", "internal/takeover", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
+	core   = []string{"internal/gateway", "internal/takeover", "internal/stream", "internal/quota", "internal/router", "internal/telemetry"}
 )
 
 // wires are the packages of a door's wire format (the jetway.v1 frames
