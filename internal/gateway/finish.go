@@ -33,23 +33,12 @@ const (
 	endInterrupted
 )
 
-// who identifies a request in its usage record.
-type who struct {
-	owner                            string // auth.Principal.Owner: the key of logs and records
-	user, requestID                  string // user: the sub
-	tenant, app, clientID, sessionID string
-	receivedAt                       time.Time
-	door                             string // "" when unknown (another server's record)
-	traceID                          string // the request's trace ("" when none)
-	images, documents                int    // attachments (0 when unknown)
-}
-
 // outcome is how a request ended: everything its one ending needs.
 type outcome struct {
-	how  ending
-	who  who
-	err  error // nil: done
-	text string
+	how   ending
+	facts facts // the request's: who, when, which door
+	err   error // nil: done
+	text  string
 	// blocks are done's blocks (nil: none on the wire); toolCalls counts
 	// the answer's tool_use blocks.
 	blocks    []call.Block
@@ -90,15 +79,9 @@ func (f *flight) reject(err error) {
 
 // outcome is the part of an ending every path of this flight shares.
 func (f *flight) outcome(err error) outcome {
-	p := f.caller.Principal
 	o := outcome{err: err, log: f.log, logger: f.logger, reservation: f.reservation, cached: f.cached != nil,
-		span: f.root, deliver: f.deliver,
-		who: who{owner: p.Owner(), user: p.Subject, requestID: f.req.RequestID, tenant: p.Tenant, app: p.App, clientID: p.ClientID,
-			sessionID: f.caller.SessionID, receivedAt: f.req.ReceivedAt, door: f.req.door(), traceID: tracing.TraceID(f.root.SpanContext())}}
-	o.who.images, o.who.documents = f.feats.Images, f.feats.Documents
-	if f.reservation != nil {
-		o.reserved = f.reservation.Amount().Tokens
-	}
+		span: f.root, deliver: f.deliver, facts: f.facts()}
+	o.reserved = o.facts.Reserved
 	return o
 }
 
@@ -141,7 +124,7 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 		if o.settledElsewhere {
 			// Deliver the terminal the interrupting server stored, which
 			// also wrote the usage record and settled.
-			o.log.Finish(g.storedTerminal(o.who, terminal), o.end)
+			o.log.Finish(g.storedTerminal(o.facts, terminal), o.end)
 			endSpan(o.deliver, o.err, tracing.Chunks.Int(o.chunks), none)
 			if o.checkpoints != nil {
 				o.checkpoints.stop()
@@ -177,11 +160,11 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 // terminal is the outcome's terminal event (for a rejection: the only one).
 func (o *outcome) terminal() *stream.Terminal {
 	if o.err == nil {
-		return stream.DoneTerminal(call.Done{RequestID: o.who.requestID, Chunks: o.chunks,
+		return stream.DoneTerminal(call.Done{RequestID: o.facts.RequestID, Chunks: o.chunks,
 			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
 			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks})
 	}
-	return errorTerminal(o.who.requestID, o.err, o.how != endRejected, o.text, o.chunks)
+	return errorTerminal(o.facts.RequestID, o.err, o.how != endRejected, o.text, o.chunks)
 }
 
 // errorTerminal is a failed outcome: the failure for err, naming the
@@ -202,14 +185,14 @@ func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) 
 		code, status = pe.Code, pe.Status
 	}
 	return telemetry.UsageRecord{
-		RequestID: o.who.requestID, SessionID: o.who.sessionID, TS: o.who.receivedAt,
-		Tenant: o.who.tenant, App: o.who.app, User: o.who.user, ClientID: o.who.clientID, Model: o.model,
+		RequestID: o.facts.RequestID, SessionID: o.facts.SessionID, TS: o.facts.ReceivedAt,
+		Tenant: o.facts.Tenant, App: o.facts.App, User: o.facts.User, ClientID: o.facts.ClientID, Model: o.model,
 		FallbackFrom: o.fallbackFrom, Outcome: code, Status: status,
 		InputTokens: o.usage.InputTokens, OutputTokens: o.usage.OutputTokens, ReservedTokens: o.reserved,
 		CacheReadInputTokens: o.usage.CacheReadInputTokens, CacheWriteInputTokens: o.usage.CacheWriteInputTokens,
 		CostUSD: float64(costMicroUSD) / 1e6, CacheSavedUSD: float64(savedMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
-		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.who.door,
-		Images: o.who.images, Documents: o.who.documents, ToolCalls: o.toolCalls, TraceID: o.who.traceID,
+		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.facts.Door,
+		Images: o.facts.Images, Documents: o.facts.Documents, ToolCalls: o.toolCalls, TraceID: o.facts.TraceID,
 	}
 }
 
@@ -295,7 +278,7 @@ func (g *Gateway) persistTerminal(tctx context.Context, o outcome, stored int, f
 	finish := func() error {
 		ctx, cancel := g.storeCtx()
 		defer cancel()
-		return g.records.Finish(ctx, o.who.owner, o.who.requestID, g.opts.Instance, stored, snap.Chunks,
+		return g.records.Finish(ctx, o.facts.Owner, o.facts.RequestID, g.opts.Instance, stored, snap.Chunks,
 			state, frame, g.opts.Now().Add(g.opts.ResumeWindow))
 	}
 	resynced := false
@@ -304,7 +287,7 @@ func (g *Gateway) persistTerminal(tctx context.Context, o outcome, stored int, f
 		if errors.Is(err, stream.ErrConflict) && !resynced {
 			// A checkpoint whose answer was lost landed late: finish from
 			// what the record holds (once: a second conflict is real).
-			if n, ok := g.storedSeq(o.who.owner, o.who.requestID, o.log); ok {
+			if n, ok := g.storedSeq(o.facts.Owner, o.facts.RequestID, o.log); ok {
 				o.logger.Info("record_finish_resynced", zap.Int("from", stored), zap.Int("to", n))
 				resynced, stored = true, n
 				snap = o.log.Read(stored)
@@ -350,7 +333,7 @@ func (g *Gateway) storedSeq(owner, requestID string, log *stream.Log) (int, bool
 // server wins. It reports whether this one did.
 func (g *Gateway) persistInterrupt(o outcome, frame []byte) bool {
 	ctx, cancel := g.storeCtx()
-	err := g.records.Interrupt(ctx, o.who.owner, o.who.requestID, o.ownerServer, frame, o.end.Add(g.opts.ResumeWindow))
+	err := g.records.Interrupt(ctx, o.facts.Owner, o.facts.RequestID, o.ownerServer, frame, o.end.Add(g.opts.ResumeWindow))
 	cancel()
 	if err != nil {
 		if !errors.Is(err, stream.ErrConflict) {
@@ -363,9 +346,9 @@ func (g *Gateway) persistInterrupt(o outcome, frame []byte) bool {
 
 // storedTerminal is the terminal another server stored for the request,
 // else own.
-func (g *Gateway) storedTerminal(w who, own *stream.Terminal) *stream.Terminal {
+func (g *Gateway) storedTerminal(fs facts, own *stream.Terminal) *stream.Terminal {
 	ctx, cancel := g.storeCtx()
-	rec, err := g.records.Get(ctx, w.owner, w.requestID)
+	rec, err := g.records.Get(ctx, fs.Owner, fs.RequestID)
 	cancel()
 	if err == nil && rec.Ended() {
 		return stream.DecodeTerminal(rec.Terminal)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -65,24 +64,6 @@ func (f *flight) standDown() {
 	f.root.End()
 }
 
-// envelope is what a record carries so that any server can settle the
-// request and write its usage record.
-type envelope struct {
-	Quota         []byte `json:"quota"`
-	InputEstimate int64  `json:"input_estimate"`
-	Model         string `json:"model"`
-	Tenant        string `json:"tenant"`
-	App           string `json:"app"`
-	User          string `json:"user"` // the sub (the record's owner key is tenant/app/sub)
-	ClientID      string `json:"client_id"`
-	SessionID     string `json:"session_id"`
-	ReceivedAt    int64  `json:"received_at_ms"`
-	Reserved      int64  `json:"reserved_tokens"`
-	Door          string `json:"door,omitempty"` // the door it came through ("" in records from before it was kept)
-	Images        int    `json:"images,omitempty"`
-	Documents     int    `json:"documents,omitempty"`
-}
-
 // createRecord stores the accepted request so any server can resume it,
 // with one conditional put that returns the record already stored under
 // the id. If another server stored it first, this log follows that record.
@@ -92,9 +73,8 @@ func (f *flight) createRecord(ctx context.Context, accepted *stream.Accepted) er
 	if err != nil {
 		return fmt.Errorf("encode reservation: %w", err)
 	}
-	env, _ := json.Marshal(envelope{Quota: q, InputEstimate: f.estimate, Model: f.chain[0].ID, Tenant: p.Tenant,
-		App: p.App, User: p.Subject, ClientID: p.ClientID, SessionID: f.caller.SessionID, ReceivedAt: f.req.ReceivedAt.UnixMilli(),
-		Reserved: f.reservation.Amount().Tokens, Door: f.req.door(), Images: f.feats.Images, Documents: f.feats.Documents})
+	fs := f.facts()
+	fs.Quota, fs.InputEstimate, fs.Model = q, f.estimate, f.chain[0].ID
 	if !g.late.claim(p.Owner(), f.req.RequestID) {
 		return fmt.Errorf("%w: this request's earlier record is being withdrawn", errBusy)
 	}
@@ -103,7 +83,7 @@ func (f *flight) createRecord(ctx context.Context, accepted *stream.Accepted) er
 	cctx, cancel := g.callCtx(ctx)
 	existing, err := g.records.Create(cctx, stream.Record{Owner: p.Owner(), RequestID: f.req.RequestID,
 		BodyHash: f.log.BodyHash, Server: g.opts.Instance, Accepted: accepted.Stored(),
-		Reservation: env, Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
+		Reservation: fs.stored(), Trace: tracing.Format(f.root.SpanContext()), Expires: now.Add(g.opts.RequestTimeout + g.opts.ResumeWindow)})
 	cancel()
 	switch {
 	case err == nil:

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -76,18 +75,15 @@ func (c survivorCore) End(tctx context.Context, how takeover.Ending, log *stream
 	return g.interrupt(tctx, log, rec, g.opts.Now(), logger)
 }
 
-// Facts reads what rec's envelope says of its request.
+// Facts reads what rec's facts say of its request.
 func (c survivorCore) Facts(rec *stream.Record) (takeover.Facts, error) {
-	var env envelope
-	if err := json.Unmarshal(rec.Reservation, &env); err != nil {
+	fs, err := readFacts(rec)
+	if err != nil {
 		return takeover.Facts{}, err
 	}
-	var f takeover.Facts
-	if env.ReceivedAt > 0 {
-		f.ReceivedAt = time.UnixMilli(env.ReceivedAt)
-	}
-	if env.Quota != nil {
-		f.Reservation, _ = c.g.quotas.Restore(env.Quota) // nil when it cannot be restored
+	f := takeover.Facts{ReceivedAt: fs.ReceivedAt}
+	if fs.Quota != nil {
+		f.Reservation, _ = c.g.quotas.Restore(fs.Quota) // nil when it cannot be restored
 	}
 	return f, nil
 }
@@ -109,10 +105,10 @@ func (c survivorCore) Charged(rec *stream.Record) (quota.Amount, bool) {
 func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.Record, now time.Time, logger *zap.Logger) bool {
 	tctx, span := g.start(tctx, "jetway.takeover", trace.WithAttributes(tracing.Server.String(rec.Server)))
 	defer span.End()
-	var env envelope
-	_ = json.Unmarshal(rec.Reservation, &env) // unreadable: logged by the survivor; ended with what is known
+	env, _ := readFacts(rec) // unreadable: logged by the survivor; ended with what is known
+	env.TraceID = tracing.TraceID(span.SpanContext())
 	answer := call.Assemble(rec.Chunks)
-	received := time.UnixMilli(env.ReceivedAt).UTC()
+	received := env.ReceivedAt
 	err := errInterrupted
 	if rec.Cancelled {
 		err = fmt.Errorf("%w: its owner stopped before it saw the cancel", errCancelled)
@@ -121,10 +117,7 @@ func (g *Gateway) interrupt(tctx context.Context, log *stream.Log, rec *stream.R
 		toolCalls: answer.ToolCalls,
 		usage:     call.Usage{InputTokens: env.InputEstimate, OutputTokens: quota.EstimateOutputTokens(answer.Generated)},
 		end:       now, latency: now.Sub(received).Milliseconds(), log: log, logger: logger, reserved: env.Reserved,
-		ownerServer: rec.Server,
-		who: who{owner: rec.Owner, user: env.User, requestID: rec.RequestID, tenant: env.Tenant, app: env.App,
-			clientID: env.ClientID, sessionID: env.SessionID, receivedAt: received, door: env.Door,
-			images: env.Images, documents: env.Documents, traceID: tracing.TraceID(span.SpanContext())}}
+		ownerServer: rec.Server, facts: env}
 	if env.Quota != nil {
 		res, err := g.quotas.Restore(env.Quota)
 		if err != nil {
