@@ -60,14 +60,14 @@ const (
 )
 
 // Core is what a survivor asks of the pipeline (internal/gateway): a
-// request's one ending, and what a record's envelope says. The record's
+// request's one ending, and what a record's facts say. The record's
 // format is the pipeline's.
 type Core interface {
 	// End ends log, the local copy of rec (nil unless Interrupted), as how
 	// says; tctx carries the span its spans are children of. It reports
 	// whether this server ended the request.
 	End(tctx context.Context, how Ending, log *stream.Log, rec *stream.Record, logger *zap.Logger) bool
-	// Facts reads rec's envelope; an error says it is unreadable (the
+	// Facts reads rec's facts; an error says it is unreadable (the
 	// facts are then zero).
 	Facts(rec *stream.Record) (Facts, error)
 	// Charged is what rec, ended done, was charged; false when it did not
