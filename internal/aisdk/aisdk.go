@@ -234,10 +234,12 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 	latest, known := s.claimed[r.chatID]
 	s.mu.Unlock()
 	if !known {
-		if latest, err = s.d.chats.Latest(ctx, owner, r.chatID); err != nil {
+		cur, err := s.d.chats.Latest(ctx, owner, r.chatID)
+		if err != nil {
 			s.refuse(r, base, fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, err))
 			return
 		}
+		latest = cur.RequestID
 	}
 	if latest != "" {
 		if log, err := s.d.gw.Rejoin(ctx, caller, latest); err == nil && log.Ended().IsZero() {
@@ -249,9 +251,10 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 	// The claim runs beside the admission: its round trip is not the
 	// answer's. A claim that loses (another send of this chat won the
 	// race) cancels what was admitted, before the model's first token.
+	resp := Response{RequestID: coreID, MessageID: continued(r)}
 	claimed := make(chan error, 1)
 	go func() {
-		claimed <- s.d.chats.Claim(ctx, owner, r.chatID, latest, coreID, time.Now().Add(s.d.opts.Retain))
+		claimed <- s.d.chats.Claim(ctx, owner, r.chatID, latest, resp, time.Now().Add(s.d.opts.Retain))
 	}()
 	req := base
 	req.Request = cr
@@ -276,7 +279,18 @@ func (s *chatSocket) send(r request, f *socket.Frame) {
 		return
 	}
 	delivered = true
-	s.follow(r.requestID, log, -1)
+	s.follow(r.requestID, log, -1, resp.MessageID)
+}
+
+// continued is the UI message a send continues: the last message's, when
+// it is the assistant's (a client tool's output, or an approval, sent
+// back to go on), as the AI SDK's own server answers; "" otherwise (a new
+// message, MessageID of the request).
+func continued(r request) string {
+	if n := len(r.messages); n > 0 && !r.regenerate && r.messages[n-1].Role == "assistant" {
+		return r.messages[n-1].ID
+	}
+	return ""
 }
 
 func (s *chatSocket) resume(r request) {
@@ -292,14 +306,14 @@ func (s *chatSocket) resume(r request) {
 		s.refusal(r.requestID, gateway.Failure(fmt.Errorf("%w: the chat index: %w", gateway.ErrBusy, err)))
 		return
 	}
-	if latest == "" {
+	if latest.RequestID == "" {
 		s.noActive(r.requestID)
 		return
 	}
 	if !s.claimStream(r.requestID) {
 		return
 	}
-	log, err := s.d.gw.Resume(ctx, caller, latest)
+	log, err := s.d.gw.Resume(ctx, caller, latest.RequestID)
 	if err != nil {
 		s.dropStream(r.requestID)
 		if f := gateway.Failure(err); f.Code == call.CodeNotFound {
@@ -310,7 +324,7 @@ func (s *chatSocket) resume(r request) {
 		return
 	}
 	s.c.Send(s.frameFor("start", r.requestID))
-	s.follow(r.requestID, log, r.lastSequence)
+	s.follow(r.requestID, log, r.lastSequence, latest.MessageID)
 }
 
 // remember keeps the chat's latest response as this socket's claim left
@@ -371,13 +385,13 @@ func (s *chatSocket) dropStream(requestID string) {
 	s.mu.Unlock()
 }
 
-// follow delivers log to requestId from its first chunk; chunks up to
-// lastSequence are skipped.
-func (s *chatSocket) follow(requestID string, log *stream.Log, lastSequence int) {
+// follow delivers log to requestId from its first chunk, its UI message
+// messageID ("": the request's); chunks up to lastSequence are skipped.
+func (s *chatSocket) follow(requestID string, log *stream.Log, lastSequence int, messageID string) {
 	s.mu.Lock()
 	s.streams[requestID] = log.RequestID
 	s.mu.Unlock()
-	fr := newFrames(requestID, lastSequence)
+	fr := newFrames(requestID, lastSequence, messageID)
 	s.c.Follow(requestID, log, 0, true, s.d.codec, func(b *stream.Batch, out *socket.Out) bool {
 		ok := fr.delivery(b, out)
 		if b.Terminal != nil || !ok {

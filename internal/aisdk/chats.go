@@ -16,12 +16,20 @@ import (
 // response, for as long as that response can be resumed. It is durable
 // (the requests table) so a resume on any server finds it.
 type Chats interface {
-	// Latest is the chat's latest response, "" when it has none.
-	Latest(ctx context.Context, owner, chatID string) (string, error)
-	// Claim makes requestID the chat's latest response if its latest is
-	// still prev ("": none), until expires; ErrChatMoved if another
-	// response claimed the chat meanwhile.
-	Claim(ctx context.Context, owner, chatID, prev, requestID string, expires time.Time) error
+	// Latest is the chat's latest response, zero when it has none.
+	Latest(ctx context.Context, owner, chatID string) (Response, error)
+	// Claim makes r the chat's latest response if its latest is still
+	// the request prev ("": none), until expires; ErrChatMoved if
+	// another response claimed the chat meanwhile.
+	Claim(ctx context.Context, owner, chatID, prev string, r Response, expires time.Time) error
+}
+
+// Response is a chat's response: its core request and the UI message it
+// streams (a new one, or the assistant message a client tool's output
+// continues).
+type Response struct {
+	RequestID string
+	MessageID string
 }
 
 // ErrChatMoved is a claim that lost: the chat has a newer response.
@@ -36,8 +44,8 @@ type MemoryChats struct {
 }
 
 type memoryChat struct {
-	requestID string
-	expires   time.Time
+	Response
+	expires time.Time
 }
 
 // memoryChatsBound bounds the chats a MemoryChats keeps: past it, the
@@ -49,17 +57,17 @@ func NewMemoryChats() *MemoryChats {
 	return &MemoryChats{chats: map[string]memoryChat{}, now: time.Now}
 }
 
-func (m *MemoryChats) Latest(_ context.Context, owner, chatID string) (string, error) {
+func (m *MemoryChats) Latest(_ context.Context, owner, chatID string) (Response, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.chats[chatKey(owner, chatID)]
 	if !ok || !m.now().Before(c.expires) {
-		return "", nil
+		return Response{}, nil
 	}
-	return c.requestID, nil
+	return c.Response, nil
 }
 
-func (m *MemoryChats) Claim(_ context.Context, owner, chatID, prev, requestID string, expires time.Time) error {
+func (m *MemoryChats) Claim(_ context.Context, owner, chatID, prev string, r Response, expires time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := chatKey(owner, chatID)
@@ -68,7 +76,7 @@ func (m *MemoryChats) Claim(_ context.Context, owner, chatID, prev, requestID st
 	if ok && !now.Before(cur.expires) {
 		ok = false
 	}
-	if (ok && cur.requestID != prev) || (!ok && prev != "") {
+	if (ok && cur.RequestID != prev) || (!ok && prev != "") {
 		return ErrChatMoved
 	}
 	if !ok && len(m.chats) >= memoryChatsBound {
@@ -81,7 +89,7 @@ func (m *MemoryChats) Claim(_ context.Context, owner, chatID, prev, requestID st
 			return fmt.Errorf("chat index: %d chats held in memory (its bound)", memoryChatsBound)
 		}
 	}
-	m.chats[k] = memoryChat{requestID: requestID, expires: expires}
+	m.chats[k] = memoryChat{Response: r, expires: expires}
 	return nil
 }
 
@@ -97,6 +105,7 @@ type DynamoChats struct {
 // requests table's).
 const (
 	attrLatest  = "latest_request_id"
+	attrMessage = "message_id"
 	attrExpires = "expires_at"
 )
 
@@ -108,21 +117,22 @@ func NewDynamoChats(client *dynamodb.Client, table string) *DynamoChats {
 // SetObserver reports every call (ops chat_get, chat_claim) to obs.
 func (d *DynamoChats) SetObserver(obs dynamotable.Observer) { d.table.SetObserver(obs) }
 
-func (d *DynamoChats) Latest(ctx context.Context, owner, chatID string) (string, error) {
+func (d *DynamoChats) Latest(ctx context.Context, owner, chatID string) (Response, error) {
 	item, err := d.table.Get(ctx, "chat_get", chatKey(owner, chatID), true)
 	if err != nil {
-		return "", err
+		return Response{}, err
 	}
 	if item == nil || expired(item, d.now()) {
-		return "", nil
+		return Response{}, nil
 	}
-	return dynamotable.String(item, attrLatest), nil
+	return Response{RequestID: dynamotable.String(item, attrLatest), MessageID: dynamotable.String(item, attrMessage)}, nil
 }
 
-func (d *DynamoChats) Claim(ctx context.Context, owner, chatID, prev, requestID string, expires time.Time) error {
+func (d *DynamoChats) Claim(ctx context.Context, owner, chatID, prev string, r Response, expires time.Time) error {
 	item := dynamotable.Item{
 		dynamotable.PK: dynamotable.S(chatKey(owner, chatID)),
-		attrLatest:     dynamotable.S(requestID),
+		attrLatest:     dynamotable.S(r.RequestID),
+		attrMessage:    dynamotable.S(r.MessageID),
 		attrExpires:    dynamotable.N(expires.Unix()),
 	}
 	names := map[string]string{"#pk": dynamotable.PK, "#exp": attrExpires}

@@ -24,28 +24,28 @@ func TestChatsContract(t *testing.T) {
 	for name, chats := range map[string]Chats{"memory": NewMemoryChats(), "dynamodb": NewDynamoChats(client, table)} {
 		t.Run(name, func(t *testing.T) {
 			later := time.Now().Add(time.Hour)
-			if id, err := chats.Latest(ctx, "t/a/alice", "chat-0001"); err != nil || id != "" {
+			if id, err := chats.Latest(ctx, "t/a/alice", "chat-0001"); err != nil || id != (Response{}) {
 				t.Fatalf("an unknown chat: %q %v", id, err)
 			}
-			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "", "req-1", later); err != nil {
+			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "", Response{RequestID: "req-1", MessageID: "m-req-1"}, later); err != nil {
 				t.Fatal(err)
 			}
-			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "", "req-x", later); !errors.Is(err, ErrChatMoved) {
+			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "", Response{RequestID: "req-x", MessageID: "m-req-x"}, later); !errors.Is(err, ErrChatMoved) {
 				t.Fatalf("a claim over a latest it did not name: %v", err)
 			}
-			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "req-1", "req-2", later); err != nil {
+			if err := chats.Claim(ctx, "t/a/alice", "chat-0001", "req-1", Response{RequestID: "req-2", MessageID: "m-req-2"}, later); err != nil {
 				t.Fatal(err)
 			}
-			if id, _ := chats.Latest(ctx, "t/a/alice", "chat-0001"); id != "req-2" {
+			if id, _ := chats.Latest(ctx, "t/a/alice", "chat-0001"); id != (Response{RequestID: "req-2", MessageID: "m-req-2"}) {
 				t.Fatalf("latest %q, want req-2", id)
 			}
-			if id, _ := chats.Latest(ctx, "t/a/bob", "chat-0001"); id != "" {
+			if id, _ := chats.Latest(ctx, "t/a/bob", "chat-0001"); id != (Response{}) {
 				t.Fatalf("another user's chat: %q", id)
 			}
-			if err := chats.Claim(ctx, "t/a/alice", "chat-gone1", "", "req-3", time.Now().Add(-time.Second)); err != nil {
+			if err := chats.Claim(ctx, "t/a/alice", "chat-gone1", "", Response{RequestID: "req-3", MessageID: "m-req-3"}, time.Now().Add(-time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			if id, _ := chats.Latest(ctx, "t/a/alice", "chat-gone1"); id != "" {
+			if id, _ := chats.Latest(ctx, "t/a/alice", "chat-gone1"); id != (Response{}) {
 				t.Fatalf("an expired chat: %q", id)
 			}
 			var wins, losses int
@@ -53,7 +53,7 @@ func TestChatsContract(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 8 {
 				wg.Go(func() {
-					err := chats.Claim(ctx, "t/a/alice", "chat-race1", "", "req-r"+string(rune('0'+i)), later)
+					err := chats.Claim(ctx, "t/a/alice", "chat-race1", "", Response{RequestID: "req-r" + string(rune('0'+i))}, later)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

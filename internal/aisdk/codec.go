@@ -69,7 +69,7 @@ func (e *encoder) Accepted(a *stream.Accepted) []byte {
 	e.quota = a.Quota
 	var b []byte
 	b = appendLine(b, lineChunk, func(b []byte) []byte {
-		b = append(b, `{"type":"start","messageId":`...)
+		b = append(b, startPrefix...)
 		b = appendString(b, MessageID(e.requestID))
 		return append(b, '}')
 	})
@@ -332,13 +332,24 @@ func appendString(dst []byte, s string) []byte {
 // to lastSequence are skipped (a resume that names one).
 type frames struct {
 	requestID    []byte // JSON string
+	start        []byte // the start chunk: its messageId is the response's (Response.MessageID)
 	next         int    // the next chunk's sequence
 	lastSequence int
 }
 
-func newFrames(requestID string, lastSequence int) *frames {
-	return &frames{requestID: appendString(nil, requestID), lastSequence: lastSequence}
+// newFrames writes one delivery for requestId of the response whose UI
+// message is messageID ("": the codec's, MessageID of its request).
+func newFrames(requestID string, lastSequence int, messageID string) *frames {
+	f := &frames{requestID: appendString(nil, requestID), lastSequence: lastSequence}
+	if messageID != "" {
+		f.start = appendString(append([]byte(nil), startPrefix...), messageID)
+		f.start = append(f.start, '}')
+	}
+	return f
 }
+
+// startPrefix begins the codec's start chunk.
+const startPrefix = `{"type":"start","messageId":`
 
 // delivery is the socket.Delivery of a follow with these frames.
 func (f *frames) delivery(b *stream.Batch, out *socket.Out) bool {
@@ -370,7 +381,13 @@ func (f *frames) build(b *stream.Batch) [][]byte {
 				if seq <= f.lastSequence {
 					continue
 				}
-				buf = f.appendChunk(buf, seq, line[1:])
+				chunk := line[1:]
+				if f.start != nil && bytes.HasPrefix(chunk, []byte(startPrefix)) {
+					// A continuation's message is the client's: the chunk
+					// names it on every delivery (the chat index keeps it).
+					chunk = f.start
+				}
+				buf = f.appendChunk(buf, seq, chunk)
 			case lineError:
 				buf = append(buf, `{"type":"error","requestId":`...)
 				buf = append(buf, f.requestID...)
@@ -422,7 +439,7 @@ func (f *frames) appendEnd(dst []byte) []byte {
 // refusal is the frames of a refusal of requestID's send or resume attempt
 // that reached no log: the metadata chunk (sequence 0), then the error frame.
 func refusal(requestID string, f call.Failure) [][]byte {
-	fr := newFrames(requestID, -1)
+	fr := newFrames(requestID, -1, "")
 	enc := appendFailure(nil, &f)
 	var out [][]byte
 	for _, line := range bytes.Split(bytes.TrimSuffix(enc, []byte{'\n'}), []byte{'\n'}) {

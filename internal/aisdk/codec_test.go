@@ -18,7 +18,12 @@ func (fixedCosts) CostMicroUSD(string, call.Usage) int64 { return 1500 }
 // deliver is every frame one delivery of l writes for requestId.
 func deliver(t *testing.T, l *stream.Log, requestID string, lastSequence int) []string {
 	t.Helper()
-	fr := newFrames(requestID, lastSequence)
+	return deliverAs(t, l, requestID, lastSequence, "")
+}
+
+func deliverAs(t *testing.T, l *stream.Log, requestID string, lastSequence int, messageID string) []string {
+	t.Helper()
+	fr := newFrames(requestID, lastSequence, messageID)
 	var out []string
 	c := codec{costs: fixedCosts{}}
 	for b := range l.Follow(context.Background(), c, 0) {
@@ -143,5 +148,17 @@ func TestRefusalFrames(t *testing.T) {
 	}
 	if len(got) != 2 || string(got[0]) != want[0] || string(got[1]) != want[1] {
 		t.Fatalf("refusal:\n%s\n%s", got[0], got[1])
+	}
+}
+
+// A continuation (a client tool's output sent back) streams into the
+// assistant message it continues, on every delivery.
+func TestContinuationKeepsItsMessage(t *testing.T) {
+	l := answer()
+	for _, rid := range []string{"r1", "r2"} {
+		got := deliverAs(t, l, rid, -1, "msg-client-1")
+		if want := `{"type":"chunk","requestId":"` + rid + `","sequence":0,"chunk":{"type":"start","messageId":"msg-client-1"}}`; got[0] != want {
+			t.Fatalf("start %s, want %s", got[0], want)
+		}
 	}
 }
