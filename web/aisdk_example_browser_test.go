@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -20,8 +21,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
 	"github.com/jetway-gateway/jetway/internal/gatewaytest"
+	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -160,7 +163,8 @@ func (p *page) waitSettled(n int) answer {
 // client's on /v1/ws, shows the quota from the answer's metadata, renews
 // its token for every frame (?ttl=60) with no reconnect; Stop ends an
 // answer part-way; a client-side tool call runs in the page and its output
-// goes back to the model, which answers.
+// goes back to the model, which answers; a picture goes to a reasoning
+// model, whose reasoning shows beside the answer.
 func TestExampleChat(t *testing.T) {
 	gw := browserGateway(t, "example-chat")
 	site := serveExample(t, gw)
@@ -239,6 +243,44 @@ func TestExampleChat(t *testing.T) {
 		t.Errorf("the page shows %d tool outputs, want 1", shown)
 	}
 	p.screenshot("example-tool")
+
+	// A picture attached (a data: URL file part) to a reasoning model with
+	// Think ticked: the picture shows in the question, the reasoning beside
+	// the answer, both equal to the Go client's for the same request.
+	picture := testPNG(t, 64, 48, false)
+	pngPath := filepath.Join(t.TempDir(), "gate.png")
+	if err := os.WriteFile(pngPath, picture, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const question = "What is in this picture?"
+	ref, err := askGatewayDone(gw, "reference-example-picture", client.Request{Model: "mock-reasoning", Reasoning: &client.Reasoning{BudgetTokens: 1024},
+		Messages: []client.Message{{Role: "user", Blocks: []client.Block{
+			{Type: protocol.BlockImage, Format: "png", Data: protocol.DataOf(picture)}, {Type: protocol.BlockText, Text: question}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.do(chromedp.Click(chromedp.CSS("#new-chat")))
+	p.waitJS(`window.jetwayExample.messages.length === 0 && document.querySelectorAll('.message').length === 0`, "a new chat", 10*time.Second)
+	if !eval[bool](p, `(() => { const s = document.getElementById('model');
+		Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, 'value').set.call(s, 'mock-reasoning');
+		s.dispatchEvent(new Event('change', {bubbles: true})); return s.value === 'mock-reasoning'; })()`) {
+		t.Fatal("the model picker has no mock-reasoning")
+	}
+	p.do(chromedp.Click(chromedp.CSS("#think")), chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{pngPath}))
+	p.askExample(question)
+	thought := p.waitSettled(1)
+	if thought.State != "done" || thought.Text != ref.Text {
+		t.Fatalf("the reasoning model's answer: state %s, text %q\nwant %q", thought.State, thought.Text, ref.Text)
+	}
+	reasoning := eval[string](p, `[...document.querySelectorAll('.message.assistant .reasoning-text')].map(e => e.textContent).join('')`)
+	if reasoning == "" || reasoning != ref.ReasoningText() {
+		t.Errorf("reasoning shown %q, want %q", reasoning, ref.ReasoningText())
+	}
+	img := eval[string](p, `document.querySelector('.message.user img.file')?.src ?? ''`)
+	if img != "data:image/png;base64,"+base64.StdEncoding.EncodeToString(picture) {
+		t.Errorf("the question shows the picture as %.60q, want its data: URL", img)
+	}
+	p.screenshot("example-reasoning")
 	p.noProblems()
 }
 

@@ -102,6 +102,7 @@ const isDisconnect = (err) => err instanceof TypeError && /network/i.test(err.me
 
 function Conversation({ chatId, transport: shared, models, onNewChat }) {
   const [model, setModel] = useState('');
+  const [think, setThink] = useState(false);
   // Resumes asked and not answered yet: until the gateway answers the one
   // on load, the last answer kept from before the reload may be unfinished.
   // It starts at 1: useChat asks on mount (resume: true), after the first render.
@@ -200,9 +201,9 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
     clearError();
     await sendMessage(
       text.trim() ? { text, files } : { files },
-      // Options of the gateway's AI SDK door (PROTOCOL.md): the model, and
-      // the tools the page runs itself.
-      { body: { ...(model && { model }), tools } },
+      // Options of the gateway's AI SDK door (PROTOCOL.md): the model,
+      // the tools the page runs itself, and extended thinking if asked.
+      { body: { ...(model && { model }), tools, ...(think && { reasoning: { budget_tokens: 1024 } }) } },
     );
   };
 
@@ -219,6 +220,10 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
               </option>
             ))}
           </select>
+        </label>
+        <label>
+          <input type="checkbox" id="think" checked={think} onChange={(e) => setThink(e.target.checked)} /> Think
+          (reasoning models)
         </label>
         <button type="button" id="new-chat" onClick={onNewChat} disabled={busy}>
           New chat
