@@ -119,19 +119,22 @@ type answer struct {
 	Tools  []string `json:"tools"` // name:state of its tool parts
 	Count  int      `json:"count"` // assistant messages
 	Status string   `json:"status"`
+	// Recovering: the socket broke in the middle of the answer and the page resumes it.
+	Recovering bool `json:"recovering"`
 }
 
 const exampleAnswerJS = `(() => {
   const el = [...document.querySelectorAll('.message.assistant')].at(-1);
   const all = window.jetwayExample.messages.filter(m => m.role === 'assistant');
   const m = all.at(-1);
-  const status = document.querySelector('main')?.dataset.status ?? '';
-  if (!el || !m) return {id: '', state: '', text: '', shown: '', tools: [], count: all.length, status};
+  const main = document.querySelector('main');
+  const status = main?.dataset.status ?? '', recovering = main?.dataset.recovering === 'true';
+  if (!el || !m) return {id: '', state: '', text: '', shown: '', tools: [], count: all.length, status, recovering};
   return {id: m.id, state: el.dataset.state,
     text: m.parts.filter(p => p.type === 'text').map(p => p.text).join(''),
     shown: [...el.querySelectorAll('.text')].map(e => e.textContent).join('').trim(),
     tools: [...el.querySelectorAll('.tool')].map(e => e.dataset.tool + ':' + e.dataset.toolState),
-    count: all.length, status};
+    count: all.length, status, recovering};
 })()`
 
 func (p *page) answer() answer { return eval[answer](p, exampleAnswerJS) }
@@ -154,7 +157,7 @@ func (p *page) waitStreaming(n int) answer {
 // waitSettled waits until the n-th answer ended (done, stopped or error) and the chat is ready.
 func (p *page) waitSettled(n int) answer {
 	p.t.Helper()
-	p.waitJS(fmt.Sprintf(`(() => { const a = %s; return a.count >= %d && ['done', 'stopped', 'error'].includes(a.state) && a.status !== 'streaming' && a.status !== 'submitted'; })()`, exampleAnswerJS, n),
+	p.waitJS(fmt.Sprintf(`(() => { const a = %s; return a.count >= %d && ['done', 'stopped', 'error'].includes(a.state) && !a.recovering && a.status !== 'streaming' && a.status !== 'submitted'; })()`, exampleAnswerJS, n),
 		"the answer to end", 60*time.Second)
 	return p.answer()
 }

@@ -194,7 +194,14 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
     Object.assign(window.jetwayExample, { messages, status, chatId, recovering, resuming: resuming > 0 });
   }, [chatId, messages, status, recovering, resuming]);
 
-  const busy = status === 'submitted' || status === 'streaming' || resuming > 0;
+  const busy = status === 'submitted' || status === 'streaming' || resuming > 0 || recovering;
+  // Stop also ends a recovery: no more resumes.
+  const onStop = () => {
+    clearTimeout(recovery.current.timer);
+    recovery.current = { attempts: 0, timer: 0 };
+    setRecovering(false);
+    return stop();
+  };
   const quota = [...messages].reverse().find((m) => m.metadata?.jetway?.quota)?.metadata.jetway.quota;
 
   const submit = async (text, files) => {
@@ -249,7 +256,7 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
       <p id="quota" className="quota">
         {quota ? quotaText(quota) : ''}
       </p>
-      <Composer busy={busy} onSubmit={submit} onStop={stop} />
+      <Composer busy={busy} onSubmit={submit} onStop={onStop} />
     </main>
   );
 }
