@@ -121,6 +121,7 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
     },
     resumeStreamIsReplay: shared.resumeStreamIsReplay,
   }));
+  const [saved] = useState(() => loadMessages(chatId)); // read once: useChat takes it on mount
   const [stopped, setStopped] = useState(() => new Set());
   const [recovering, setRecovering] = useState(false);
   const recovery = useRef({ attempts: 0, timer: 0 });
@@ -130,7 +131,7 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
     // The conversation survives a reload (this browser keeps it), and
     // resume: true asks the gateway for the chat's latest answer on load:
     // one still streaming, or finished moments ago, comes back whole.
-    messages: loadMessages(chatId),
+    messages: saved,
     resume: true,
     transport,
     throttle: 30,
