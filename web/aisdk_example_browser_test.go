@@ -105,7 +105,9 @@ func serveExample(t *testing.T, gateways ...*gatewayProc) string {
 func openExample(t *testing.T, site string, q url.Values) *page {
 	t.Helper()
 	p := openPage(t, site+"/?"+q.Encode(), 1024, 768)
-	p.waitJS(`document.querySelector('main')?.dataset.status === 'ready'`, "the example's chat", 30*time.Second)
+	// Ready, and the resume on load (useChat's resume: true) answered.
+	p.waitJS(`(() => { const m = document.querySelector('main'); return m?.dataset.status === 'ready' && m.dataset.resuming === 'false'; })()`,
+		"the example's chat", 30*time.Second)
 	return p
 }
 
@@ -346,8 +348,8 @@ func TestExampleGatewayDies(t *testing.T) {
 	want := references(t, b, prompt)
 
 	p := openExample(t, site, url.Values{"gateway": {lb.URL()}, "user": {"gus"}})
-	if n := lb.dialed(a.Addr); n != 1 {
-		t.Fatalf("the balancer sent %d sockets to A, want the page's one", n)
+	if n, m := lb.dialed(a.Addr), lb.dialed(b.Addr); n != 1 || m != 0 {
+		t.Fatalf("the balancer sent %d sockets to A and %d to B, want the page's one to A", n, m)
 	}
 	lb.holdAfter([]byte(`"type":"text-delta"`))
 	p.askExample(prompt)
