@@ -203,6 +203,13 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
     setRecovering(false);
     return stop();
   };
+  // Follow the answer as it grows.
+  const end = useRef(null);
+  // (Braces: newer browsers return a promise from scrollIntoView, and an
+  // effect may return only a cleanup function.)
+  useEffect(() => {
+    end.current?.scrollIntoView({ block: 'end' });
+  }, [messages]);
   const quota = [...messages].reverse().find((m) => m.metadata?.jetway?.quota)?.metadata.jetway.quota;
 
   const submit = async (text, files) => {
@@ -254,10 +261,13 @@ function Conversation({ chatId, transport: shared, models, onNewChat }) {
           {error.message}
         </p>
       )}
-      <p id="quota" className="quota">
-        {quota ? quotaText(quota) : ''}
-      </p>
-      <Composer busy={busy} onSubmit={submit} onStop={onStop} />
+      <div ref={end} className="end" />
+      <div className="footer">
+        <Composer busy={busy} onSubmit={submit} onStop={onStop} />
+        <p id="quota" className="quota">
+          {quota ? quotaText(quota) : ''}
+        </p>
+      </div>
     </main>
   );
 }
