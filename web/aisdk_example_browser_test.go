@@ -215,6 +215,15 @@ func TestExampleChat(t *testing.T) {
 	if stopped.Text == "" || !strings.HasPrefix(answers[1], stopped.Text) || stopped.Text == answers[1] {
 		t.Errorf("stopped answer %q: want a part of %q", stopped.Text, answers[1])
 	}
+	// The gateway cancelled the answer (the transport's abort frame), charging what was generated.
+	waitFor(t, 15*time.Second, "the gateway to cancel the stopped answer", func() bool {
+		for _, m := range gw.Log.Find("failed", "") {
+			if m["user"] == "eve" && m["door"] == "ai-sdk" && m["code"] == "cancelled" {
+				return true
+			}
+		}
+		return false
+	})
 	p.screenshot("example-stopped")
 
 	// A client-side tool: mock-tools calls the first tool it is given (the
@@ -286,6 +295,23 @@ func TestExampleChat(t *testing.T) {
 		t.Errorf("the question shows the picture as %.60q, want its data: URL", img)
 	}
 	p.screenshot("example-reasoning")
+
+	// The frames' fresh tokens renewed the one socket's credentials (a
+	// token minted in the same second as the last is the same token).
+	var refreshed, opened int
+	for _, m := range gw.Log.Find("auth_refreshed", "") {
+		if m["user"] == "eve" {
+			refreshed++
+		}
+	}
+	for _, m := range gw.Log.Find("session_opened", "") {
+		if m["user"] == "eve" {
+			opened++
+		}
+	}
+	if refreshed == 0 || opened != 1 {
+		t.Errorf("%d sockets opened, %d credential renewals: want one socket, renewed by the frames' tokens", opened, refreshed)
+	}
 	p.noProblems()
 }
 
