@@ -5,7 +5,7 @@ GO ?= go
 # The one production build: the Dockerfile runs exactly this line (checked by a test).
 BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o bin/gateway ./cmd/gateway
 
-.PHONY: run test build deps test-deps bench web-vendor jaeger
+.PHONY: run test build deps test-deps bench web-vendor jaeger example
 
 run:
 	$(GO) run ./cmd/gateway
@@ -35,7 +35,18 @@ jaeger:
 # Test-only tools: dynalite (npm) for DynamoDB, the openai and @anthropic-ai/sdk packages for the OpenAI and Anthropic doors, DuckDB (@duckdb/node-api,
 # prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests;
 # HAProxy as the load balancer in front of several gateways (cmd/gateway's HAProxy tests); Jaeger (above).
-test-deps: jaeger
+# The AI SDK example frontend (examples/ai-sdk-chat, its own package.json and lock): its
+# packages, and its build, which web's browser test serves (rebuilt when a source is newer).
+EXAMPLE = examples/ai-sdk-chat
+example:
+	@node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' || \
+		{ echo "$(EXAMPLE) (Vite 8) needs Node.js 20.19 or later; node is $$(node --version)"; exit 1; }
+	@cd $(EXAMPLE) && if [ ! -f node_modules/ai/package.json ] || [ ! -f node_modules/.package-lock.json ] || \
+		[ package-lock.json -nt node_modules/.package-lock.json ]; then npm ci --no-audit --no-fund; fi
+	@cd $(EXAMPLE) && if [ ! -f dist/index.html ] || [ -n "$$(find index.html vite.config.js package-lock.json src -newer dist/index.html)" ]; then \
+		npm run build; fi
+
+test-deps: jaeger example
 	@command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)"; exit 1; }
 	@$(NPM_CI)
 	@if [ ! -x /usr/bin/chromium ]; then \
