@@ -168,7 +168,11 @@ func (s *chatSocket) Frame(f *socket.Frame) bool {
 		// Only a send with a file part may be larger than the plain bound;
 		// the frame was read whole, so it is refused and the socket stays.
 		err := call.Errorf(call.ErrInvalid, "the frame is %d bytes: frames without file parts may be at most %d bytes", size, s.c.PlainBound())
-		s.refuse(r, gateway.Request{ReceivedAt: f.Received, IsRequest: r.typ == "send"}, err)
+		req := gateway.Request{ReceivedAt: f.Received, Door: gateway.DoorAISDK}
+		if r.typ == "send" {
+			req.RequestID, req.IsRequest = door.NewID(), true // its usage record's
+		}
+		s.refuse(r, req, err)
 		return true
 	}
 	if tok, ok := bearer(r.headers); ok && !s.refresh(r.requestID, tok) {
@@ -474,8 +478,8 @@ func parse(data []byte) (request, error) {
 		return request{}, fmt.Errorf("%w: messages must be a non-empty array of UI messages", errSchema)
 	}
 	for i, m := range r.messages {
-		if m.ID == "" || (m.Role != "system" && m.Role != "user" && m.Role != "assistant") || m.Parts == nil {
-			return request{}, fmt.Errorf("%w: messages[%d] must have an id, a role (system, user, assistant) and parts", errSchema, i)
+		if m.ID == "" || (m.Role != "system" && m.Role != "user" && m.Role != "assistant") || len(m.Parts) == 0 {
+			return request{}, fmt.Errorf("%w: messages[%d] must have an id, a role (system, user, assistant) and parts (at least one)", errSchema, i)
 		}
 		for j, p := range m.Parts {
 			if p.Type == "" {

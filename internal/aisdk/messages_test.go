@@ -105,6 +105,7 @@ func TestParseSchema(t *testing.T) {
 		"trigger":         strings.Replace(good, `submit-message`, `submit`, 1),
 		"messages":        strings.Replace(good, `"messages":[`, `"messages":[7,`, 1),
 		"role":            strings.Replace(good, `"role":"user"`, `"role":"tool"`, 1),
+		"no parts":        strings.Replace(good, `"parts":[{"type":"text","text":"hi"}]`, `"parts":[]`, 1),
 		"resume sequence": `{"type":"resume","requestId":"r1","id":"chat-0001","headers":{},"body":{},"lastSequence":-1}`,
 	} {
 		if _, err := parse([]byte(f)); !errors.Is(err, errSchema) {
