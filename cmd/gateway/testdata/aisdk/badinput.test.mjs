@@ -7,7 +7,7 @@ import {
   assert, Raw, sendFrame, resumeFrame, chunksOf, settled, ctl, controlURL, newChatId, newSub, userMessage, randomUUID, WebSocket,
 } from './helpers.mjs';
 
-const T = { timeout: 120_000 };
+const T = { timeout: 90_000 };
 
 const valid = async (frame) => (await safeValidateWebSocketChatTransportRequest({ value: frame })).success;
 
@@ -89,6 +89,8 @@ test('not JSON, or failing the transport\'s request schema (unknown type include
     'resume with a negative lastSequence': { ...resumeFrame({ chatId: newChatId() }), lastSequence: -1 },
     'abort without requestId': { type: 'abort' },
   };
+  // Every case is tried; the failures are reported together.
+  const wrong = [];
   for (const [name, frame] of Object.entries(cases)) {
     const text = typeof frame === 'string' ? frame : JSON.stringify(frame);
     let parsed;
@@ -96,44 +98,55 @@ test('not JSON, or failing the transport\'s request schema (unknown type include
     if (parsed !== undefined) assert.equal(await valid(parsed), false, `${name}: the transport's schema accepts it`);
     const rc = await Raw.open({ sub });
     rc.send(text);
-    const closed = await rc.closed();
-    assert.equal(closed.code, 1008, `${name}: ${JSON.stringify(closed)}, frames ${JSON.stringify(rc.frames)}`);
+    try {
+      const closed = await rc.closed(10_000, name);
+      if (closed.code !== 1008) wrong.push(`${name}: close ${JSON.stringify(closed)}`);
+    } catch {
+      wrong.push(`${name}: not closed; frames ${JSON.stringify(rc.frames)}`);
+      rc.close();
+    }
   }
+  assert.deepEqual(wrong, [], `frames failing the transport's request schema, not closed 1008:\n${wrong.join('\n')}`);
   await settled(sub, 0);
 });
 
-test('requestId reuse is refused for that requestId, the socket stays open, nothing runs twice', T, async () => {
+test('requestId reuse: one in use on the socket is refused conflict, the answer in flight goes on; nothing runs twice', T, async () => {
   const sub = newSub('bad-reuse');
   const rc = await Raw.open({ sub });
-  // A finished requestId sent again, for another chat.
-  const first = sendFrame({ messages: [userMessage('the first use')], body: { max_tokens: 5 } });
-  rc.send(first);
-  assert.equal((await rc.terminal(first.requestId)).at(-1).type, 'end');
-  const seen = rc.for(first.requestId).length;
-  const reuse = sendFrame({ requestId: first.requestId, messages: [userMessage('the second use')], body: { max_tokens: 5 } });
+  // A requestId in flight sent again, for another chat.
+  const running = await inFlight(rc, 'an answer whose requestId is reused');
+  const before = rc.for(running.requestId).length;
+  const reuse = sendFrame({ requestId: running.requestId, messages: [userMessage('reusing a live id')] });
   assert.ok(await valid(reuse));
   rc.send(reuse);
-  await untilFrames(rc, () => rc.for(first.requestId).slice(seen).some((f) => ['end', 'error', 'no-active'].includes(f.type)));
-  refusalOf(rc.for(first.requestId).slice(seen));
+  await untilFrames(rc, () => rc.for(running.requestId).slice(before).some((f) => f.type === 'error' ||
+    f.chunk?.messageMetadata?.jetway?.error));
+  const refusal = rc.for(running.requestId).slice(before).filter((f) => f.type === 'error' || f.chunk?.messageMetadata?.jetway?.error);
+  const e = refusal.find((f) => f.type === 'chunk')?.chunk.messageMetadata.jetway.error;
+  assert.equal(e?.code, 'conflict', JSON.stringify(refusal));
+  assert.equal(refusal.at(-1).type, 'error');
+  assert.equal(refusal.at(-1).errorText, e.message);
   // The reused frame's chat never ran.
   const probe = resumeFrame({ chatId: reuse.id });
   rc.send(probe);
   assert.deepEqual((await rc.terminal(probe.requestId)).map((f) => f.type), ['no-active']);
-
-  // A requestId in flight sent again, for another chat: refused; the answer in flight is not lost.
-  const running = await inFlight(rc, 'an answer whose requestId is reused');
-  const before = rc.for(running.requestId).length;
-  const reuse2 = sendFrame({ requestId: running.requestId, messages: [userMessage('reusing a live id')] });
-  rc.send(reuse2);
-  await untilFrames(rc, () => rc.for(running.requestId).slice(before).some((f) => f.type === 'error' || f.chunk?.messageMetadata?.jetway?.error));
-  const probe2 = resumeFrame({ chatId: reuse2.id });
-  rc.send(probe2);
-  assert.deepEqual((await rc.terminal(probe2.requestId)).map((f) => f.type), ['no-active']);
+  // The answer in flight is whole, on a resume from another socket.
   await whole(sub, running.id);
-  await answered(rc);
+
+  // A finished requestId is no longer in use: sent again, for another chat, it is a new response of its own.
+  const first = sendFrame({ messages: [userMessage('the first use')], body: { max_tokens: 5 } });
+  rc.send(first);
+  assert.equal((await rc.terminal(first.requestId)).at(-1).type, 'end');
+  const seen = rc.for(first.requestId).length;
+  const again = sendFrame({ requestId: first.requestId, messages: [userMessage('the second use')], body: { max_tokens: 5 } });
+  rc.send(again);
+  await untilFrames(rc, () => rc.for(first.requestId).slice(seen).some((f) => ['end', 'error', 'no-active'].includes(f.type)));
+  const second = rc.for(first.requestId).slice(seen);
+  assert.equal(second.at(-1).type, 'end', JSON.stringify(second.at(-1)));
+  assert.equal(chunksOf(second).at(-1).type, 'finish');
   assert.equal(rc.closeEvent, null);
   rc.close();
-  await settled(sub, 3); // the first use, the answer in flight, the last check
+  await settled(sub, 3); // the answer in flight, the first use, the second use
 });
 
 test('an abort of an unknown requestId is ignored', T, async () => {
@@ -200,7 +213,8 @@ test('a 9 MiB data URL: over the attachment frame bound, close 1009; the answer 
   await settled(sub, 1);
 });
 
-test('a messages history of 1 MB: over the frame bound, close 1009; the answer in flight is not lost', T, async () => {
+test('a messages history of 1 MB: refused for its requestId, the socket stays open, the answer in flight goes on', T, async () => {
+  // PROTOCOL.md: a well-formed frame that Jetway refuses (an oversized history) gets the refusal; the socket stays open.
   const sub = newSub('bad-1mb');
   const rc = await Raw.open({ sub });
   const running = await inFlight(rc);
@@ -211,10 +225,17 @@ test('a messages history of 1 MB: over the frame bound, close 1009; the answer i
   assert.ok(JSON.stringify(f).length > 1_000_000);
   assert.ok(await valid(f));
   rc.send(f);
-  const closed = await rc.closed();
-  assert.equal(closed.code, 1009, JSON.stringify(closed));
-  await whole(sub, running.id);
-  await settled(sub, 1);
+  const e = refusalOf(await rc.terminal(f.requestId));
+  assert.equal(e.code, 'invalid_request', JSON.stringify(e));
+  assert.equal(e.status, 400);
+  // The answer in flight on the same socket ends whole, and the socket still serves.
+  const frames = await rc.terminal(running.requestId);
+  assert.equal(frames.at(-1).type, 'end');
+  assert.equal(chunksOf(frames).at(-1).type, 'finish');
+  await answered(rc);
+  assert.equal(rc.closeEvent, null);
+  rc.close();
+  await settled(sub, 2);
 });
 
 test('a resume storm: 200 resumes of one chat at once mid-answer, every one answered whole, none lost', T, async () => {

@@ -175,8 +175,13 @@ export class Raw {
     return this.for(requestId);
   }
 
-  async closed(ms = 30_000) {
-    return until('the socket to close', () => this.closeEvent, ms);
+  async closed(ms = 30_000, what = '') {
+    try {
+      return await until('the socket to close', () => this.closeEvent, ms);
+    } catch (e) {
+      e.message += ` (${what}; frames ${JSON.stringify(this.frames).slice(0, 1500)})`;
+      throw e;
+    }
   }
 
   close() { this.ws.close(1000); }

@@ -8,7 +8,7 @@ import {
   newChatId, newSub, userMessage, textOf, reasoningOf, toolCallsOf, countType, WebSocket,
 } from './helpers.mjs';
 
-const T = { timeout: 120_000 };
+const T = { timeout: 90_000 };
 
 // The agent app's mock-tools calls the first tool it is given with
 // {"query": the first three words of the last message}.
