@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # aisdk.sh STREAMS ROUNDS: /v1/ws (gateway A) and /v1/ai-sdk (gateway B) side by side with direct calls to the mock,
 # both gateways in the production shape (tables in dynalite behind a 2.5 ms proxy), the realistic pace.
-cd /work/main
-STREAMS=$1; ROUNDS=$2; BIN=/work/bench/gw-aisdk
-go build -o $BIN ./cmd/gateway && go build -o /work/bench/loadtest ./cmd/loadtest && go build -o /work/bench/delayproxy ./cmd/delayproxy && go build -o /work/bench/mockbedrock ./cmd/mockbedrock || exit 1
-/work/bench/mockbedrock --listen 127.0.0.1:18690 --ttft 250ms --per-token 8ms > /dev/null 2>&1 & MOCK=$!
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/jetway-bench}; mkdir -p $OUT
+STREAMS=$1; ROUNDS=$2; BIN=$OUT/gw-aisdk
+go build -o $BIN ./cmd/gateway && go build -o $OUT/loadtest ./cmd/loadtest && go build -o $OUT/delayproxy ./cmd/delayproxy && go build -o $OUT/mockbedrock ./cmd/mockbedrock || exit 1
+$OUT/mockbedrock --listen 127.0.0.1:18690 --ttft 250ms --per-token 8ms > /dev/null 2>&1 & MOCK=$!
 node_modules/.bin/dynalite --port 18750 > /dev/null 2>&1 & DYN=$!
 sleep 1.5
-/work/bench/delayproxy --upstream 127.0.0.1:18750 --delay 2.5ms --listen 127.0.0.1:18751 > /work/bench/proxy.addr 2>&1 & PX=$!
+$OUT/delayproxy --upstream 127.0.0.1:18750 --delay 2.5ms --listen 127.0.0.1:18751 > $OUT/proxy.addr 2>&1 & PX=$!
 sleep 0.5
-COMMON="JETWAY_CONFIG=cmd/loadtest/testdata/bench.yaml AWS_ENDPOINT_URL_BEDROCK_RUNTIME=http://127.0.0.1:18690 AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x AWS_REGION=us-east-1 JETWAY_DEV_KEY_FILE=/work/bench/dev-key.pem JETWAY_USAGE_DIR=/work/bench/usage"
+COMMON="JETWAY_CONFIG=cmd/loadtest/testdata/bench.yaml AWS_ENDPOINT_URL_BEDROCK_RUNTIME=http://127.0.0.1:18690 AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x AWS_REGION=us-east-1 JETWAY_DEV_KEY_FILE=$OUT/dev-key.pem JETWAY_USAGE_DIR=$OUT/usage"
 L=$RANDOM
 TA="JETWAY_QUOTA_TABLE=aq-$L JETWAY_REQUESTS_TABLE=ar-$L JETWAY_CACHE_TABLE=ac-$L JETWAY_MEMBERS_TABLE=am-$L"
 TB="JETWAY_QUOTA_TABLE=bq-$L JETWAY_REQUESTS_TABLE=br-$L JETWAY_CACHE_TABLE=bc-$L JETWAY_MEMBERS_TABLE=bm-$L"
 for T in "$TA" "$TB"; do env $COMMON $T AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:18750 $BIN tables create > /dev/null || exit 1; done
-env $COMMON $TA AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:18751 JETWAY_LISTEN=127.0.0.1:18615 JETWAY_ADMIN_LISTEN=127.0.0.1:19615 $BIN > /work/bench/a.log 2>&1 & A=$!
-env $COMMON $TB AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:18751 JETWAY_LISTEN=127.0.0.1:18616 JETWAY_ADMIN_LISTEN=127.0.0.1:19616 $BIN > /work/bench/b.log 2>&1 & B=$!
-for i in $(seq 100); do grep -q listening /work/bench/a.log && grep -q listening /work/bench/b.log && break; sleep 0.2; done
-TOKENS="$BIN token --sub {user} --tenant {tenant} --app {app} --config cmd/loadtest/testdata/bench.yaml --dev-key-file /work/bench/dev-key.pem"
+env $COMMON $TA AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:18751 JETWAY_LISTEN=127.0.0.1:18615 JETWAY_ADMIN_LISTEN=127.0.0.1:19615 $BIN > $OUT/a.log 2>&1 & A=$!
+env $COMMON $TB AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:18751 JETWAY_LISTEN=127.0.0.1:18616 JETWAY_ADMIN_LISTEN=127.0.0.1:19616 $BIN > $OUT/b.log 2>&1 & B=$!
+for i in $(seq 100); do grep -q listening $OUT/a.log && grep -q listening $OUT/b.log && break; sleep 0.2; done
+TOKENS="$BIN token --sub {user} --tenant {tenant} --app {app} --config cmd/loadtest/testdata/bench.yaml --dev-key-file $OUT/dev-key.pem"
 echo "== $STREAMS streams x $ROUNDS rounds (load $(cut -d' ' -f1 /proc/loadavg))"
-/work/bench/loadtest overhead --streams $STREAMS --rounds $ROUNDS --warmup 1 --url ws://127.0.0.1:18615/v1/ws --pid $A \
+$OUT/loadtest overhead --streams $STREAMS --rounds $ROUNDS --warmup 1 --url ws://127.0.0.1:18615/v1/ws --pid $A \
   --compare-url ws://127.0.0.1:18616/v1/ws --compare-door ai-sdk --compare-pid $B --admin-url http://127.0.0.1:19615 \
-  --bedrock-url http://127.0.0.1:18690 --token-cmd "$TOKENS" --progress off --json 2>&1 > /work/bench/aisdk-$STREAMS.json | tail -5
+  --bedrock-url http://127.0.0.1:18690 --token-cmd "$TOKENS" --progress off --json 2>&1 > $OUT/aisdk-$STREAMS.json | tail -5
 kill $A $B $PX $DYN $MOCK; wait 2>/dev/null
