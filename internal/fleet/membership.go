@@ -200,9 +200,10 @@ func (m *Membership) Healthy() bool {
 // Members implements Roster: the members not gone, this server included,
 // with sane items.
 func (m *Membership) Members() []Member {
+	load := m.o.Load() // not under m.mu: the load's own locks may ask this membership (Healthy)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	self := Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: m.wroteAt, Load: m.o.Load(), Draining: m.draining, Serving: true}
+	self := Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: m.wroteAt, Load: load, Draining: m.draining, Serving: true}
 	out := []Member{self}
 	if m.store == nil {
 		return out
@@ -348,8 +349,9 @@ func (m *Membership) callTimeout() time.Duration { return m.o.Heartbeat }
 
 func (m *Membership) beat(ctx context.Context) error {
 	now := m.o.Now()
+	load, serving := m.o.Load(), m.o.Serving() // not under m.mu (see Members)
 	m.mu.Lock()
-	it := Item{Member: Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: now, Load: m.o.Load(), Draining: m.draining, Serving: m.o.Serving()},
+	it := Item{Member: Member{ID: m.o.ID, Started: m.o.Started, Heartbeat: now, Load: load, Draining: m.draining, Serving: serving},
 		Expires: now.Add(time.Hour)}
 	expelled := m.expelled
 	m.mu.Unlock()

@@ -40,12 +40,17 @@ func newSlots(o *Options, fleet Fleet, metrics *telemetry.Metrics) *slots {
 
 // acquire takes the in-flight slots of k or says which cap is full.
 func (s *slots) acquire(k slotKey) error {
+	// The fleet is asked before the lock is taken: the membership reads
+	// this server's load (count) under its own lock, so asking it under
+	// s.mu would order the two locks both ways (a deadlock that froze a
+	// server's admission and its drain).
+	healthy := s.fleet == nil || s.fleet.Healthy()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
 		return errDraining
-	case s.fleet != nil && !s.fleet.Healthy():
+	case !healthy:
 		// Other servers may soon judge this one gone and give back what it
 		// holds: admit nothing until its membership is current again.
 		return fmt.Errorf("%w: this server cannot renew its fleet membership", errBusy)
