@@ -23,7 +23,6 @@ import (
 
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
-	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 	"github.com/jetway-gateway/jetway/internal/protocol"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
@@ -357,15 +356,7 @@ func TestExampleReloadResumes(t *testing.T) {
 // breaks, the page resumes through the balancer on the other gateway and
 // shows the whole answer, identical, in the same message.
 func TestExampleGatewayDies(t *testing.T) {
-	endpoint := dynalitetest.Start(t)
-	table := dynalitetest.TableName(t)
-	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_REGION": dynalitetest.Region, "JETWAY_QUOTA_TABLE": table, "JETWAY_REQUESTS_TABLE": table + "-req", "JETWAY_MEMBERS_TABLE": table + "-members",
-		"JETWAY_CHECKPOINT_INTERVAL": "300ms", "JETWAY_RESUME_POLL_INTERVAL": "100ms"}
-	gatewaytest.Run(t, env, "tables", "create")
-	pace := func(name string) gatewayOpts {
-		return gatewayOpts{Name: name, TTFT: 50 * time.Millisecond, PerToken: 8 * time.Millisecond, Env: env}
-	}
+	pace, endpoint, table := sharedTables(t)
 	a := startGateway(t, pace("example-dies-a"))
 	b := startGateway(t, pace("example-dies-b"))
 	lb := startBalancer(t, a.Addr, b.Addr)

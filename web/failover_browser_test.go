@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jetway-gateway/jetway/internal/dynalitetest"
-	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
@@ -26,15 +25,7 @@ import (
 // page has part of it, B has all of it. A killed while its model still
 // streamed would end the answer `interrupted` instead (docs/architecture.md).
 func TestPageOriginDies(t *testing.T) {
-	endpoint := dynalitetest.Start(t)
-	table := dynalitetest.TableName(t)
-	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"AWS_REGION": dynalitetest.Region, "JETWAY_QUOTA_TABLE": table, "JETWAY_REQUESTS_TABLE": table + "-req", "JETWAY_MEMBERS_TABLE": table + "-members",
-		"JETWAY_CHECKPOINT_INTERVAL": "300ms", "JETWAY_RESUME_POLL_INTERVAL": "100ms"}
-	gatewaytest.Run(t, env, "tables", "create")
-	pace := func(name string) gatewayOpts {
-		return gatewayOpts{Name: name, TTFT: 50 * time.Millisecond, PerToken: 8 * time.Millisecond, Env: env}
-	}
+	pace, endpoint, table := sharedTables(t)
 	a := startGateway(t, pace("page-origin-a"))
 	b := startGateway(t, pace("page-origin-b"))
 	relay := startRelay(t, a.Addr)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/client"
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/dynalitetest"
 	"github.com/jetway-gateway/jetway/internal/gatewaytest"
 )
 
@@ -312,4 +313,21 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// sharedTables makes the tables of a fleet on one dynalite and returns
+// the options of a gateway named name on them (checkpoints and resume
+// polls quick, the mock at 50 ms + 8 ms per token), dynalite's endpoint
+// and the tables' prefix (the requests table is table+"-req").
+func sharedTables(t *testing.T) (pace func(name string) gatewayOpts, endpoint, table string) {
+	t.Helper()
+	endpoint = dynalitetest.Start(t)
+	table = dynalitetest.TableName(t)
+	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_REGION": dynalitetest.Region, "JETWAY_QUOTA_TABLE": table, "JETWAY_REQUESTS_TABLE": table + "-req", "JETWAY_MEMBERS_TABLE": table + "-members",
+		"JETWAY_CHECKPOINT_INTERVAL": "300ms", "JETWAY_RESUME_POLL_INTERVAL": "100ms"}
+	gatewaytest.Run(t, env, "tables", "create")
+	return func(name string) gatewayOpts {
+		return gatewayOpts{Name: name, TTFT: 50 * time.Millisecond, PerToken: 8 * time.Millisecond, Env: env}
+	}, endpoint, table
 }
