@@ -6,7 +6,7 @@ OUT=${OUT:-/tmp/jetway-bench}; mkdir -p $OUT
 STREAMS=$1; ROUNDS=$2; BIN=$OUT/gw-aisdk
 go build -o $BIN ./cmd/gateway && go build -o $OUT/loadtest ./cmd/loadtest && go build -o $OUT/delayproxy ./cmd/delayproxy && go build -o $OUT/mockbedrock ./cmd/mockbedrock || exit 1
 $OUT/mockbedrock --listen 127.0.0.1:18690 --ttft 250ms --per-token 8ms > /dev/null 2>&1 & MOCK=$!
-node_modules/.bin/dynalite --port 18750 > /dev/null 2>&1 & DYN=$!
+node -r ./internal/dynalitetest/hangups.cjs node_modules/.bin/dynalite --port 18750 > /dev/null 2>&1 & DYN=$!
 sleep 1.5
 $OUT/delayproxy --upstream 127.0.0.1:18750 --delay 2.5ms --listen 127.0.0.1:18751 > $OUT/proxy.addr 2>&1 & PX=$!
 sleep 0.5

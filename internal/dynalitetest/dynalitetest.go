@@ -63,11 +63,20 @@ func Start(t testing.TB) string {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("dynalite not installed: run npm ci in %s (%v)", root, err)
 	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("dynalitetest: node is required: %v", err)
+	}
+	hook := filepath.Join(root, "internal", "dynalitetest", "hangups.cjs")
 	var errs []error
 	for range startAttempts {
-		endpoint, stop, err := launch(bin)
+		endpoint, stop, err := launch(node, hook, bin)
 		if err == nil {
-			t.Cleanup(stop)
+			t.Cleanup(func() {
+				if out, died := stop(); died {
+					t.Errorf("dynalitetest: dynalite on %s exited before the test ended: %s", endpoint, out)
+				}
+			})
 			return endpoint
 		}
 		errs = append(errs, err)
@@ -130,14 +139,16 @@ func TableName(t testing.TB) string {
 	return "jetway-" + name + "-" + hex.EncodeToString(b[:])
 }
 
-// launch starts one dynalite process and waits for it to answer.
-func launch(bin string) (endpoint string, stop func(), err error) {
+// launch starts one dynalite process (node -r hook bin) and waits for it to
+// answer. stop kills it and says whether it had already exited, with its
+// output.
+func launch(node, hook, bin string) (endpoint string, stop func() (output string, died bool), err error) {
 	port, err := freePort()
 	if err != nil {
 		return "", nil, err
 	}
 	var out syncBuffer
-	cmd := exec.Command(bin,
+	cmd := exec.Command(node, "-r", hook, bin,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	cmd.Stdout = &out
@@ -150,9 +161,15 @@ func launch(bin string) (endpoint string, stop func(), err error) {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	stop = func() {
+	stop = func() (string, bool) {
+		select {
+		case <-exited:
+			return strings.TrimSpace(out.String()), true
+		default:
+		}
 		_ = cmd.Process.Kill()
 		<-exited
+		return "", false
 	}
 
 	endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
