@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
 	"github.com/gin-gonic/gin"
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -45,6 +46,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/openai"
 	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/responses"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/session"
@@ -90,19 +92,22 @@ type server struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 
-	mock         *http.Server // the in-process Bedrock endpoint; nil: none
-	mockLn       net.Listener
-	members      *fleet.Membership
-	quotas       *quota.Quota
-	logs         *stream.Registry
-	sink         telemetry.Sink
-	traces       *tracing.Provider
-	gw           *gateway.Gateway
-	hub          *socket.Hub
-	chats        aisdk.Chats     // the AI SDK door's chats: the requests table's, or memory
-	balancer     *fleet.Balancer // nil without a members table
-	emf          *telemetry.EMF  // nil: EMF off
-	healthChecks *selfdrain.Watcher
+	mock    *http.Server // the in-process Bedrock endpoint; nil: none
+	mockLn  net.Listener
+	members *fleet.Membership
+	quotas  *quota.Quota
+	logs    *stream.Registry
+	sink    telemetry.Sink
+	traces  *tracing.Provider
+	gw      *gateway.Gateway
+	hub     *socket.Hub
+	chats   aisdk.Chats     // the AI SDK door's chats: the requests table's, or memory
+	stored  responses.Store // the Responses door's stored responses: the requests table's, or memory
+	// reasoningKeys seal the Responses door's reasoning (JETWAY_RESPONSES_REASONING_KEY).
+	reasoningKeys *responses.Keys
+	balancer      *fleet.Balancer // nil without a members table
+	emf           *telemetry.EMF  // nil: EMF off
+	healthChecks  *selfdrain.Watcher
 
 	mainSrv, adminSrv *http.Server
 	mainLn, adminLn   net.Listener
@@ -175,6 +180,17 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 		so.RoomElsewhere = srv.roomElsewhere
 	}
 	srv.hub = socket.NewHub(verifier, metrics, logger, so)
+	var key []byte
+	if s.ReasoningKey != "" {
+		if key, err = responses.ParseKey(s.ReasoningKey); err != nil {
+			return nil, fmt.Errorf("JETWAY_RESPONSES_REASONING_KEY: %w", err)
+		}
+	} else {
+		logger.Info("responses_reasoning_key", zap.String("hint", "JETWAY_RESPONSES_REASONING_KEY is unset: reasoning passed back round-trips only through this server"))
+	}
+	if srv.reasoningKeys, err = responses.NewKeys(key); err != nil {
+		return nil, fmt.Errorf("JETWAY_RESPONSES_REASONING_KEY: %w", err)
+	}
 	if liveness != nil {
 		bo := s.Balance
 		bo.MovesPerSecond = float64(s.BalanceMovesPerSec)
@@ -226,8 +242,12 @@ func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedr
 		chats := aisdk.NewDynamoChats(dynamo, s.RequestsTable)
 		chats.SetObserver(metrics)
 		srv.chats = chats
+		stored := responses.NewDynamoStore(dynamo, s.RequestsTable)
+		stored.SetObserver(metrics)
+		srv.stored = stored
 	} else {
 		srv.chats = aisdk.NewMemoryChats()
+		srv.stored = responses.NewMemoryStore()
 	}
 	co := s.Cache
 	co.Dynamo, co.Table, co.Observer, co.Logger = dynamoIf(s.CacheTable != "", dynamo), s.CacheTable, metrics, logger
@@ -389,6 +409,21 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 	anthropicDoor := anthropic.New(verifier, srv.gw, cfg, metrics, srv.logger, doorOpts)
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodOptions}
 	main.Match(methods, openai.PathChat, gin.WrapH(openaiDoor))
+	ro := s.Responses
+	ro.ResumeWindow = s.Gateway.RequestTimeout + s.Gateway.ResumeWindow
+	ro.Keys = srv.reasoningKeys
+	responsesDoor := responses.New(verifier, srv.gw, cfg, srv.stored, metrics, srv.logger, doorOpts, ro)
+	responsesSocket := srv.hub.Handler(responsesDoor, gateway.DoorResponses)
+	// GET /v1/responses is WebSocket mode; the rest is the HTTP door.
+	all := append(methods, http.MethodDelete)
+	main.Match(all, responses.Path, gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && websocket.IsWebSocketUpgrade(r) {
+			responsesSocket.ServeHTTP(w, r)
+			return
+		}
+		responsesDoor.ServeHTTP(w, r)
+	}))
+	main.Match(all, responses.Path+"/*rest", gin.WrapH(responsesDoor))
 	for _, p := range []string{anthropic.PathMessages, anthropic.PathCountTokens, anthropic.PathModels + "/:id"} {
 		main.Match(methods, p, gin.WrapH(anthropicDoor))
 	}

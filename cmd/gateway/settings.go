@@ -22,6 +22,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/gateway"
 	"github.com/jetway-gateway/jetway/internal/mockmodel"
 	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/responses"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
 	"github.com/jetway-gateway/jetway/internal/socket"
@@ -39,6 +40,7 @@ type settings struct {
 	Auth      auth.Config               // Issuer, JWKSURL, Leeway, CacheEntries
 	Session   socket.Options            // the WebSocket doors' bounds
 	AISDK     aisdk.Options             // MaxStreams (its Retain is the request timeout plus the resume window)
+	Responses responses.Options         // MaxConnectionAge (its ResumeWindow is the request timeout plus the resume window)
 	Gateway   gateway.Options           // the pipeline's bounds, and ServerID
 	Retained  stream.RegistryOptions    // RetainedBytes (its Retention is Gateway.ResumeWindow)
 	Fleet     fleet.Options             // Heartbeat, StaleAfter
@@ -55,6 +57,7 @@ type settings struct {
 
 	Listen, AdminListen, ConfigPath, LogLevel string
 	DevKeyFile                                string
+	ReasoningKey                              string // JETWAY_RESPONSES_REASONING_KEY: responses.ParseKey
 	DevAllowRemote                            bool
 	AllowedOrigins                            string // comma-separated: Session.AllowedOrigins
 	BalanceMovesPerSec                        int    // a whole number (Balance.MovesPerSecond)
@@ -144,6 +147,8 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Session.WriteTimeout, "JETWAY_WRITE_TIMEOUT", socket.DefaultWriteTimeout, "longest time one socket write may take"),
 		row(&s.Session.SocketSendBuffer, "JETWAY_SOCKET_SEND_BUFFER", 0, "SO_SNDBUF per connection in bytes (0: OS autotuning)"),
 		row(&s.Session.MaxConnsPerUser, "JETWAY_MAX_CONNS_PER_USER", socket.DefaultMaxConnsPerUser, "open WebSockets per user"),
+		row(&s.Responses.MaxConnectionAge, "JETWAY_RESPONSES_MAX_CONNECTION_AGE", responses.DefaultMaxConnectionAge, "longest a Responses WebSocket mode connection stays open; then websocket_connection_limit_reached"),
+		row(&s.ReasoningKey, "JETWAY_RESPONSES_REASONING_KEY", "", "32 bytes in base64 that seal the Responses door's reasoning (encrypted_content), the same on every server (unset: a key of this process)"),
 		row(&s.AISDK.MaxStreams, "JETWAY_AISDK_MAX_STREAMS", aisdk.DefaultMaxStreams, "responses one AI SDK socket delivers at once (sends and resumes); past it: rate_limited"),
 
 		row(&s.Gateway.MaxInflightPerSession, "JETWAY_MAX_INFLIGHT_PER_SESSION", gateway.DefaultMaxInflightPerSession, "requests in flight per session"),

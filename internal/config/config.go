@@ -201,6 +201,43 @@ type App struct {
 	// PromptCache is "auto" (default: the gateway places cache points for
 	// models that cache prompts) or "off" (only a client's own points).
 	PromptCache string `yaml:"prompt_cache"`
+	// Responses is the Responses door's policy for the app; nil: its defaults.
+	Responses *Responses `yaml:"responses"`
+}
+
+// Responses is an app's policy on the Responses door (docs/responses.md).
+type Responses struct {
+	// UnsupportedTools is what a request's tools the gateway cannot run
+	// (hosted tools such as web_search, custom and namespace tools) get:
+	// ResponsesToolsDrop (default: left out of the model call, named in
+	// the x-jetway-dropped-tools header and the log) or ResponsesToolsRefuse (400).
+	UnsupportedTools string `yaml:"unsupported_tools"`
+	// Retention is how long a response with store:true is kept; default
+	// DefaultResponsesRetention, at most MaxResponsesRetention.
+	Retention Duration `yaml:"retention"`
+}
+
+// The Responses door's policies and bounds.
+const (
+	ResponsesToolsDrop        = "drop"
+	ResponsesToolsRefuse      = "refuse"
+	DefaultResponsesRetention = 30 * 24 * time.Hour
+	MaxResponsesRetention     = 90 * 24 * time.Hour
+)
+
+// Defaults is the policy with its defaults filled in (r may be nil).
+func (r *Responses) Defaults() Responses {
+	var out Responses
+	if r != nil {
+		out = *r
+	}
+	if out.UnsupportedTools == "" {
+		out.UnsupportedTools = ResponsesToolsDrop
+	}
+	if out.Retention <= 0 {
+		out.Retention = Duration(DefaultResponsesRetention)
+	}
+	return out
 }
 
 // AppModels is an app's model policy.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 var (
@@ -112,6 +113,14 @@ func (c *Config) Validate(name string) error {
 			case PromptCacheAuto, PromptCacheOff:
 			default:
 				v.add(ap+".prompt_cache", "unknown prompt_cache %q (auto or off)", a.PromptCache)
+			}
+			if r := a.Responses; r != nil {
+				if r.UnsupportedTools != "" && r.UnsupportedTools != ResponsesToolsDrop && r.UnsupportedTools != ResponsesToolsRefuse {
+					v.add(ap+".responses.unsupported_tools", "unknown unsupported_tools %q (drop or refuse)", r.UnsupportedTools)
+				}
+				if r.Retention < 0 || r.Retention.D() > MaxResponsesRetention {
+					v.add(ap+".responses.retention", "retention %s is over the %s bound", r.Retention, time.Duration(MaxResponsesRetention))
+				}
 			}
 		}
 	}

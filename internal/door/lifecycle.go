@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -86,6 +87,16 @@ type Dialect[R Parsed] struct {
 	// request is, rather than as a stream (Anthropic: a stream has to
 	// begin with its message_start).
 	RefuseUnstartedResume bool
+	// Prepare, when set, completes a parsed body with what the caller's
+	// own state holds (the Responses door's previous_response_id and its
+	// app's policy) before it is submitted; its error is refused as
+	// Parse's is, through Invalid.
+	Prepare func(ctx context.Context, c gateway.Caller, parsed R) error
+	// Submitted, when set, runs once the gateway took the request (its
+	// log): it may keep what the request needs beyond its log (the
+	// Responses door's stored response), and answer the request itself
+	// (background mode), reporting true.
+	Submitted func(w http.ResponseWriter, r *http.Request, c gateway.Caller, parsed R, log *stream.Log) bool
 }
 
 // Lifecycle is the one lifecycle of an HTTP door's requests: sign-in,
@@ -113,6 +124,9 @@ func NewLifecycle[R Parsed](d Dialect[R], v Verifier, gw Gateway, metrics *telem
 
 // Metrics is the door's metrics (may be nil).
 func (l *Lifecycle[R]) Metrics() *telemetry.Metrics { return l.metrics }
+
+// WriteTimeout is the door's write bound (Options.WriteTimeout).
+func (l *Lifecycle[R]) WriteTimeout() time.Duration { return l.opts.WriteTimeout }
 
 // Refusals is the sampled logger of the door's lines anyone can cause.
 func (l *Lifecycle[R]) Refusals() *zap.Logger { return l.refusals }
@@ -328,6 +342,12 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 		refuseInvalid(parsed.Request(), err, l.d.Invalid(err, parsed.Names()))
 		return
 	}
+	if l.d.Prepare != nil {
+		if err := l.d.Prepare(r.Context(), caller, parsed); err != nil {
+			refuseInvalid(parsed.Request(), err, l.d.Invalid(err, parsed.Names()))
+			return
+		}
+	}
 	parsed.Log(logger)
 	req := parsed.Request()
 	req.AfterSeq, req.ReceivedAt, req.Trace, req.Door = after, received, trace, l.d.Door
@@ -335,6 +355,9 @@ func (l *Lifecycle[R]) Serve(w http.ResponseWriter, r *http.Request) {
 	body.Release()
 	if err != nil {
 		l.Refuse(w, requestID, l.d.Refusal(gateway.Failure(err), 0, parsed.Names()))
+		return
+	}
+	if l.d.Submitted != nil && l.d.Submitted(w, r, caller, parsed, log) {
 		return
 	}
 	rsp := &responder[R]{l: l, w: w, rc: http.NewResponseController(w), logger: logger, requestID: requestID, req: parsed}

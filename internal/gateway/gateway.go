@@ -181,7 +181,7 @@ type Request struct {
 	// is given): a refused request has a usage record.
 	IsRequest  bool
 	ReceivedAt time.Time
-	Door       string // DoorWS (default), DoorAISDK, DoorOpenAI or DoorAnthropic: recorded in the usage record
+	Door       string // DoorWS (default), DoorAISDK, DoorOpenAI, DoorAnthropic or DoorResponses: recorded in the usage record
 	// Trace is the client's trace context, from the door's W3C
 	// traceparent (tracing.Parse; invalid values are the zero value): the
 	// request's root span is its child. Zero: a new trace.
@@ -199,6 +199,7 @@ const (
 	DoorAISDK     = "ai-sdk"
 	DoorOpenAI    = "openai"
 	DoorAnthropic = "anthropic"
+	DoorResponses = "responses"
 )
 
 // door is the request's door, DoorWS when unset.
