@@ -297,7 +297,7 @@ func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 		case call.CodeCancelled:
 			status = "cancelled"
 		}
-		if incomplete == nil {
+		if incomplete == nil && status != "cancelled" {
 			f := fromProtocol(*t.Error)
 			failure = &responseError{Code: f.code, Message: f.msg}
 		}

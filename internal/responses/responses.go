@@ -705,7 +705,7 @@ func (d *Door) resume(w http.ResponseWriter, r *http.Request, c gateway.Caller, 
 	if startingAfter != "" {
 		n, err := strconv.Atoi(startingAfter)
 		if err != nil || n < 0 {
-			d.l.Fail(w, gateway.Failure(call.FieldErrorf(call.ErrInvalid, "starting_after", " must be a sequence_number (an integer >= 0)")), 0)
+			d.l.Refuse(w, reqID, badParam("starting_after", "starting_after must be a sequence_number (an integer >= 0)").api())
 			return
 		}
 		after = n
@@ -749,8 +749,8 @@ func (s *sseResponder) follow(ctx context.Context, log *stream.Log, after int, f
 			}
 			if b.Terminal != nil && skip > 0 {
 				if n := countEvents(&b); skip > n {
-					s.d.l.Fail(s.w, gateway.Failure(call.FieldErrorf(call.ErrInvalid, "starting_after",
-						" is %d: the stream's last sequence_number is %d", after, n-1)), 0)
+					s.d.l.Refuse(s.w, s.requestID, badParam("starting_after",
+						"starting_after is %d: the stream's last sequence_number is %d", after, n-1).api())
 					return
 				}
 			}
