@@ -14,6 +14,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -298,7 +300,8 @@ func (d *Door) reasoning(p *parsed, app *config.App) {
 // its output, from the store (or, while its output is not stored yet, its
 // log on any server).
 func (d *Door) chain(ctx context.Context, c gateway.Caller, responseID string) ([]json.RawMessage, error) {
-	notFound := badParam("previous_response_id", "Previous response with id %q not found.", protocol.Clip(responseID))
+	notFound := &requestError{code: "previous_response_not_found", param: "previous_response_id",
+		msg: fmt.Sprintf("Previous response with id %q not found.", protocol.Clip(responseID))}
 	reqID, _ := requestIDOf(responseID)
 	sctx, cancel := context.WithTimeout(ctx, d.opts.StoreTimeout)
 	defer cancel()
@@ -315,11 +318,13 @@ func (d *Door) chain(ctx context.Context, c gateway.Caller, responseID string) (
 		if err != nil {
 			return nil, notFound
 		}
-		if log.Ended().IsZero() {
+		wctx, cancel := context.WithTimeout(ctx, endedWait)
+		obj = d.object(wctx, log)
+		cancel()
+		switch {
+		case obj == nil && log.Ended().IsZero():
 			return nil, badParam("previous_response_id", "response %q is still in progress: continue from it once it has ended", protocol.Clip(responseID))
-		}
-		obj = d.object(ctx, log)
-		if obj == nil {
+		case obj == nil:
 			return nil, notFound
 		}
 	}
@@ -507,7 +512,7 @@ func (d *Door) retrieve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if rest == "" && q.Get("stream") == "true" {
+	if rest == "" && (q.Get("stream") == "true" || streamBody(r)) {
 		d.resume(w, r, c, reqID, q.Get("starting_after"))
 		return
 	}
@@ -525,10 +530,15 @@ func (d *Door) retrieve(w http.ResponseWriter, r *http.Request) {
 	}
 	obj := st.Response
 	if obj == nil {
-		if log, err := d.gw.Rejoin(r.Context(), c, reqID); err == nil && !log.Ended().IsZero() {
-			obj = d.object(r.Context(), log)
-		} else if err == nil {
-			obj = d.pending(log, st.Model)
+		if log, err := d.gw.Rejoin(r.Context(), c, reqID); err == nil {
+			// A log another server's record ended ends here at once (its
+			// first read): a short wait tells it from a running one.
+			wctx, cancel := context.WithTimeout(r.Context(), endedWait)
+			obj = d.object(wctx, log)
+			cancel()
+			if obj == nil {
+				obj = d.pending(log, st.Model)
+			}
 		}
 	}
 	if obj == nil {
@@ -536,6 +546,22 @@ func (d *Door) retrieve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRaw(w, decorate(obj, st))
+}
+
+// endedWait bounds how long GET waits for a log it rejoined to show its
+// ending before it answers in_progress.
+const endedWait = 250 * time.Millisecond
+
+// streamBody reports whether a GET's body asks to stream: openai-go's
+// GetStreaming sends {"stream":true} as a body, the JS SDK a query.
+func streamBody(r *http.Request) bool {
+	if r.Body == nil || r.ContentLength == 0 {
+		return false
+	}
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	return json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&b) == nil && b.Stream
 }
 
 // inputItems lists a stored response's own input items (order desc by
@@ -792,5 +818,16 @@ func eventsOf(b *stream.Batch, skip *int) []byte {
 		add(b.Chunks.At(i))
 	}
 	add(b.TerminalBytes)
+	if b.Terminal != nil && *skip > 0 {
+		// The client saw more than the log holds (a survivor's log has
+		// what its owner saved): it still gets the ending, with what was saved.
+		out = append(out, lastEvent(b.TerminalBytes, "\n\n")...)
+	}
 	return out
+}
+
+// lastEvent is the last event of an encoding whose events end with sep.
+func lastEvent(enc []byte, sep string) []byte {
+	body := strings.TrimSuffix(string(enc), sep)
+	return []byte(body[strings.LastIndex(body, sep)+len(sep):] + sep)
 }

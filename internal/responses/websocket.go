@@ -233,8 +233,8 @@ func (s *wsConn) warmUp(ctx context.Context, caller gateway.Caller, p *parsed, r
 	ended, _ := json.Marshal(obj)
 	s.d.keep(ctx, caller, p, log, ended)
 	s.remember(p.requestID, p.conversation)
+	s.release(p.requestID) // before the ending: the next create may follow at once
 	s.c.Send(bytes.TrimSuffix(e.event(nil, "response.completed", func(dst []byte) []byte { return appendField(dst, "response", obj) }), []byte("\n")))
-	s.release(p.requestID)
 }
 
 // resume is Jetway's response.resume: the events of a response of this
@@ -327,11 +327,21 @@ func (s *wsConn) follow(log *stream.Log, after int, conversation []json.RawMessa
 			add(b.Chunks.At(i))
 		}
 		add(b.TerminalBytes)
-		ok := out.Frames(frames)
-		if b.Terminal != nil || !ok {
-			if b.Terminal != nil && b.Terminal.Done != nil && conversation != nil {
+		if b.Terminal != nil && skip > 0 {
+			// The client saw more than the log holds (a survivor's log
+			// has what its owner saved): it still gets the ending.
+			frames = append(frames, bytes.TrimSuffix(lastEvent(b.TerminalBytes, "\n"), []byte("\n")))
+		}
+		if b.Terminal != nil {
+			// Before the ending goes out: a client that has it may send
+			// its next response.create at once.
+			if b.Terminal.Done != nil && conversation != nil {
 				s.remember(log.RequestID, append(conversation[:len(conversation):len(conversation)], outputOf(b.TerminalBytes)...))
 			}
+			s.release(log.RequestID)
+		}
+		ok := out.Frames(frames)
+		if !ok {
 			s.release(log.RequestID)
 		}
 		return ok
