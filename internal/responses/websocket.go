@@ -79,7 +79,9 @@ func (s *wsConn) Expired()         {}
 func (s *wsConn) Draining() []byte { return nil }
 
 // Refused answers a frame dropped for the attachment budget.
-func (s *wsConn) Refused(_ []byte, err error) { s.c.Send(wsError(fromProtocol(gateway.Failure(err)), "")) }
+func (s *wsConn) Refused(_ []byte, err error) {
+	s.c.Send(wsError(fromProtocol(gateway.Failure(err)), ""))
+}
 
 // event is a client event's type and the fields Jetway's own events use.
 type event struct {
