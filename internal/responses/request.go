@@ -107,14 +107,15 @@ func decodeBody(data []byte, ws bool) (body, error) {
 	}
 	sort.Strings(keys) // the same body names the same parameter first
 	for _, k := range keys {
-		if (served[k] && !(ws && (k == "stream" || k == "background"))) || ignored[k] || compact(raw[k]) == "null" {
+		// WebSocket mode always streams: Codex sends "stream":true there.
+		if (served[k] && !(ws && k == "background")) || ignored[k] || compact(raw[k]) == "null" {
 			continue
 		}
 		reason, known := why[k]
 		if !known {
 			reason = "it is not a parameter this gateway serves"
-			if ws && (k == "stream" || k == "background") {
-				reason = "WebSocket mode always streams, and its responses run in the foreground"
+			if ws && k == "background" {
+				reason = "WebSocket mode's responses run in the foreground"
 			}
 		}
 		return body{}, unsupported(protocol.Clip(k), reason)

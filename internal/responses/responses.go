@@ -250,10 +250,10 @@ func (d *Door) prepareWith(ctx context.Context, c gateway.Caller, p *parsed, mem
 		return err
 	}
 	d.reasoning(p, app)
-	if err := protocol.ValidateRequest(in); err != nil {
-		return err
+	if p.b.Generate != nil && !*p.b.Generate {
+		return nil // a warm-up calls no model: its conversation may be instructions alone
 	}
-	return nil
+	return protocol.ValidateRequest(in)
 }
 
 // reasoning maps reasoning.effort to a reasoning budget for a model that
