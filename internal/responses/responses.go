@@ -223,6 +223,15 @@ func (d *Door) prepareWith(ctx context.Context, c gateway.Caller, p *parsed, mem
 		return badParam("input", "the conversation has %d items with the responses it continues: at most %d", n, MaxInputItems)
 	}
 	p.conversation = append(chain[:len(chain):len(chain)], p.own...)
+	if chain != nil {
+		size := 0
+		for _, it := range p.conversation {
+			size += len(it)
+		}
+		if size > MaxStoredBytes {
+			return badParam("previous_response_id", "the conversation with the responses it continues is %d bytes: over the %d a stored response holds; send the full input without previous_response_id", size, MaxStoredBytes)
+		}
+	}
 	t := translation{keys: d.opts.Keys, origin: names{}}
 	if err := t.translate(p.conversation, func(i int) string {
 		if i < len(chain) {
