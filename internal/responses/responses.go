@@ -637,6 +637,9 @@ func withID(it json.RawMessage, id string) json.RawMessage {
 	if m["type"] == nil {
 		m["type"] = "message"
 	}
+	if text, ok := m["content"].(string); ok && m["type"] == "message" {
+		m["content"] = []any{map[string]any{"type": "input_text", "text": text}} // OpenAI lists a message's content as parts
+	}
 	m["id"] = id
 	b, _ := json.Marshal(m)
 	return b

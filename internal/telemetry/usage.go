@@ -63,8 +63,10 @@ type UsageRecord struct {
 	// Server is the task (JETWAY_SERVER_ID) that ran the request.
 	Server string `json:"server"`
 	// Door is how the request came in: "ws" (the WebSocket protocol),
-	// "openai" (the OpenAI-compatible /v1/chat/completions) or "anthropic"
-	// (the Anthropic Messages /v1/messages).
+	// "ai-sdk" (the AI SDK's WebSocketChatTransport), "openai" (the
+	// OpenAI-compatible /v1/chat/completions), "anthropic" (the Anthropic
+	// Messages /v1/messages) or "responses" (OpenAI's Responses API, over
+	// HTTP and WebSocket mode).
 	Door string `json:"door"`
 	// Images and Documents count the request's attachments (content
 	// blocks, tool results' included).
