@@ -625,13 +625,11 @@ func (d *Door) inputItems(w http.ResponseWriter, r *http.Request, st *Stored) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// withID is an item with an id (its own, else id).
+// withID is an item as input_items lists it: with an id (its own, else
+// id) and a message's content as parts.
 func withID(it json.RawMessage, id string) json.RawMessage {
 	var m map[string]any
 	if json.Unmarshal(it, &m) != nil {
-		return it
-	}
-	if s, _ := m["id"].(string); s != "" {
 		return it
 	}
 	if m["type"] == nil {
@@ -640,7 +638,9 @@ func withID(it json.RawMessage, id string) json.RawMessage {
 	if text, ok := m["content"].(string); ok && m["type"] == "message" {
 		m["content"] = []any{map[string]any{"type": "input_text", "text": text}} // OpenAI lists a message's content as parts
 	}
-	m["id"] = id
+	if s, _ := m["id"].(string); s == "" {
+		m["id"] = id
+	}
 	b, _ := json.Marshal(m)
 	return b
 }
