@@ -431,9 +431,29 @@ func TestResponsesWebSocketModeGo(t *testing.T) {
 	if calls < 5 {
 		t.Fatalf("%d of 20 turns called the tool", calls)
 	}
-	// Turn 21 starts; the socket drops after a few of its events.
-	create(conn, end.id, next(end, 21))
+	// Turn 20 starts; after a few of its events the SDK's own recovery
+	// (Recover: a new connection, then its Restore) resumes the turn on
+	// the same server.
+	create(conn, end.id, next(end, 20))
 	cut := turn(conn, 5)
+	// Recover retires the socket mid-turn (the server sees it go) and
+	// opens another.
+	conn, err = conn.Recover(ctx, responses.ResponseRecoveryOptions{MaxAttempts: 3, RetryDelay: 100 * time.Millisecond,
+		Restore: func(ctx context.Context, c *responses.ResponseConnection) error {
+			b, _ := json.Marshal(map[string]any{"type": "response.resume", "response_id": cut.id, "starting_after": cut.last})
+			return c.SendRaw(ctx, b)
+		}})
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	recovered := turn(conn, 0)
+	if recovered.first != cut.last+1 || !recovered.completed {
+		t.Fatalf("the recovered turn: %+v after %d", recovered, cut.last)
+	}
+	// Turn 21 starts; the socket drops again, and a socket to another
+	// server finishes it.
+	create(conn, cut.id, next(recovered, 21))
+	cut = turn(conn, 5)
 	conn.Abort()
 	c1 := responsesClient(cl.servers[1].Addr, tok)
 	conn2, err := c1.Responses.Connect(ctx, responses.ResponseConnectionOptions{})
