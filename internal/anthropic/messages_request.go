@@ -152,7 +152,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		if served[k] {
 			continue // checked below: a served value may be megabytes (messages)
 		}
-		if v := compact(raw[k]); v == "null" || slices.Contains(neutral[k], v) {
+		if v := door.CompactJSON(raw[k]); v == "null" || slices.Contains(neutral[k], v) {
 			continue
 		}
 		reason, known := why[k]
@@ -206,7 +206,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 			if k != "user_id" {
 				return p, ref(invalid("metadata.%s: unknown field (metadata takes user_id)", protocol.Clip(k)))
 			}
-			if compact(v) != "null" && json.Unmarshal(v, &p.userID) != nil {
+			if door.CompactJSON(v) != "null" && json.Unmarshal(v, &p.userID) != nil {
 				return p, ref(invalid("metadata.user_id: must be a string"))
 			}
 		}
@@ -217,7 +217,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 	}
 	if cm := b.ContextManagement; cm != nil {
 		for i, e := range cm.Edits {
-			if !strings.HasPrefix(e.Type, "clear_thinking_") || compact(e.Keep) != `"all"` {
+			if !strings.HasPrefix(e.Type, "clear_thinking_") || door.CompactJSON(e.Keep) != `"all"` {
 				return p, ref(invalid("context_management.edits[%d]: not supported by this gateway (context editing runs on Anthropic's servers); only clear_thinking keeping \"all\", which edits nothing, is accepted", i))
 			}
 		}
@@ -226,7 +226,7 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		if oc.Effort != nil && *oc.Effort != "high" {
 			return p, ref(invalid(`output_config.effort: only "high" (the default) is supported by this gateway: Bedrock's Converse API does not carry effort`))
 		}
-		if oc.Format != nil && compact(*oc.Format) != "null" {
+		if oc.Format != nil && door.CompactJSON(*oc.Format) != "null" {
 			return p, ref(invalid("output_config.format: structured outputs are not supported by this gateway: remove it"))
 		}
 	}
@@ -502,7 +502,7 @@ func (t *translation) block(b block, path, role string, inResult bool) (protocol
 		}
 		v := first(b.Content)
 		switch {
-		case v == 0 || v == 'n' || bytes.Equal(bytes.TrimSpace(b.Content), []byte(`""`)) || compact(b.Content) == "[]":
+		case v == 0 || v == 'n' || bytes.Equal(bytes.TrimSpace(b.Content), []byte(`""`)) || door.CompactJSON(b.Content) == "[]":
 			return out, ref(invalid("%s.content: a tool result must have content (Bedrock's rule): send the tool's output, or a line saying it had none", path))
 		case v == '"':
 			var s string
@@ -563,7 +563,7 @@ func (t *translation) document(b block, path string) (protocol.Block, *apiError)
 	if b.Context != nil && *b.Context != "" {
 		return protocol.Block{}, ref(invalid("%s.context: not supported by this gateway (Bedrock's documents have no context): put it in a text block", path))
 	}
-	if v := compact(b.Citations); v != "" && v != "null" && !strings.Contains(v, `"enabled":false`) {
+	if v := door.CompactJSON(b.Citations); v != "" && v != "null" && !strings.Contains(v, `"enabled":false`) {
 		return protocol.Block{}, ref(invalid("%s.citations: not supported by this gateway: remove it", path))
 	}
 	t.documents++
@@ -780,14 +780,6 @@ func first(raw json.RawMessage) byte {
 		return 0
 	}
 	return raw[0]
-}
-
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(bytes.TrimSpace(raw))
-	}
-	return b.String()
 }
 
 // clip cuts s to at most n bytes, never inside a UTF-8 sequence.

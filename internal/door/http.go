@@ -1,6 +1,7 @@
 package door
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -277,4 +278,36 @@ func jsonValue(v string) string {
 		return "a number"
 	}
 	return protocol.Clip(v)
+}
+
+// OpenAIErrorType is OpenAI's error type for an HTTP status, as its SDKs
+// expect it (the Chat Completions and Responses doors' error shape).
+func OpenAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusConflict:
+		return "conflict_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// CompactJSON is a JSON value in compact form (its text, trimmed, when it
+// is not valid JSON): how the doors compare a parameter's value with the
+// values they accept.
+func CompactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(bytes.TrimSpace(raw))
+	}
+	return b.String()
 }

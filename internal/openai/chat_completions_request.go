@@ -179,7 +179,7 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 		if served[k] || answerNeutral[k] {
 			continue
 		}
-		v := compact(raw[k])
+		v := door.CompactJSON(raw[k])
 		if v == "null" || slices.Contains(neutralValues[k], v) {
 			continue
 		}
@@ -292,14 +292,6 @@ func contentText(c content, param string) (string, error) {
 		b.WriteString(p.Text)
 	}
 	return b.String(), nil
-}
-
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 func truncate(s string, n int) string {

@@ -239,7 +239,7 @@ func (t *translation) tools(in *protocol.Inbound, tools []chatTool, choice json.
 			return unsupported(p+".function.strict", " (strict: true, guaranteed schema adherence)")
 		}
 		params := f.Parameters
-		if len(params) == 0 || compact(params) == "null" {
+		if len(params) == 0 || door.CompactJSON(params) == "null" {
 			params = defaultToolParameters
 		}
 		in.Tools = append(in.Tools, protocol.Tool{Name: f.Name, Description: f.Description, InputSchema: params})
@@ -256,7 +256,7 @@ func (t *translation) tools(in *protocol.Inbound, tools []chatTool, choice json.
 // (none is true) or a named function.
 func toolChoice(raw json.RawMessage) (tc *protocol.ToolChoice, none bool, err error) {
 	const shapes = `tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":"..."}}`
-	switch compact(raw) {
+	switch door.CompactJSON(raw) {
 	case "", "null":
 		return nil, false, nil
 	case `"auto"`:

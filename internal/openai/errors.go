@@ -48,7 +48,7 @@ type errorDetail struct {
 }
 
 func (e apiError) body(requestID string) errorBody {
-	d := errorDetail{Message: e.msg, Type: errorType(e.status), Code: e.code, Status: e.status,
+	d := errorDetail{Message: e.msg, Type: door.OpenAIErrorType(e.status), Code: e.code, Status: e.status,
 		Retryable: e.retryable, RetryAfterMs: e.retryAfterMs, RequestID: requestID}
 	if e.param != "" {
 		d.Param = &e.param
@@ -70,26 +70,6 @@ func (e apiError) ErrorCode() string { return e.code }
 func (e apiError) Write(w http.ResponseWriter) {
 	door.RetryHeaders(w.Header(), e.retryAfterMs, e.retryable)
 	writeJSON(w, e.status, e.body(w.Header().Get("x-request-id")))
-}
-
-// errorType is OpenAI's error type for a status.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusConflict:
-		return "conflict_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	default:
-		return "invalid_request_error"
-	}
 }
 
 // fromProtocol translates a gateway error frame. A model the app may not

@@ -108,7 +108,7 @@ func decodeBody(data []byte, ws bool) (body, error) {
 	sort.Strings(keys) // the same body names the same parameter first
 	for _, k := range keys {
 		// WebSocket mode always streams: Codex sends "stream":true there.
-		if (served[k] && !(ws && k == "background")) || ignored[k] || compact(raw[k]) == "null" {
+		if (served[k] && !(ws && k == "background")) || ignored[k] || door.CompactJSON(raw[k]) == "null" {
 			continue
 		}
 		reason, known := why[k]
@@ -129,7 +129,7 @@ func decodeBody(data []byte, ws bool) (body, error) {
 		}
 		return body{}, badParam("", "the body could not be read: %s", door.JSONProblem(err))
 	}
-	if t, ok := raw["text"]; ok && compact(t) != "null" {
+	if t, ok := raw["text"]; ok && door.CompactJSON(t) != "null" {
 		var text struct {
 			Format *struct {
 				Type string `json:"type"`
@@ -139,7 +139,7 @@ func decodeBody(data []byte, ws bool) (body, error) {
 			return body{}, unsupported("text.format", `structured outputs are not served: only {"type":"text"}`)
 		}
 	}
-	if t, ok := raw["truncation"]; ok && compact(t) != `"disabled"` && compact(t) != "null" {
+	if t, ok := raw["truncation"]; ok && door.CompactJSON(t) != `"disabled"` && door.CompactJSON(t) != "null" {
 		return body{}, unsupported("truncation", `only "disabled": the gateway never drops input`)
 	}
 	for i, inc := range b.Include {
@@ -624,13 +624,13 @@ func tools(in *protocol.Inbound, list []json.RawMessage, choice json.RawMessage,
 			continue
 		}
 		params := tl.Parameters
-		if compact(params) == "null" || len(params) == 0 {
+		if door.CompactJSON(params) == "null" || len(params) == 0 {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 		in.Tools = append(in.Tools, protocol.Tool{Name: tl.Name, Description: tl.Description, InputSchema: params})
 		n.tools = append(n.tools, p)
 	}
-	switch c := compact(choice); {
+	switch c := door.CompactJSON(choice); {
 	case c == "" || c == "null" || c == `"auto"`:
 	case c == `"none"`:
 		in.Tools = nil // the model may not call any: it gets none
@@ -690,14 +690,6 @@ func first(raw json.RawMessage) byte {
 		return 0
 	}
 	return raw[0]
-}
-
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // effortBudgets map reasoning.effort to a Bedrock reasoning budget of
