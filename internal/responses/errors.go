@@ -75,9 +75,9 @@ func fromProtocol(pe call.Failure) apiError {
 	case call.CodeRateLimited:
 		e.msg = "too many requests in flight: " + pe.Message
 	case call.CodeConflict:
-		if e.msg == "" || e.msg == "conflict" {
-			e.param, e.msg = "Idempotency-Key", "Idempotency-Key was already used with a different body"
-		}
+		// The request id is the Idempotency-Key (WebSocket mode's ids are
+		// the server's: never a conflict).
+		e.param, e.msg = "Idempotency-Key", "Idempotency-Key was already used with a different body"
 	}
 	return e
 }

@@ -376,9 +376,7 @@ func (e *encoder) answerItems(t *stream.Terminal, status string) []json.RawMessa
 // object is the response object as the log knows it.
 func (e *encoder) object(status string, u *call.Usage, incomplete *incompleteDetails, failure *responseError) response {
 	r := response{ID: ResponseID(e.requestID), Object: "response", CreatedAt: e.created, Status: status, Model: e.model,
-		Output: e.items, Error: failure, IncompleteDetails: incomplete, ParallelToolCalls: true, ToolChoice: "auto",
-		Tools: []any{}, Text: textConfig{Format: map[string]string{"type": "text"}}, Truncation: "disabled",
-		Metadata: map[string]string{}}
+		Output: e.items, Error: failure, IncompleteDetails: incomplete}
 	if r.Output == nil {
 		r.Output = []json.RawMessage{}
 	}
@@ -402,36 +400,21 @@ func (e *encoder) reasoningChars() int {
 	return n
 }
 
-// response is the Responses API's response object.
+// response is the Responses API's response object as the log knows it:
+// the answer. What echoes the request (store, background, instructions,
+// previous_response_id, metadata, tools, ...) is not in the log, so the
+// events leave it out rather than say something false; whole answers add
+// it (decorate).
 type response struct {
-	ID                 string             `json:"id"`
-	Object             string             `json:"object"`
-	CreatedAt          int64              `json:"created_at"`
-	Status             string             `json:"status"`
-	Background         bool               `json:"background"`
-	Error              *responseError     `json:"error"`
-	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
-	Instructions       *string            `json:"instructions"`
-	MaxOutputTokens    *int               `json:"max_output_tokens"`
-	Model              string             `json:"model"`
-	Output             []json.RawMessage  `json:"output"`
-	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
-	PreviousResponseID *string            `json:"previous_response_id"`
-	Reasoning          map[string]any     `json:"reasoning,omitempty"`
-	Store              bool               `json:"store"`
-	Temperature        *float64           `json:"temperature"`
-	Text               textConfig         `json:"text"`
-	ToolChoice         any                `json:"tool_choice"`
-	Tools              []any              `json:"tools"`
-	TopP               *float64           `json:"top_p"`
-	Truncation         string             `json:"truncation"`
-	Usage              *usage             `json:"usage"`
-	User               *string            `json:"user"`
-	Metadata           map[string]string  `json:"metadata"`
-}
-
-type textConfig struct {
-	Format map[string]string `json:"format"`
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	CreatedAt         int64              `json:"created_at"`
+	Status            string             `json:"status"`
+	Error             *responseError     `json:"error"`
+	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
+	Model             string             `json:"model"`
+	Output            []json.RawMessage  `json:"output"`
+	Usage             *usage             `json:"usage"`
 }
 
 type responseError struct {

@@ -454,14 +454,13 @@ func decorate(obj json.RawMessage, st *Stored) json.RawMessage {
 		return obj
 	}
 	m["store"], m["background"] = st.Store, st.Background
-	if st.Instructions != nil {
-		m["instructions"] = *st.Instructions
-	}
+	m["instructions"], m["previous_response_id"] = st.Instructions, nil
 	if st.Previous != "" {
 		m["previous_response_id"] = st.Previous
 	}
-	if st.Metadata != nil {
-		m["metadata"] = st.Metadata
+	m["metadata"] = st.Metadata
+	if st.Metadata == nil {
+		m["metadata"] = map[string]string{}
 	}
 	if m["model"] == "" && st.Model != "" {
 		m["model"] = st.Model

@@ -54,9 +54,7 @@ test('409: an Idempotency-Key reused with another body is a ConflictError; with 
   assert.equal(again.output_text, first.output_text);
   const e = await refused(other.responses.create({ model: 'mock-a', input: 'another body', max_output_tokens: 20 }, opts), OpenAI.ConflictError, 409, 'the key with another body');
   assert.equal(e.type, 'conflict_error');
-  // FINDING (/work/responses-sdk-findings.md): the door answers the core's
-  // /v1/ws wording, "request_id was already used with a different body",
-  // code "conflict", param null: it should name the Idempotency-Key header.
+  // The 409 names the header the client sent, not /v1/ws's request_id.
   assert.equal(e.param, 'Idempotency-Key', `the 409 does not name the Idempotency-Key header: ${JSON.stringify(e.error)}`);
   assert.doesNotMatch(e.message, /request_id/, 'the 409 names /v1/ws\'s request_id, not the Idempotency-Key header');
 });
