@@ -13,6 +13,7 @@
 //	go run ./cmd/loadtest capacity --sessions 10000 --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest soak --duration 10m
 //	go run ./cmd/loadtest promptcache --turns 20 --system-tokens 3000
+//	go run ./cmd/loadtest responses --streams 10 --turns 20 --url http://127.0.0.1:8080 --pid $(pgrep -n gateway)
 //
 // Every run ends with a markdown report in the article's table shape (or
 // JSON with --json) and exits non-zero when anything was lost, never
@@ -99,6 +100,8 @@ func (s *settings) runScenario(ctx context.Context, stderr io.Writer) (*Report, 
 		return e.soak(ctx)
 	case "promptcache":
 		return e.promptCache(ctx)
+	case "responses":
+		return e.responses(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", s.Scenario)
 }

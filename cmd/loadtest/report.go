@@ -26,9 +26,11 @@ type Report struct {
 	Soak       *SoakResult     `json:"soak,omitempty"`
 	// PromptCache is the promptcache scenario's result.
 	PromptCache *PromptCacheResult `json:"prompt_cache,omitempty"`
-	Notes       []string           `json:"notes,omitempty"`
-	Problems    []string           `json:"problems"`
-	OK          bool               `json:"ok"`
+	// Responses is the responses scenario's result.
+	Responses *ResponsesResult `json:"responses,omitempty"`
+	Notes     []string         `json:"notes,omitempty"`
+	Problems  []string         `json:"problems"`
+	OK        bool             `json:"ok"`
 }
 
 func (r *Report) writeJSON(w io.Writer) error {
@@ -167,6 +169,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	case r.PromptCache != nil:
 		r.PromptCache.writeMarkdown(&b)
+	case r.Responses != nil:
+		r.Responses.writeMarkdown(&b)
 	case r.Soak != nil:
 		s := r.Soak
 		fmt.Fprintf(&b, "%d connections cut (Drop), %d reconnects, %d resumes.\n\n", s.Drops, a.Reconnects, a.Resumes)
@@ -181,7 +185,7 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	}
 
 	// Test 1's tables: every scenario on the WebSocket has them.
-	if r.Rate == nil {
+	if r.Rate == nil && r.Responses == nil {
 		r.writeDelivery(&b)
 	}
 	for _, n := range r.Notes {

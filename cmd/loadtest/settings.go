@@ -80,6 +80,9 @@ type settings struct {
 	CompareApp                      string
 	PriceInput, PriceOutput         float64
 	PriceCacheRead, PriceCacheWrite float64
+
+	// set are the flags given on the command line.
+	set map[string]bool
 }
 
 // scenarioHelp is the first part of --help.
@@ -127,6 +130,19 @@ Scenarios (the article's tests, plus what it could not measure):
             unless input cost is >= 70% lower with the cache, median TTFT
             from turn 3 lower, and the answers the same. Run the gateway
             with cmd/loadtest/testdata/bench.yaml (it has both apps).
+  responses --streams S (default 10) concurrent sessions, each a --turns T
+            (default 20) tool loop through the Responses door on --app
+            (default coding-agent: mock-tools), two arms at once: POST
+            /v1/responses with the full conversation every turn (store:false,
+            the stateless client) on --url's gateway, and WebSocket mode with
+            only the new input and previous_response_id on --compare-url's
+            (default: the same gateway). A ~17 KB developer prompt and 9
+            function tools; turns alternate user message -> function_call and
+            function_call_output -> text. Per arm: turn-to-first-token
+            p50/p95/p99 (and by turn), gateway CPU per turn (--pid,
+            --compare-pid), bytes sent per turn, turns/s; then the gain. With
+            --bedrock-url given, also the direct mock's TTFT of the first
+            turn. Run the gateways with cmd/loadtest/testdata/bench.yaml.
 
 Tokens: --token (one token for every user), --token-file (one token per line,
 user i gets line i), or --token-cmd (a shell command printing a token; the
@@ -155,12 +171,14 @@ func parseSettings(args []string, getenv func(string) string, out io.Writer) (*s
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	s.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { s.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if s.Scenario == "" {
 		fs.Usage()
-		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, rate, capacity, soak or promptcache")
+		return nil, fmt.Errorf("name a scenario: delivery, quota, overhead, rate, capacity, soak, promptcache or responses")
 	}
 	return s, s.defaults()
 }
@@ -179,7 +197,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 		}
 		return def
 	}
-	fs.StringVar(&s.URL, "url", env("LOADTEST_URL", "ws://127.0.0.1:8080/v1/ws"), "the gateway's WebSocket endpoint (LOADTEST_URL)")
+	fs.StringVar(&s.URL, "url", env("LOADTEST_URL", "ws://127.0.0.1:8080/v1/ws"), "the gateway's WebSocket endpoint (LOADTEST_URL); responses: the HTTP arm's gateway (its scheme and host are used)")
 	fs.StringVar(&s.Tenant, "tenant", "", "tenant of the users (default: contoso; quota: fabrikam)")
 	fs.StringVar(&s.App, "app", "", "app of the users (default: support-assistant; quota: document-summarizer)")
 	fs.StringVar(&s.UserPrefix, "user-prefix", "load-user", "users are <prefix>-1, <prefix>-2, ...")
@@ -205,17 +223,17 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.Int64Var(&s.Limit, "limit", 20000, "quota: the app's configured token limit for the window, to count requests past it")
 	fs.BoolVar(&s.SameUser, "same-user", true, "quota: every session is the same user (the article's shape); false: one user per session")
 
-	fs.IntVar(&s.Streams, "streams", 1000, "overhead: concurrent streams (workers)")
+	fs.IntVar(&s.Streams, "streams", 1000, "overhead: concurrent streams (workers); responses: concurrent sessions per arm (default 10)")
 	fs.IntVar(&s.Rounds, "rounds", 3, "overhead: rounds per worker; a round is one direct request and one through Jetway")
 	fs.IntVar(&s.Warmup, "warmup", 1, "overhead: leading rounds left out of the numbers")
 	fs.DurationVar(&s.Ramp, "ramp", 2*time.Second, "overhead: workers start spread over this long")
-	fs.StringVar(&s.BedrockURL, "bedrock-url", env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:8090"), "overhead: the mock Bedrock endpoint the gateway uses (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
+	fs.StringVar(&s.BedrockURL, "bedrock-url", env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:8090"), "overhead, and responses when given: the mock Bedrock endpoint the gateway uses (AWS_ENDPOINT_URL_BEDROCK_RUNTIME)")
 	fs.StringVar(&s.BedrockCA, "bedrock-ca", "", "overhead: PEM file of the CA the mock's --tls certificate is signed with (the gateway's JETWAY_BEDROCK_CA_FILE)")
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
-	fs.Var(&s.CompareURL, "compare-url", "overhead: another gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB, or tracing on) measured in the same run as one more path (--door ws only); repeatable")
+	fs.Var(&s.CompareURL, "compare-url", "overhead: another gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB, or tracing on) measured in the same run as one more path (--door ws only); repeatable. responses: the WebSocket mode arm's gateway (the first one)")
 	fs.StringVar(&s.CompareDoor, "compare-door", "ws", "overhead: the door every --compare-url path speaks: ws (/v1/ws) or ai-sdk (/v1/ai-sdk at the same gateway, the WebSocketChatTransport wire)")
-	fs.Var(&s.ComparePID, "compare-pid", "overhead: the process id of each --compare-url gateway, in the same order: its CPU per chunk; repeatable")
+	fs.Var(&s.ComparePID, "compare-pid", "overhead: the process id of each --compare-url gateway, in the same order: its CPU per chunk; repeatable. responses: the WebSocket arm's gateway's, its CPU per turn")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
 	fs.Float64Var(&s.Rate, "rate", 2000, "rate: requests per second on each path (door and direct)")
@@ -229,13 +247,13 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.DurationVar(&s.StreamDuration, "stream-duration", 20*time.Second, "capacity: how long the streaming phase sends")
 	fs.IntVar(&s.DialConcurrency, "dial-concurrency", 64, "capacity and overhead: sessions opened at once")
 	fs.DurationVar(&s.Settle, "settle", 3*time.Second, "capacity: wait after the ramp before reading RSS")
-	fs.IntVar(&s.PID, "pid", 0, "capacity, overhead and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways): RSS and CPU per chunk frame")
+	fs.IntVar(&s.PID, "pid", 0, "capacity, overhead and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways): RSS and CPU per chunk frame; responses: the HTTP arm's gateway's, its CPU per turn")
 	fs.StringVar(&s.AdminURL, "admin-url", env("LOADTEST_ADMIN_URL", "http://127.0.0.1:9090"), "the gateway's admin listener, for /metrics and /readyz (LOADTEST_ADMIN_URL; empty: none)")
 
 	fs.DurationVar(&s.DropEvery, "drop-every", 5*time.Second, "soak: cut one random session's connection this often (0: never)")
 	fs.DurationVar(&s.Interval, "interval", 0, "soak: one report row per interval (default: --duration/10)")
 
-	fs.IntVar(&s.Turns, "turns", 20, "promptcache: turns of each conversation")
+	fs.IntVar(&s.Turns, "turns", 20, "promptcache: turns of each conversation; responses: turns of each session's tool loop")
 	fs.IntVar(&s.SystemTokens, "system-tokens", 3000, "promptcache: tokens of the system prompt (four bytes each)")
 	fs.StringVar(&s.DoorList, "doors", "ws,openai", "promptcache: doors to converse through, comma-separated: ws, openai (anthropic once that door exists)")
 	fs.StringVar(&s.CompareApp, "compare-app", "chat-off", "promptcache: the app with prompt_cache off (--app is the one with auto)")
@@ -249,9 +267,14 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 // defaults fills the per-scenario defaults and checks the flags.
 func (s *settings) defaults() error {
 	switch s.Scenario {
-	case "delivery", "quota", "overhead", "rate", "capacity", "soak", "promptcache":
+	case "delivery", "quota", "overhead", "rate", "capacity", "soak", "promptcache", "responses":
 	default:
-		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, capacity, soak or promptcache)", s.Scenario)
+		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, capacity, soak, promptcache or responses)", s.Scenario)
+	}
+	if s.Scenario == "responses" {
+		if err := s.responsesDefaults(); err != nil {
+			return err
+		}
 	}
 	if s.Scenario == "promptcache" {
 		if s.App == "" {
