@@ -193,6 +193,21 @@ func TestCodexCLI(t *testing.T) {
 		if len(reconnects) == 0 && !fallback {
 			t.Errorf("Codex's stderr shows neither a reconnect nor the HTTP fallback:\n%s", r.stderr)
 		}
+		// The cut call is ended by the survivor once the fleet judges server
+		// 0 gone (its stale bound, 10 s): interrupted, charged its input and
+		// what its last checkpoint saved. The turn sent again is a model
+		// call of its own.
+		cut := awaitDoorRecords(t, w, func(r telemetry.UsageRecord) bool { return r.RequestID == id }, 1)
+		if cut[0].Outcome != "interrupted" || cut[0].Server != "task-1" || cut[0].InputTokens <= 0 || cut[0].OutputTokens >= int64(rec.tok) {
+			t.Errorf("the cut request's usage record %+v: want it ended interrupted by task-1, charged its input and the output saved", cut[0])
+		}
+		rec.mu.Lock()
+		calls := len(rec.calls)
+		rec.mu.Unlock()
+		if calls != 2 {
+			t.Errorf("%d model calls, want 2: the cut one and the turn sent again", calls)
+		}
+		t.Logf("the cut request: outcome %s, %d output tokens charged, $%.6f", cut[0].Outcome, cut[0].OutputTokens, cut[0].CostUSD)
 		t.Logf("killed mid-turn (request %s on server 0): Codex's stderr shows %v, HTTP fallback %v; server 1 opened %d WebSocket session(s) and completed %d request(s)",
 			id, reconnects, fallback, len(cl.servers[1].logs.Find("session_opened", "")), len(done))
 	})
