@@ -25,7 +25,7 @@ import (
 )
 
 // recipeDocs are the files whose marked blocks TestRecipes runs.
-var recipeDocs = []string{"../../README.md", "../../docs/anthropic.md"}
+var recipeDocs = []string{"../../README.md", "../../docs/anthropic.md", "../../docs/responses.md"}
 
 // recipeClientTimeout bounds one recipe's client block. Claude Code on a
 // busy 2-core machine starts in seconds; a refused token makes it retry for
@@ -96,7 +96,7 @@ func extractRecipes(t *testing.T, doc string) map[string][]recipeBlock {
 // TestRecipes runs every recipe marked in README.md and docs/ as written:
 // its files under a temporary HOME, its gateway line as a real gateway
 // process (listening on a free port: the test's only change is the address
-// 127.0.0.1:8080 in the client block, made the gateway's), and its client
+// 127.0.0.1:8080 in the client block and files, made the gateway's), and its client
 // block with every proxy variable at a recording proxy, so that a client
 // reaching for any address but the gateway's fails the test.
 func TestRecipes(t *testing.T) {
@@ -177,7 +177,16 @@ func runRecipe(t *testing.T, blocks []recipeBlock) {
 	}
 	log, addrs := startRecipeGateway(t, gatewayLine, gwEnv)
 
-	script := strings.NewReplacer("127.0.0.1:8080", addrs.Addr, "127.0.0.1:9090", addrs.Admin).Replace(client.Text)
+	addr := strings.NewReplacer("127.0.0.1:8080", addrs.Addr, "127.0.0.1:9090", addrs.Admin)
+	// A client's file naming the gateway (Codex's config.toml) gets its address too.
+	for _, b := range blocks {
+		if b.File != "" && addr.Replace(b.Text) != b.Text {
+			if err := os.WriteFile(filepath.Join(home, strings.TrimPrefix(b.File, "~/")), []byte(addr.Replace(b.Text)), b.Mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	script := addr.Replace(client.Text)
 	ctx, cancel := context.WithTimeout(context.Background(), recipeClientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-e", "-c", script)
