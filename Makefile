@@ -14,7 +14,7 @@ build:
 	$(BUILD)
 
 NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || \
-	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -x node_modules/.bin/claude ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || [ ! -f node_modules/ai/package.json ] || \
+	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -x node_modules/.bin/claude ] || [ ! -x node_modules/.bin/codex ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || [ ! -f node_modules/ai/package.json ] || \
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
@@ -32,7 +32,7 @@ jaeger:
 		(cd "$$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -o "$(JAEGER_BIN).tmp" ./cmd/jaeger) && \
 		mv "$(JAEGER_BIN).tmp" "$(JAEGER_BIN)" && rm -rf "$$src"; fi
 
-# Test-only tools: dynalite (npm) for DynamoDB, the openai and @anthropic-ai/sdk packages for the OpenAI and Anthropic doors, ai for the AI SDK door, DuckDB (@duckdb/node-api,
+# Test-only tools: dynalite (npm) for DynamoDB, the openai and @anthropic-ai/sdk packages for the OpenAI, Responses and Anthropic doors, Codex CLI (@openai/codex), ai for the AI SDK door, DuckDB (@duckdb/node-api,
 # prebuilt) as the stand-in for Athena in deploy/terraform's query tests; Chromium for the page tests;
 # HAProxy as the load balancer in front of several gateways (cmd/gateway's HAProxy tests); Jaeger (above).
 # The AI SDK example frontend (examples/ai-sdk-chat, its own package.json and lock): its
