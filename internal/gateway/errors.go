@@ -29,6 +29,8 @@ var (
 	ErrDraining = errDraining
 	// ErrConflict: a request id reused with a different body.
 	ErrConflict = errConflict
+	// ErrNotFound: no request of the caller's has that id.
+	ErrNotFound = errNotFound
 	// ErrBusy: this server is at an admission limit (for one, its budget
 	// for frames with attachments); retryable, here or elsewhere.
 	ErrBusy = errBusy
