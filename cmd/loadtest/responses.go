@@ -73,6 +73,11 @@ type RespArm struct {
 	// turns (-1 unknown: no pid, or both arms on one gateway).
 	GatewayCPUMsPerTurn float64 `json:"gateway_cpu_ms_per_turn"`
 	GatewayCPUCores     float64 `json:"gateway_cpu_cores"`
+	// GatewayIdleCores is the gateway's CPU in the idle window before the
+	// run (--settle); GatewayCPUMsPerTurnActive is the CPU per turn above
+	// it (the run's CPU less idle x the run's length): what the turns cost.
+	GatewayIdleCores          float64 `json:"gateway_idle_cores"`
+	GatewayCPUMsPerTurnActive float64 `json:"gateway_cpu_ms_per_turn_above_idle"`
 	// Bytes the client wrote on (and read from) its connections per turn:
 	// requests with their headers, or WebSocket frames, handshakes included.
 	WireSentPerTurn float64 `json:"wire_bytes_sent_per_turn"`
@@ -102,7 +107,7 @@ type RespGain struct {
 	TTFTRatioP50 float64 `json:"ttft_ratio_p50"` // HTTP / WS
 	TTFTRatioP95 float64 `json:"ttft_ratio_p95"`
 	TTFTRatioP99 float64 `json:"ttft_ratio_p99"`
-	CPURatio     float64 `json:"cpu_per_turn_ratio"`  // HTTP / WS (0 unknown)
+	CPURatio     float64 `json:"cpu_per_turn_ratio"`  // HTTP / WS, above idle (0 unknown)
 	BytesRatio   float64 `json:"bytes_sent_ratio"`    // HTTP / WS
 	TurnsRatio   float64 `json:"turns_per_sec_ratio"` // WS / HTTP
 }
@@ -487,7 +492,7 @@ func (a *respArmRun) result() RespArm {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := RespArm{Name: a.name, URL: a.url, Turns: a.turns, Errors: int64(len(a.errors)), TTFT: dist(a.ttft), Latency: dist(a.latency),
-		GatewayCPUMsPerTurn: -1, GatewayCPUCores: -1, Seconds: a.end.Sub(a.start).Seconds()}
+		GatewayCPUMsPerTurn: -1, GatewayCPUCores: -1, GatewayIdleCores: -1, GatewayCPUMsPerTurnActive: -1, Seconds: a.end.Sub(a.start).Seconds()}
 	if a.turns > 0 {
 		var p int64
 		for _, v := range a.payload {
@@ -641,8 +646,8 @@ func (e *env) responses(ctx context.Context) (*Report, error) {
 
 	sameGateway := httpURL == strings.Replace(strings.Replace(wsURL, "wss://", "https://", 1), "ws://", "http://", 1)
 	type probe struct {
-		p      *gatewayProbe
-		before procSample
+		p            *gatewayProbe
+		idle, before procSample
 	}
 	probes := map[string]*probe{}
 	for name, pid := range map[string]int{"http": s.PID, "ws": wsPID} {
@@ -650,10 +655,22 @@ func (e *env) responses(ctx context.Context) (*Report, error) {
 			continue
 		}
 		pr := &probe{p: newGatewayProbe(pid, "")}
-		if pr.before, err = pr.p.sample(ctx); err != nil {
+		if pr.idle, err = pr.p.sample(ctx); err != nil {
 			return nil, err
 		}
 		probes[name] = pr
+	}
+	if len(probes) > 0 { // each gateway's idle CPU, to tell the turns' own apart
+		select {
+		case <-time.After(s.Settle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		for _, pr := range probes {
+			if pr.before, err = pr.p.sample(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var dsamples pathSamples
 
@@ -755,6 +772,7 @@ func (e *env) responses(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		secs := after.CPUSeconds - pr.before.CPUSeconds
+		idle := (pr.before.CPUSeconds - pr.idle.CPUSeconds) / pr.before.At.Sub(pr.idle.At).Seconds()
 		arm := &res.HTTP
 		if name == "ws" {
 			arm = &res.WS
@@ -768,6 +786,8 @@ func (e *env) responses(ctx context.Context) (*Report, error) {
 		case arm.Turns > 0:
 			arm.GatewayCPUMsPerTurn = math.Round(secs*1000/float64(arm.Turns)*1000) / 1000
 			arm.GatewayCPUCores = math.Round(secs/elapsed.Seconds()*1000) / 1000
+			arm.GatewayIdleCores = math.Round(idle*1000) / 1000
+			arm.GatewayCPUMsPerTurnActive = math.Round(max(0, secs-idle*elapsed.Seconds())*1000/float64(arm.Turns)*1000) / 1000
 		}
 	}
 	if direct != nil {
@@ -840,7 +860,7 @@ func respGain(h, w RespArm) RespGain {
 	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
 	return RespGain{TTFTSavedP50: r3(h.TTFT.P50 - w.TTFT.P50), TTFTSavedP95: r3(h.TTFT.P95 - w.TTFT.P95), TTFTSavedP99: r3(h.TTFT.P99 - w.TTFT.P99),
 		TTFTRatioP50: ratio(h.TTFT.P50, w.TTFT.P50), TTFTRatioP95: ratio(h.TTFT.P95, w.TTFT.P95), TTFTRatioP99: ratio(h.TTFT.P99, w.TTFT.P99),
-		CPURatio: ratio(h.GatewayCPUMsPerTurn, w.GatewayCPUMsPerTurn), BytesRatio: ratio(h.WireSentPerTurn, w.WireSentPerTurn),
+		CPURatio: ratio(h.GatewayCPUMsPerTurnActive, w.GatewayCPUMsPerTurnActive), BytesRatio: ratio(h.WireSentPerTurn, w.WireSentPerTurn),
 		TurnsRatio: ratio(w.TurnsPerSecond, h.TurnsPerSecond)}
 }
 
@@ -852,7 +872,7 @@ func (r *ResponsesResult) writeMarkdown(b *strings.Builder) {
 		if a.GatewayCPUMsPerTurn < 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f ms (%.2f cores)", a.GatewayCPUMsPerTurn, a.GatewayCPUCores)
+		return fmt.Sprintf("%.2f ms, %.2f above idle (%.3f cores; idle %.3f)", a.GatewayCPUMsPerTurn, a.GatewayCPUMsPerTurnActive, a.GatewayCPUCores, a.GatewayIdleCores)
 	}
 	b.WriteString("| Arm | turns | errors | TTFT p50 | p95 | p99 | turn latency p50 | gateway CPU per turn | sent per turn (wire / payload) | received per turn | turns/s |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -868,7 +888,7 @@ func (r *ResponsesResult) writeMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "\n| Gain of WebSocket mode | p50 | p95 | p99 |\n|---|---|---|---|\n")
 	fmt.Fprintf(b, "| TTFT saved (HTTP - WS) | %+.1f ms | %+.1f ms | %+.1f ms |\n", g.TTFTSavedP50, g.TTFTSavedP95, g.TTFTSavedP99)
 	fmt.Fprintf(b, "| TTFT HTTP / WS | x%.3f | x%.3f | x%.3f |\n", g.TTFTRatioP50, g.TTFTRatioP95, g.TTFTRatioP99)
-	fmt.Fprintf(b, "\nHTTP / WS: gateway CPU per turn x%.2f, bytes sent per turn x%.2f; turns/s WS / HTTP x%.3f. Load tool CPU: %.2f cores.\n\n",
+	fmt.Fprintf(b, "\nHTTP / WS: gateway CPU per turn above idle x%.2f, bytes sent per turn x%.2f; turns/s WS / HTTP x%.3f. Load tool CPU: %.2f cores.\n\n",
 		g.CPURatio, g.BytesRatio, g.TurnsRatio, r.ToolCPUCores)
 	b.WriteString("| Turn | new input | HTTP TTFT p50 | WS TTFT p50 | HTTP payload | WS payload |\n|---|---|---|---|---|---|\n")
 	for _, t := range r.ByTurn {
@@ -881,6 +901,9 @@ func (r *ResponsesResult) writeMarkdown(b *strings.Builder) {
 func (s *settings) responsesDefaults() error {
 	if !s.set["streams"] {
 		s.Streams = 10
+	}
+	if !s.set["settle"] {
+		s.Settle = 5 * time.Second
 	}
 	if s.App == "" {
 		s.App = "coding-agent"

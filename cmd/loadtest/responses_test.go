@@ -179,13 +179,13 @@ func TestDoorURL(t *testing.T) {
 }
 
 func TestRespGain(t *testing.T) {
-	h := RespArm{TTFT: Dist{P50: 800, P95: 1000, P99: 1200}, GatewayCPUMsPerTurn: 6, WireSentPerTurn: 30000, TurnsPerSecond: 1}
-	w := RespArm{TTFT: Dist{P50: 700, P95: 800, P99: 1000}, GatewayCPUMsPerTurn: 2, WireSentPerTurn: 6000, TurnsPerSecond: 1.25}
+	h := RespArm{TTFT: Dist{P50: 800, P95: 1000, P99: 1200}, GatewayCPUMsPerTurnActive: 6, WireSentPerTurn: 30000, TurnsPerSecond: 1}
+	w := RespArm{TTFT: Dist{P50: 700, P95: 800, P99: 1000}, GatewayCPUMsPerTurnActive: 2, WireSentPerTurn: 6000, TurnsPerSecond: 1.25}
 	g := respGain(h, w)
 	if g.TTFTSavedP50 != 100 || g.TTFTSavedP99 != 200 || g.TTFTRatioP95 != 1.25 || g.CPURatio != 3 || g.BytesRatio != 5 || g.TurnsRatio != 1.25 {
 		t.Fatalf("gain %+v", g)
 	}
-	w.GatewayCPUMsPerTurn = -1
+	w.GatewayCPUMsPerTurnActive = -1
 	if g := respGain(h, w); g.CPURatio != 0 {
 		t.Fatalf("unknown CPU: ratio %v", g.CPURatio)
 	}
@@ -195,7 +195,7 @@ func TestRespGain(t *testing.T) {
 // on it: every turn of every session completes with the ending it should.
 func TestResponsesToolLoop(t *testing.T) {
 	w := newWorld(t, 20000)
-	rep, err := w.loadtest(w.url, "responses", "--streams", "2", "--turns", "4", "--pid", fmt.Sprint(w.gw.PID()))
+	rep, err := w.loadtest(w.url, "responses", "--streams", "2", "--turns", "4", "--pid", fmt.Sprint(w.gw.PID()), "--settle", "100ms")
 	if err != nil {
 		t.Fatalf("responses: %v %v\n%s", err, rep.Problems, w.logs())
 	}

@@ -246,7 +246,7 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.IntVar(&s.StreamInflight, "stream-inflight", 2, "capacity: requests in flight per streaming session")
 	fs.DurationVar(&s.StreamDuration, "stream-duration", 20*time.Second, "capacity: how long the streaming phase sends")
 	fs.IntVar(&s.DialConcurrency, "dial-concurrency", 64, "capacity and overhead: sessions opened at once")
-	fs.DurationVar(&s.Settle, "settle", 3*time.Second, "capacity: wait after the ramp before reading RSS")
+	fs.DurationVar(&s.Settle, "settle", 3*time.Second, "capacity: wait after the ramp before reading RSS; responses: the idle window before the run that reads each gateway's idle CPU (default 5s)")
 	fs.IntVar(&s.PID, "pid", 0, "capacity, overhead and soak: the gateway's process id, for /proc/<pid>/status and /proc/<pid>/stat (local gateways): RSS and CPU per chunk frame; responses: the HTTP arm's gateway's, its CPU per turn")
 	fs.StringVar(&s.AdminURL, "admin-url", env("LOADTEST_ADMIN_URL", "http://127.0.0.1:9090"), "the gateway's admin listener, for /metrics and /readyz (LOADTEST_ADMIN_URL; empty: none)")
 
