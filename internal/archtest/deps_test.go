@@ -39,6 +39,11 @@ var forbidden = map[string][]string{
 	// no model, no store.
 	"internal/socket": {module + "internal/session", module + "internal/aisdk", module + "internal/openai", module + "internal/anthropic", module + "internal/protocol",
 		module + "internal/quota", module + "internal/router", "github.com/gin-gonic/", "github.com/aws/"},
+	// The caller's standing (GET /v1/me) reads the configuration and the
+	// quota: no pipeline, no door's wire, no store of its own.
+	"internal/selfservice": {module + "internal/gateway", module + "internal/session", module + "internal/router", module + "internal/stream",
+		module + "internal/openai", module + "internal/anthropic", module + "internal/aisdk", module + "internal/socket", module + "internal/protocol",
+		"github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
 	"client": {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},
