@@ -49,6 +49,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/responses"
 	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/selfdrain"
+	"github.com/jetway-gateway/jetway/internal/selfservice"
 	"github.com/jetway-gateway/jetway/internal/session"
 	"github.com/jetway-gateway/jetway/internal/socket"
 	"github.com/jetway-gateway/jetway/internal/stream"
@@ -386,8 +387,8 @@ func usageSink(s *settings, awsCfg aws.Config, metrics *telemetry.Metrics, logge
 	return telemetry.NewFirehoseSink(firehose.NewFromConfig(awsCfg), s.FirehoseStream, o, logger, metrics), nil
 }
 
-// mainHandler routes the main listener: the WebSocket, both HTTP doors
-// and the demo page. gin routes both listeners (the project's HTTP
+// mainHandler routes the main listener: the WebSocket, both HTTP doors,
+// the caller's standing (GET /v1/me) and the demo page. gin routes both listeners (the project's HTTP
 // framework); every handler is a plain http.Handler.
 func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev *auth.DevIssuer, metrics *telemetry.Metrics) http.Handler {
 	s := srv.s
@@ -436,6 +437,8 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 		}
 		openaiDoor.ServeHTTP(w, r)
 	}))
+	me := &selfservice.Handler{SignIn: &door.SignIn{Verifier: verifier, Door: "me", Metrics: metrics}, Apps: cfg, Usage: srv.quotas, Logger: srv.logger, OriginAllowed: srv.hub.OriginAllowed}
+	main.Match([]string{http.MethodGet, http.MethodOptions}, selfservice.Path, gin.WrapH(me))
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: s.Cognito})
 	}
