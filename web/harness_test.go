@@ -272,10 +272,13 @@ func (r *relay) holdAfterChunk() { r.holdChunk.Store(true) }
 // more and every connection is reset.
 func (r *relay) close() {
 	_ = r.ln.Close()
+	// Cut first, then free a held copy: freed first, it could still hand
+	// the client what the server wrote meanwhile (on a slow machine, the
+	// whole answer) before the cut.
+	r.cut()
 	if held := r.held.Swap(nil); held != nil {
 		close(*held)
 	}
-	r.cut()
 }
 
 // cutAfter arms a cut of every connection once n more bytes went to clients.
