@@ -61,11 +61,11 @@ func TestArticleTest2Kill(t *testing.T) {
 // and leases after the surviving servers drained, and the model calls.
 type test2Result struct {
 	boarded, rejected429, rateLimited, busy, other, neverHeard, charged int64
-	interrupted                                                   int64
-	used, calls                                                   int64
-	usable                                                        int64 // tokens requests used: done frames plus interrupted records
-	leases                                                        map[string]quota.Lease
-	killedOwner                                                   string
+	interrupted                                                         int64
+	used, calls                                                         int64
+	usable                                                              int64 // tokens requests used: done frames plus interrupted records
+	leases                                                              map[string]quota.Lease
+	killedOwner                                                         string
 }
 
 // runTest2 runs Test 2 on three servers; with bins, server i runs
