@@ -481,6 +481,22 @@ func responseOf(path string) (reqID, rest string, ok bool) {
 	return reqID, rest, ok
 }
 
+// route signs the caller in for a stored response's route
+// /v1/responses/{id}[/rest], rest one of rests; ok is false when it
+// answered (a refusal, or 404).
+func (d *Door) route(w http.ResponseWriter, r *http.Request, rests ...string) (c gateway.Caller, reqID, rest string, ok bool) {
+	reqID, rest, found := responseOf(r.URL.Path)
+	c, ok = d.signed(w, r)
+	if !ok {
+		return c, "", "", false
+	}
+	if !found || !contains(rests, rest) {
+		d.notFound(w, strings.TrimPrefix(r.URL.Path, Path+"/"))
+		return c, "", "", false
+	}
+	return c, reqID, rest, true
+}
+
 // signed signs the caller in for a stored response's route.
 func (d *Door) signed(w http.ResponseWriter, r *http.Request) (gateway.Caller, bool) {
 	p, a := d.l.Authenticate(r)
@@ -510,13 +526,8 @@ func (d *Door) get(w http.ResponseWriter, ctx context.Context, c gateway.Caller,
 // retrieve is GET /v1/responses/{id} (?stream=true&starting_after=N) and
 // GET /v1/responses/{id}/input_items.
 func (d *Door) retrieve(w http.ResponseWriter, r *http.Request) {
-	reqID, rest, ok := responseOf(r.URL.Path)
-	c, signed := d.signed(w, r)
-	if !signed {
-		return
-	}
-	if !ok || (rest != "" && rest != "input_items") {
-		d.notFound(w, strings.TrimPrefix(r.URL.Path, Path+"/"))
+	c, reqID, rest, ok := d.route(w, r, "", "input_items")
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
@@ -654,13 +665,8 @@ func idOf(it json.RawMessage) string {
 
 // remove is DELETE /v1/responses/{id}.
 func (d *Door) remove(w http.ResponseWriter, r *http.Request) {
-	reqID, rest, ok := responseOf(r.URL.Path)
-	c, signed := d.signed(w, r)
-	if !signed {
-		return
-	}
-	if !ok || rest != "" {
-		d.notFound(w, strings.TrimPrefix(r.URL.Path, Path+"/"))
+	c, reqID, _, ok := d.route(w, r, "")
+	if !ok {
 		return
 	}
 	st, ok := d.get(w, r.Context(), c, reqID)
@@ -686,13 +692,8 @@ const cancelWait = 10 * time.Second
 // cancel is POST /v1/responses/{id}/cancel: a background response stops,
 // on whichever server runs it; the answer is its object once it ended.
 func (d *Door) cancel(w http.ResponseWriter, r *http.Request) {
-	reqID, rest, ok := responseOf(r.URL.Path)
-	c, signed := d.signed(w, r)
-	if !signed {
-		return
-	}
-	if !ok || rest != "cancel" {
-		d.notFound(w, strings.TrimPrefix(r.URL.Path, Path+"/"))
+	c, reqID, _, ok := d.route(w, r, "cancel")
+	if !ok {
 		return
 	}
 	st, ok := d.get(w, r.Context(), c, reqID)
