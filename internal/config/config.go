@@ -82,39 +82,46 @@ const (
 
 // Config is the whole file: models, authentication claim names and tenants.
 type Config struct {
-	Models  []Model  `yaml:"models"`
-	Auth    Auth     `yaml:"auth"`
-	Tenants []Tenant `yaml:"tenants"`
+	Models  []Model  `yaml:"models" json:"models,omitempty"`
+	Auth    Auth     `yaml:"auth" json:"auth,omitempty"`
+	Tenants []Tenant `yaml:"tenants" json:"tenants,omitempty"`
+
+	// idx finds tenants, apps, client ids, models and user overrides in
+	// constant time; built by Validate or Index, read-only after.
+	idx *index
 }
 
 // Auth names the JWT claims that carry the tenant.
 type Auth struct {
 	// TenantClaim is the claim holding the tenant id; default "custom:tenant".
-	TenantClaim string `yaml:"tenant_claim"`
+	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim,omitempty"`
 	// TenantGroupPrefix marks the cognito:groups entry "<prefix><tenant>"
 	// used when TenantClaim is absent; default "tenant:".
-	TenantGroupPrefix string `yaml:"tenant_group_prefix"`
+	TenantGroupPrefix string `yaml:"tenant_group_prefix" json:"tenant_group_prefix,omitempty"`
 }
 
 // Model is a model clients may name, mapped to a Bedrock model id.
 type Model struct {
 	// ID is the name clients and the configuration use.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" json:"id,omitempty"`
 	// BedrockID is the Bedrock model (or inference profile) id; required.
-	BedrockID string `yaml:"bedrock_id"`
+	BedrockID string `yaml:"bedrock_id" json:"bedrock_id,omitempty"`
 	// Price is the cost in USD per 1,000 tokens.
-	Price Price `yaml:"price"`
+	Price Price `yaml:"price" json:"price,omitempty"`
 	// FirstTokenTimeout bounds the wait for the first token before a
 	// fallback is tried; 0 means the router's default.
-	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	FirstTokenTimeout Duration `yaml:"first_token_timeout" json:"first_token_timeout,omitempty"`
 	// PromptCache says the model caches prompts (Bedrock cache points) and
 	// how; nil: it does not, and no request to it carries a cache point.
-	PromptCache *ModelCache `yaml:"prompt_cache"`
+	PromptCache *ModelCache `yaml:"prompt_cache" json:"prompt_cache,omitempty"`
 	// Capabilities are what the model takes beyond text (CapabilityTools,
 	// CapabilityImages, CapabilityDocuments, CapabilityReasoning); none by
 	// default. A request using one the model lacks is refused before any
 	// model call.
-	Capabilities []string `yaml:"capabilities"`
+	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
+	// Version is the stored document's version (the admin API's ETag);
+	// empty for a configuration read from a file.
+	Version string `yaml:"-" json:"version,omitempty"`
 }
 
 // Model capabilities (Model.Capabilities).
@@ -136,20 +143,20 @@ func (m Model) Supports(c string) bool { return slices.Contains(m.Capabilities, 
 type ModelCache struct {
 	// MinTokens is the smallest prefix a cache point caches; a point
 	// before fewer input tokens is ignored by the model. Default 1024.
-	MinTokens int `yaml:"min_tokens"`
+	MinTokens int `yaml:"min_tokens" json:"min_tokens,omitempty"`
 	// MaxPoints is the most cache points a request may carry (the model
 	// refuses more). Default 4.
-	MaxPoints int `yaml:"max_points"`
+	MaxPoints int `yaml:"max_points" json:"max_points,omitempty"`
 }
 
 // Price is a model's price in USD per 1,000 tokens. CacheReadPer1K and
 // CacheWritePer1K price input tokens read from and written to the prompt
 // cache; unset, they are InputPer1K (Validate fills them in).
 type Price struct {
-	InputPer1K      float64  `yaml:"input_per_1k"`
-	OutputPer1K     float64  `yaml:"output_per_1k"`
-	CacheReadPer1K  *float64 `yaml:"cache_read_per_1k"`
-	CacheWritePer1K *float64 `yaml:"cache_write_per_1k"`
+	InputPer1K      float64  `yaml:"input_per_1k" json:"input_per_1k,omitempty"`
+	OutputPer1K     float64  `yaml:"output_per_1k" json:"output_per_1k,omitempty"`
+	CacheReadPer1K  *float64 `yaml:"cache_read_per_1k" json:"cache_read_per_1k,omitempty"`
+	CacheWritePer1K *float64 `yaml:"cache_write_per_1k" json:"cache_write_per_1k,omitempty"`
 }
 
 // CacheRead is the price of 1,000 input tokens read from the prompt
@@ -172,37 +179,61 @@ func (p Price) CacheWrite() float64 {
 
 // Tenant is a customer: tenant-wide limits and its apps.
 type Tenant struct {
-	ID     string  `yaml:"id"`
-	Limits []Limit `yaml:"limits"`
-	Apps   []App   `yaml:"apps"`
+	ID     string  `yaml:"id" json:"id"`
+	Limits []Limit `yaml:"limits" json:"limits"`
+	Apps   []App   `yaml:"apps" json:"apps"`
+	// Version is the stored document's version; see Model.Version.
+	Version string `yaml:"-" json:"version,omitempty"`
 }
 
 // App is one application of a tenant, reached through its Cognito app
 // client ids.
 type App struct {
-	ID string `yaml:"id"`
+	ID string `yaml:"id" json:"id,omitempty"`
 	// ClientIDs are the Cognito app client ids that belong to this app; a
 	// client id belongs to exactly one app in the whole file.
-	ClientIDs []string  `yaml:"client_ids"`
-	Models    AppModels `yaml:"models"`
+	ClientIDs []string  `yaml:"client_ids" json:"client_ids,omitempty"`
+	Models    AppModels `yaml:"models" json:"models,omitempty"`
 	// Limits apply to the app as a whole.
-	Limits []Limit `yaml:"limits"`
+	Limits []Limit `yaml:"limits" json:"limits,omitempty"`
 	// UserLimits apply to each user (JWT sub) of the app separately.
-	UserLimits []Limit `yaml:"user_limits"`
+	UserLimits []Limit `yaml:"user_limits" json:"user_limits,omitempty"`
 	// MaxTokens is max_tokens when the client gives none; default 1024
 	// (or MaxTokensLimit when that is smaller).
-	MaxTokens int `yaml:"max_tokens"`
+	MaxTokens int `yaml:"max_tokens" json:"max_tokens,omitempty"`
 	// MaxTokensLimit is the largest max_tokens a client may ask; default 8192.
-	MaxTokensLimit int `yaml:"max_tokens_limit"`
+	MaxTokensLimit int `yaml:"max_tokens_limit" json:"max_tokens_limit,omitempty"`
 	// Cache enables the response cache for this app; nil means off.
-	Cache *Cache `yaml:"cache"`
+	Cache *Cache `yaml:"cache" json:"cache,omitempty"`
 	// Guardrail names a Bedrock Guardrail applied to every call; nil means none.
-	Guardrail *Guardrail `yaml:"guardrail"`
+	Guardrail *Guardrail `yaml:"guardrail" json:"guardrail,omitempty"`
 	// PromptCache is "auto" (default: the gateway places cache points for
 	// models that cache prompts) or "off" (only a client's own points).
-	PromptCache string `yaml:"prompt_cache"`
+	PromptCache string `yaml:"prompt_cache" json:"prompt_cache,omitempty"`
 	// Responses is the Responses door's policy for the app; nil: its defaults.
-	Responses *Responses `yaml:"responses"`
+	Responses *Responses `yaml:"responses" json:"responses,omitempty"`
+	// Users are the app's per-user overrides. In the tenants file they
+	// are written under the app; in the admin API each is its own
+	// document (so an app's document leaves them out).
+	Users []UserOverride `yaml:"users" json:"-"`
+	// Version is the stored document's version; see Model.Version.
+	Version string `yaml:"-" json:"version,omitempty"`
+	// UID names this incarnation of the app in the config table: a user
+	// override belongs to the app it was written for, so an app deleted
+	// and made again does not inherit the old one's overrides.
+	UID string `yaml:"-" json:"-"`
+}
+
+// UserOverride is one user's rules in an app: Limits replace the app's
+// user_limits for that user (nil keeps them; an empty list means none),
+// and a Disabled user's new requests are refused (403 forbidden).
+type UserOverride struct {
+	// Sub is the user's JWT sub: 1-128 characters without '/'.
+	Sub      string  `yaml:"sub" json:"sub"`
+	Limits   []Limit `yaml:"limits" json:"limits"`
+	Disabled bool    `yaml:"disabled" json:"disabled"`
+	// Version is the stored document's version; see Model.Version.
+	Version string `yaml:"-" json:"version,omitempty"`
 }
 
 // Responses is an app's policy on the Responses door (docs/responses.md).
@@ -211,10 +242,10 @@ type Responses struct {
 	// (hosted tools such as web_search, custom and namespace tools) get:
 	// ResponsesToolsDrop (default: left out of the model call, named in
 	// the x-jetway-dropped-tools header and the log) or ResponsesToolsRefuse (400).
-	UnsupportedTools string `yaml:"unsupported_tools"`
+	UnsupportedTools string `yaml:"unsupported_tools" json:"unsupported_tools,omitempty"`
 	// Retention is how long a response with store:true is kept; default
 	// DefaultResponsesRetention, at most MaxResponsesRetention.
-	Retention Duration `yaml:"retention"`
+	Retention Duration `yaml:"retention" json:"retention,omitempty"`
 }
 
 // The Responses door's policies and bounds.
@@ -243,12 +274,12 @@ func (r *Responses) Defaults() Responses {
 // AppModels is an app's model policy.
 type AppModels struct {
 	// Default answers when the client names no model; required.
-	Default string `yaml:"default"`
+	Default string `yaml:"default" json:"default,omitempty"`
 	// Fallbacks are tried in order when the chosen model fails before its
 	// first token.
-	Fallbacks []string `yaml:"fallbacks"`
+	Fallbacks []string `yaml:"fallbacks" json:"fallbacks,omitempty"`
 	// Allow lists the models clients may name; default Default+Fallbacks.
-	Allow []string `yaml:"allow"`
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
 }
 
 // Limit is one quota: at most Tokens tokens (input+output), Requests
@@ -256,31 +287,35 @@ type AppModels struct {
 // that measure is not limited; at least one must be set.
 type Limit struct {
 	// Window is minute, hour, day or month.
-	Window   string  `yaml:"window"`
-	Tokens   int64   `yaml:"tokens"`
-	Requests int64   `yaml:"requests"`
-	USD      float64 `yaml:"usd"`
+	Window   string  `yaml:"window" json:"window,omitempty"`
+	Tokens   int64   `yaml:"tokens" json:"tokens,omitempty"`
+	Requests int64   `yaml:"requests" json:"requests,omitempty"`
+	USD      float64 `yaml:"usd" json:"usd,omitempty"`
+	// Alerts are the percentages of the limit at which a quota alert is
+	// sent (docs/admin.md, "Alerts"); unset: 80, 90 and 100 once a sink
+	// is configured.
+	Alerts []int `yaml:"alerts" json:"alerts,omitempty"`
 }
 
 // Cache is an app's response cache policy.
 type Cache struct {
 	// TTL is how long an answer stays cached; default 1h.
-	TTL Duration `yaml:"ttl"`
+	TTL Duration `yaml:"ttl" json:"ttl,omitempty"`
 	// Charge is what a hit costs: "input" (the input estimate; default)
 	// or "none".
-	Charge string `yaml:"charge"`
+	Charge string `yaml:"charge" json:"charge,omitempty"`
 	// Nondeterministic allows caching requests with a temperature above 0.
-	Nondeterministic bool `yaml:"nondeterministic"`
+	Nondeterministic bool `yaml:"nondeterministic" json:"nondeterministic,omitempty"`
 }
 
 // Guardrail names a Bedrock Guardrail.
 type Guardrail struct {
 	// ID is the guardrail identifier (id or ARN); required.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" json:"id,omitempty"`
 	// Version is the guardrail version ("1", "DRAFT"); required.
-	Version string `yaml:"version"`
+	Version string `yaml:"version" json:"version,omitempty"`
 	// StreamMode is "sync" (default) or "async".
-	StreamMode string `yaml:"stream_mode"`
+	StreamMode string `yaml:"stream_mode" json:"stream_mode,omitempty"`
 }
 
 // Duration is a time.Duration written in YAML as "250ms", "30s" or "1h".
@@ -302,6 +337,11 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as a Go duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
+// MarshalJSON writes the duration as a Go duration string, as in YAML.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
@@ -313,6 +353,13 @@ func (d Duration) String() string { return time.Duration(d).String() }
 func (c *Config) AppForClient(clientID string) (tenant, app string, ok bool) {
 	if clientID == "" {
 		return "", "", false
+	}
+	if c.idx != nil {
+		at, found := c.idx.clients[clientID]
+		if !found {
+			return "", "", false
+		}
+		return c.Tenants[at.tenant].ID, c.Tenants[at.tenant].Apps[at.app].ID, true
 	}
 	for ti := range c.Tenants {
 		t := &c.Tenants[ti]
@@ -327,6 +374,18 @@ func (c *Config) AppForClient(clientID string) (tenant, app string, ok bool) {
 
 // App returns a tenant and one of its apps.
 func (c *Config) App(tenant, app string) (*Tenant, *App, bool) {
+	if c.idx != nil {
+		ti, found := c.idx.tenants[tenant]
+		if !found {
+			return nil, nil, false
+		}
+		t := &c.Tenants[ti]
+		ai, found := c.idx.apps[appKey{tenant, app}]
+		if !found {
+			return t, nil, false
+		}
+		return t, &t.Apps[ai], true
+	}
 	for ti := range c.Tenants {
 		t := &c.Tenants[ti]
 		if t.ID != tenant {
@@ -344,6 +403,13 @@ func (c *Config) App(tenant, app string) (*Tenant, *App, bool) {
 
 // Model returns the model with the given configuration id.
 func (c *Config) Model(id string) (*Model, bool) {
+	if c.idx != nil {
+		i, found := c.idx.models[id]
+		if !found {
+			return nil, false
+		}
+		return &c.Models[i], true
+	}
 	for i := range c.Models {
 		if c.Models[i].ID == id {
 			return &c.Models[i], true

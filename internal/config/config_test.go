@@ -322,7 +322,7 @@ func TestValidationErrors(t *testing.T) {
 		{"no tenants", "tenants:\n", "tenants: []\nx:\n",
 			`jetway.yaml: x: unknown field "x" (line 8; known fields: auth, models, tenants)`},
 		{"unknown field", "        client_ids: [c-support]\n", "        client_ids: [c-support]\n        limts: []\n",
-			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, prompt_cache, responses, user_limits)`},
+			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, prompt_cache, responses, user_limits, users)`},
 		{"wrong type", "tokens: 100}", "tokens: lots}",
 			"jetway.yaml: tenants[0].apps[0].limits[0].tokens: cannot unmarshal !!str `lots` into int64"},
 		{"bad duration", "    bedrock_id: mock-b\n", "    bedrock_id: mock-b\n    first_token_timeout: soon\n",

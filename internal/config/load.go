@@ -25,7 +25,12 @@ type Error struct {
 
 // Error formats the problem as "file: path: problem".
 func (e *Error) Error() string {
-	if e.Path == "" {
+	switch {
+	case e.File == "" && e.Path == "":
+		return e.Problem
+	case e.File == "":
+		return e.Path + ": " + e.Problem
+	case e.Path == "":
 		return e.File + ": " + e.Problem
 	}
 	return e.File + ": " + e.Path + ": " + e.Problem

@@ -19,9 +19,11 @@ var (
 )
 
 // Validate fills in defaults (auth claim names, Allow = Default+Fallbacks,
-// MaxTokens, MaxTokensLimit, cache and guardrail settings) and checks the
-// configuration. It is what Parse runs after decoding; call it on a Config
-// built in Go. name is used as the file name in errors.
+// MaxTokens, MaxTokensLimit, cache and guardrail settings), checks the
+// configuration and indexes it. It is what Parse runs after decoding;
+// call it on a Config built in Go. name is used as the file name in
+// errors. The admin API's documents are checked by the same rules
+// (CheckTenant, CheckModel, CheckUser).
 func (c *Config) Validate(name string) error {
 	v := &validator{file: name}
 	if c.Auth.TenantClaim == "" {
@@ -36,36 +38,15 @@ func (c *Config) Validate(name string) error {
 		v.add("models", "no models defined")
 	}
 	for i := range c.Models {
-		m := &c.Models[i]
 		p := fmt.Sprintf("models[%d]", i)
+		m := &c.Models[i]
+		v.model(p, m)
 		switch {
-		case m.ID == "":
-			v.add(p+".id", "required")
-		case !modelIDPattern.MatchString(m.ID):
-			v.add(p+".id", "invalid model id %q (letters, digits, '.', '_', '-', ':'; at most 128)", m.ID)
+		case m.ID == "" || !modelIDPattern.MatchString(m.ID):
 		case models[m.ID] != "":
 			v.add(p+".id", "duplicate model id %q (also %s)", m.ID, models[m.ID])
 		default:
 			models[m.ID] = p
-		}
-		if m.BedrockID == "" {
-			v.add(p+".bedrock_id", "required")
-		}
-		v.nonNegative(p+".price.input_per_1k", m.Price.InputPer1K)
-		v.nonNegative(p+".price.output_per_1k", m.Price.OutputPer1K)
-		v.cachePrices(p+".price", &m.Price)
-		v.modelCache(p+".prompt_cache", m.PromptCache)
-		if m.FirstTokenTimeout < 0 {
-			v.add(p+".first_token_timeout", "must not be negative")
-		}
-		for j, c := range m.Capabilities {
-			cp := fmt.Sprintf("%s.capabilities[%d]", p, j)
-			switch {
-			case !slices.Contains(Capabilities, c):
-				v.add(cp, "unknown capability %q (one of %s)", c, strings.Join(Capabilities, ", "))
-			case slices.Index(m.Capabilities, c) < j:
-				v.add(cp, "duplicate capability %q", c)
-			}
 		}
 	}
 
@@ -75,56 +56,184 @@ func (c *Config) Validate(name string) error {
 	tenants := map[string]string{}
 	clients := map[string]string{} // client id -> path of the app that has it
 	for ti := range c.Tenants {
-		t := &c.Tenants[ti]
 		tp := fmt.Sprintf("tenants[%d]", ti)
-		v.id(tp+".id", "tenant", t.ID, tenants)
-		v.limits(tp+".limits", t.Limits)
-		if len(t.Apps) == 0 {
-			v.add(tp+".apps", "tenant %q has no apps", t.ID)
+		v.id(tp+".id", "tenant", c.Tenants[ti].ID, tenants)
+		v.tenant(tp, &c.Tenants[ti], models, func(id string) (string, bool) { p, ok := clients[id]; return p, ok },
+			func(id, path string) { clients[id] = path })
+	}
+	if len(v.errs) > 0 {
+		return v.err()
+	}
+	c.Index()
+	return nil
+}
+
+// CheckTenant fills in t's defaults and checks it as the tenants file's
+// entry it would be in c (its models, and client ids no other tenant's
+// app holds). Errors are Errors with paths within the document
+// (apps[0].limits[1].window) and no file.
+func (c *Config) CheckTenant(t *Tenant) error {
+	v := &validator{}
+	models := map[string]string{}
+	for i := range c.Models {
+		models[c.Models[i].ID] = "models." + c.Models[i].ID
+	}
+	v.id("id", "tenant", t.ID, map[string]string{})
+	own := map[string]string{}
+	v.tenant("", t, models, func(id string) (string, bool) {
+		if p, ok := own[id]; ok {
+			return p, true
 		}
-		apps := map[string]string{}
-		for ai := range t.Apps {
-			a := &t.Apps[ai]
-			ap := fmt.Sprintf("%s.apps[%d]", tp, ai)
-			v.id(ap+".id", "app", a.ID, apps)
-			if len(a.ClientIDs) == 0 {
-				v.add(ap+".client_ids", "app %q has no client ids", a.ID)
-			}
-			for ci, id := range a.ClientIDs {
-				cp := fmt.Sprintf("%s.client_ids[%d]", ap, ci)
-				switch {
-				case id == "":
-					v.add(cp, "empty client id")
-				case clients[id] != "":
-					v.add(cp, "client id %q already belongs to %s", id, clients[id])
-				default:
-					clients[id] = ap
-				}
-			}
-			v.appModels(ap+".models", &a.Models, models)
-			v.limits(ap+".limits", a.Limits)
-			v.limits(ap+".user_limits", a.UserLimits)
-			v.maxTokens(ap, a)
-			v.cache(ap+".cache", a.Cache)
-			v.guardrail(ap+".guardrail", a.Guardrail)
-			switch a.PromptCache {
-			case "":
-				a.PromptCache = PromptCacheAuto
-			case PromptCacheAuto, PromptCacheOff:
-			default:
-				v.add(ap+".prompt_cache", "unknown prompt_cache %q (auto or off)", a.PromptCache)
-			}
-			if r := a.Responses; r != nil {
-				if r.UnsupportedTools != "" && r.UnsupportedTools != ResponsesToolsDrop && r.UnsupportedTools != ResponsesToolsRefuse {
-					v.add(ap+".responses.unsupported_tools", "unknown unsupported_tools %q (drop or refuse)", r.UnsupportedTools)
-				}
-				if r.Retention < 0 || r.Retention.D() > MaxResponsesRetention {
-					v.add(ap+".responses.retention", "retention %s is over the %s bound", r.Retention, time.Duration(MaxResponsesRetention))
-				}
-			}
+		tn, app, ok := c.AppForClient(id)
+		if ok && tn != t.ID {
+			return "tenant " + tn + " app " + app, true
+		}
+		return "", false
+	}, func(id, path string) { own[id] = path })
+	return v.err()
+}
+
+// CheckModel fills in m's defaults and checks it as a models entry.
+func CheckModel(m *Model) error {
+	v := &validator{}
+	v.model("", m)
+	return v.err()
+}
+
+// CheckUser checks a user override as an app's users entry.
+func CheckUser(u *UserOverride) error {
+	v := &validator{}
+	v.user("", u)
+	return v.err()
+}
+
+// at joins a document path and a key ("" is the document itself).
+func at(p, key string) string {
+	if p == "" {
+		return key
+	}
+	return p + "." + key
+}
+
+// model checks one models entry at path p.
+func (v *validator) model(p string, m *Model) {
+	switch {
+	case m.ID == "":
+		v.add(at(p, "id"), "required")
+	case !modelIDPattern.MatchString(m.ID):
+		v.add(at(p, "id"), "invalid model id %q (letters, digits, '.', '_', '-', ':'; at most 128)", m.ID)
+	}
+	if m.BedrockID == "" {
+		v.add(at(p, "bedrock_id"), "required")
+	}
+	v.nonNegative(at(p, "price.input_per_1k"), m.Price.InputPer1K)
+	v.nonNegative(at(p, "price.output_per_1k"), m.Price.OutputPer1K)
+	v.cachePrices(at(p, "price"), &m.Price)
+	v.modelCache(at(p, "prompt_cache"), m.PromptCache)
+	if m.FirstTokenTimeout < 0 {
+		v.add(at(p, "first_token_timeout"), "must not be negative")
+	}
+	for j, c := range m.Capabilities {
+		cp := fmt.Sprintf("%s[%d]", at(p, "capabilities"), j)
+		switch {
+		case !slices.Contains(Capabilities, c):
+			v.add(cp, "unknown capability %q (one of %s)", c, strings.Join(Capabilities, ", "))
+		case slices.Index(m.Capabilities, c) < j:
+			v.add(cp, "duplicate capability %q", c)
 		}
 	}
-	return v.err()
+}
+
+// tenant checks one tenants entry at path tp (its id is checked by the
+// caller): owner names what else holds a client id, claim records one.
+func (v *validator) tenant(tp string, t *Tenant, models map[string]string,
+	owner func(id string) (string, bool), claim func(id, path string)) {
+	v.limits(at(tp, "limits"), t.Limits)
+	if len(t.Apps) == 0 {
+		v.add(at(tp, "apps"), "tenant %q has no apps", t.ID)
+	}
+	apps := map[string]string{}
+	for ai := range t.Apps {
+		a := &t.Apps[ai]
+		ap := fmt.Sprintf("%s[%d]", at(tp, "apps"), ai)
+		v.id(ap+".id", "app", a.ID, apps)
+		if len(a.ClientIDs) == 0 {
+			v.add(ap+".client_ids", "app %q has no client ids", a.ID)
+		}
+		if len(a.ClientIDs) > MaxClientIDs {
+			v.add(ap+".client_ids", "%d client ids: at most %d", len(a.ClientIDs), MaxClientIDs)
+		}
+		for ci, id := range a.ClientIDs {
+			if ci >= MaxClientIDs {
+				break
+			}
+			cp := fmt.Sprintf("%s.client_ids[%d]", ap, ci)
+			if id == "" {
+				v.add(cp, "empty client id")
+			} else if other, taken := owner(id); taken {
+				v.add(cp, "client id %q already belongs to %s", id, other)
+			} else {
+				claim(id, ap)
+			}
+		}
+		v.appModels(ap+".models", &a.Models, models)
+		v.limits(ap+".limits", a.Limits)
+		v.limits(ap+".user_limits", a.UserLimits)
+		v.maxTokens(ap, a)
+		v.cache(ap+".cache", a.Cache)
+		v.guardrail(ap+".guardrail", a.Guardrail)
+		switch a.PromptCache {
+		case "":
+			a.PromptCache = PromptCacheAuto
+		case PromptCacheAuto, PromptCacheOff:
+		default:
+			v.add(ap+".prompt_cache", "unknown prompt_cache %q (auto or off)", a.PromptCache)
+		}
+		if r := a.Responses; r != nil {
+			if r.UnsupportedTools != "" && r.UnsupportedTools != ResponsesToolsDrop && r.UnsupportedTools != ResponsesToolsRefuse {
+				v.add(ap+".responses.unsupported_tools", "unknown unsupported_tools %q (drop or refuse)", r.UnsupportedTools)
+			}
+			if r.Retention < 0 || r.Retention.D() > MaxResponsesRetention {
+				v.add(ap+".responses.retention", "retention %s is over the %s bound", r.Retention, time.Duration(MaxResponsesRetention))
+			}
+		}
+		subs := map[string]int{}
+		for ui := range a.Users {
+			up := fmt.Sprintf("%s.users[%d]", ap, ui)
+			v.user(up, &a.Users[ui])
+			if j, dup := subs[a.Users[ui].Sub]; dup {
+				v.add(up+".sub", "duplicate user %q (also users[%d])", a.Users[ui].Sub, j)
+			}
+			subs[a.Users[ui].Sub] = ui
+		}
+	}
+}
+
+// user checks one user override at path p.
+func (v *validator) user(p string, u *UserOverride) {
+	if msg := SubProblem(u.Sub); msg != "" {
+		v.add(at(p, "sub"), "%s", msg)
+	}
+	v.limits(at(p, "limits"), u.Limits)
+}
+
+// MaxClientIDs bounds an app's client ids.
+const MaxClientIDs = 100
+
+// MaxSubLength bounds a user override's sub.
+const MaxSubLength = 128
+
+// SubProblem is what is wrong with sub as a user override's id, or "".
+func SubProblem(sub string) string {
+	switch {
+	case sub == "":
+		return "required"
+	case len(sub) > MaxSubLength:
+		return fmt.Sprintf("%d characters: at most %d", len(sub), MaxSubLength)
+	case strings.Contains(sub, "/"):
+		return fmt.Sprintf("sub %q holds '/'", sub)
+	}
+	return ""
 }
 
 type validator struct {
@@ -133,6 +242,9 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
+	if strings.HasPrefix(path, ".") {
+		path = path[1:]
+	}
 	v.errs = append(v.errs, &Error{File: v.file, Path: path, Problem: fmt.Sprintf(format, args...)})
 }
 
@@ -240,6 +352,15 @@ func (v *validator) limits(p string, limits []Limit) {
 		v.nonNegative(lp+".usd", l.USD)
 		if l.Tokens == 0 && l.Requests == 0 && l.USD == 0 {
 			v.add(lp, "limit sets none of tokens, requests, usd")
+		}
+		for j, a := range l.Alerts {
+			ap := fmt.Sprintf("%s.alerts[%d]", lp, j)
+			switch {
+			case a < 1 || a > 100:
+				v.add(ap, "%d is not a percentage from 1 to 100", a)
+			case slices.Index(l.Alerts, a) < j:
+				v.add(ap, "duplicate threshold %d", a)
+			}
 		}
 	}
 }
