@@ -185,8 +185,9 @@ func checkNoWildcardIAMActions(t *testing.T, s *stack) {
 // checkTaskRoleIsLeastPrivilege pins the gateway's task role to exactly what
 // the issue allows: streaming from the configured models, its three tables
 // (and the members table and the requests table's by_server index, each for
-// exactly what membership and takeovers need),
-// its delivery stream and its own log group.
+// exactly what membership and takeovers need; the config table and its two
+// audit indexes for exactly what the control plane needs), its delivery
+// stream and its own log group.
 func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 	iam := s.dir(t, "modules/iam")
 	doc := iam.block(t, "data", "aws_iam_policy_document", "task")
@@ -203,6 +204,8 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"Tables":            "dynamodb:DescribeTable,dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Query",
 		"Members":           "dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Scan",
 		"RequestsByServer":  "dynamodb:Query",
+		"Config":            "dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Query,dynamodb:Scan,dynamodb:BatchGetItem",
+		"ConfigAudit":       "dynamodb:Query",
 		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
 		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
 		"XRayTraces":        "xray:PutTraceSegments,xray:PutTelemetryRecords", // only with tracing (the collector sidecar)
@@ -221,6 +224,8 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"Tables":           "var.dynamodb_table_arns",
 		"Members":          "[var.members_table_arn]",
 		"RequestsByServer": "[var.requests_by_server_index_arn]",
+		"Config":           "[var.config_table_arn]",
+		"ConfigAudit":      "var.config_audit_index_arns",
 		"UsageStream":      "[var.firehose_stream_arn]",
 		"OwnLogGroup":      "[var.log_group_arn, local.log_streams]",
 		"XRayTraces":       `["*"]`, // X-Ray's Put actions have no resource-level permissions
@@ -233,6 +238,34 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		}
 		if got := iam.source(attr(t, sid, b.Body, "resources").Expr.Range()); got != want {
 			t.Errorf("statement %s: resources = %s, want %s", sid, got, want)
+		}
+	}
+
+	// Each of those ARNs is the resource the statement is meant for. The
+	// config table stays out of the broad Tables statement: table_arns is
+	// an allow-list of the three tables, not "all but some".
+	jw := s.dir(t, "modules/jetway")
+	call := jw.block(t, "module", "iam")
+	for input, want := range map[string]string{
+		"dynamodb_table_arns":          "values(module.dynamodb.table_arns)",
+		"members_table_arn":            "module.dynamodb.members_table_arn",
+		"requests_by_server_index_arn": "module.dynamodb.requests_by_server_index_arn",
+		"config_table_arn":             "module.dynamodb.config_table_arn",
+		"config_audit_index_arns":      "module.dynamodb.config_audit_index_arns",
+	} {
+		if got := jw.source(attr(t, "module iam", call.Body, input).Expr.Range()); got != want {
+			t.Errorf("modules/jetway: module iam gets %s = %s, want %s", input, got, want)
+		}
+	}
+	ddb := s.dir(t, "modules/dynamodb")
+	for output, want := range map[string]string{
+		"table_arns":              `{ for k, t in aws_dynamodb_table.this : k => t.arn if contains(["quota", "requests", "cache"], k) }`,
+		"config_table_arn":        `aws_dynamodb_table.this["config"].arn`,
+		"config_audit_index_arns": `[for i in local.config_audit : "${aws_dynamodb_table.this["config"].arn}/index/${i.name}"]`,
+	} {
+		o := ddb.block(t, "output", output)
+		if got := ddb.source(attr(t, "output "+output, o.Body, "value").Expr.Range()); got != want {
+			t.Errorf("modules/dynamodb: output %s = %s, want %s", output, got, want)
 		}
 	}
 }

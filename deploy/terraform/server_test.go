@@ -2,6 +2,7 @@ package terraform
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"regexp"
@@ -24,6 +25,16 @@ var requiredSettings = []string{
 	"JETWAY_DRAIN_TIMEOUT", "JETWAY_LOG_LEVEL", "JETWAY_QUOTA_TABLE", "JETWAY_REQUESTS_TABLE", "JETWAY_CACHE_TABLE",
 	"JETWAY_FIREHOSE_STREAM", "JETWAY_EMF", "JETWAY_MAX_INFLIGHT", "AWS_REGION",
 	"JETWAY_HEALTH_CHECK_INTERVAL", "JETWAY_SELF_DRAIN_MISSES", "JETWAY_HEALTH_CHECK_USER_AGENT", "JETWAY_MEMBERS_TABLE",
+	"JETWAY_CONFIG_TABLE",
+}
+
+// notDocumentedYet: settings the task already sets for the runtime control
+// plane (issue 34; ../shared/ADMIN-API.md) whose rows in
+// docs/configuration.md come with the gateway code that reads them (a row
+// there without its cmd/gateway/settings.go entry fails
+// TestSettingsDocumented). Delete each name once it is documented.
+var notDocumentedYet = map[string]bool{
+	"JETWAY_CONFIG_TABLE": true,
 }
 
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
@@ -228,8 +239,19 @@ func checkTaskEnvironmentIsDocumented(t *testing.T, s *stack) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !strings.Contains(string(doc), "`"+name+"`") {
+		documented := strings.Contains(string(doc), "`"+name+"`")
+		switch {
+		case documented && notDocumentedYet[name]:
+			t.Logf("%s is documented now: delete it from notDocumentedYet", name)
+		case !documented && notDocumentedYet[name]:
+			t.Logf("the task sets %s, which docs/configuration.md does not document yet (issue 34)", name)
+		case !documented:
 			t.Errorf("the task sets %s, which docs/configuration.md does not document", name)
+		}
+	}
+	for name := range notDocumentedYet {
+		if env[name] == nil {
+			t.Errorf("notDocumentedYet names %s, which the task does not set", name)
 		}
 	}
 	// The ECS module sends exactly local.environment, nothing else.
@@ -513,8 +535,8 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	ctx := ddb.evalContext()
 	tables := stringsOf(t, "local.tables", eval(t, "local.tables", ddb.local(t, "tables"), ctx))
 	sort.Strings(tables)
-	if !slices.Equal(tables, []string{"cache", "members", "quota", "requests"}) {
-		t.Errorf("tables %v, want cache, members, quota, requests", tables)
+	if !slices.Equal(tables, []string{"cache", "config", "members", "quota", "requests"}) {
+		t.Errorf("tables %v, want cache, config, members, quota, requests", tables)
 	}
 	tb := ddb.block(t, "resource", "aws_dynamodb_table", "this")
 	if src := ddb.source(attr(t, "table", tb.Body, "for_each").Expr.Range()); src != "local.tables" {
@@ -536,7 +558,7 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	if len(attrs) != 1 || str2(t, attrs[0].Body, "name", ctx) != "pk" || str2(t, attrs[0].Body, "type", ctx) != "S" {
 		t.Errorf("want one static attribute, pk of type S")
 	}
-	checkRequestsByServerIndex(t, ddb, tb.Body)
+	checkTableIndexes(t, ddb, tb.Body)
 	ttl := nested(tb.Body, "ttl")
 	if len(ttl) != 1 || str2(t, ttl[0].Body, "attribute_name", ctx) != "expires_at" || !eval(t, "ttl.enabled", attr(t, "ttl", ttl[0].Body, "enabled").Expr, ctx).True() {
 		t.Errorf("want TTL enabled on expires_at")
@@ -560,7 +582,7 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	env := taskEnvironment(t, s.dir(t, "modules/ecs"))
 	jw := s.dir(t, "modules/jetway").block(t, "module", "ecs")
 	for setting, input := range map[string]string{"JETWAY_QUOTA_TABLE": "quota", "JETWAY_REQUESTS_TABLE": "requests", "JETWAY_CACHE_TABLE": "cache",
-		"JETWAY_MEMBERS_TABLE": "members"} {
+		"JETWAY_MEMBERS_TABLE": "members", "JETWAY_CONFIG_TABLE": "config"} {
 		if src := s.dir(t, "modules/ecs").source(env[setting].Range()); src != "var."+input+"_table_name" {
 			t.Errorf("%s = %s, want var.%s_table_name", setting, src, input)
 		}
@@ -570,12 +592,22 @@ func checkDynamoDBTables(t *testing.T, s *stack) {
 	}
 }
 
-// checkRequestsByServerIndex: the requests table, and only it, has the
-// keys-only index by_server (server S, ended_ms N) a survivor queries for
-// a dead server's records, with both key attributes declared.
-func checkRequestsByServerIndex(t *testing.T, ddb *tfDir, table *hclsyntax.Body) {
+// checkTableIndexes: the requests table has the keys-only index by_server
+// (server S, ended_ms N) a survivor queries for a dead server's records; the
+// config table has the keys-only audit indexes audit_tenant (audit_tenant S,
+// audit_at S) and audit_all (audit_all S, audit_at S); each declares exactly
+// its indexes' key attributes, and the other tables have none.
+func checkTableIndexes(t *testing.T, ddb *tfDir, table *hclsyntax.Body) {
 	t.Helper()
-	for _, key := range []string{"requests", "quota", "cache", "members"} {
+	want := map[string]struct {
+		attrs   map[string]string
+		indexes []string
+	}{
+		"requests": {map[string]string{"server": "S", "ended_ms": "N"}, []string{"by_server server ended_ms KEYS_ONLY"}},
+		"config": {map[string]string{"audit_tenant": "S", "audit_all": "S", "audit_at": "S"},
+			[]string{"audit_all audit_all audit_at KEYS_ONLY", "audit_tenant audit_tenant audit_at KEYS_ONLY"}},
+	}
+	for _, key := range []string{"requests", "config", "quota", "cache", "members"} {
 		c := tableContext(t, ddb, key)
 		attrs, indexes := map[string]string{}, []string{}
 		for _, b := range nested(table, "dynamic") {
@@ -596,17 +628,13 @@ func checkRequestsByServerIndex(t *testing.T, ddb *tfDir, table *hclsyntax.Body)
 				}
 			}
 		}
-		if key != "requests" {
-			if len(attrs) != 0 || len(indexes) != 0 {
-				t.Errorf("table %s: attributes %v, indexes %v, want none beyond pk", key, attrs, indexes)
-			}
-			continue
+		sort.Strings(indexes)
+		w := want[key]
+		if !maps.Equal(attrs, w.attrs) {
+			t.Errorf("table %s: attributes beside pk %v, want %v", key, attrs, w.attrs)
 		}
-		if attrs["server"] != "S" || attrs["ended_ms"] != "N" || len(attrs) != 2 {
-			t.Errorf("requests table attributes %v, want server S and ended_ms N", attrs)
-		}
-		if !slices.Equal(indexes, []string{"by_server server ended_ms KEYS_ONLY"}) {
-			t.Errorf("requests table indexes %q, want by_server (server, ended_ms), KEYS_ONLY", indexes)
+		if !slices.Equal(indexes, w.indexes) {
+			t.Errorf("table %s: indexes %q, want %q", key, indexes, w.indexes)
 		}
 	}
 }
@@ -617,11 +645,13 @@ func tableContext(t *testing.T, ddb *tfDir, key string) *hcl.EvalContext {
 	t.Helper()
 	c := ddb.evalContext()
 	c.Functions["contains"] = stdlib.ContainsFunc
+	c.Functions["lookup"] = stdlib.LookupFunc
 	locals := map[string]cty.Value{}
-	for _, name := range []string{"ephemeral", "requests_by_server"} {
+	// In dependency order: indexes and index_attributes read the two before.
+	for _, name := range []string{"ephemeral", "requests_by_server", "config_audit", "indexes", "index_attributes"} {
 		locals[name] = eval(t, "local."+name, ddb.local(t, name), c)
+		c.Variables["local"] = cty.ObjectVal(locals)
 	}
-	c.Variables["local"] = cty.ObjectVal(locals)
 	c.Variables["each"] = cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(key), "value": cty.StringVal(key)})
 	return c
 }

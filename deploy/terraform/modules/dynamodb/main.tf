@@ -1,7 +1,7 @@
 # The gateway's stores (internal/quota, the request records, the response cache,
-# fleet membership) share one shape: a string partition key `pk` (no sort key)
-# and an epoch-seconds TTL attribute `expires_at`. Every write is a single-item
-# conditional write.
+# fleet membership, the runtime configuration) share one shape: a string
+# partition key `pk` (no sort key) and an epoch-seconds TTL attribute
+# `expires_at`. Every write of the first four is a single-item conditional write.
 #
 #   quota    - counters per scope and window (reserve / settle)
 #   requests - request records: idempotency, owner lease, checkpointed text, outcome;
@@ -10,8 +10,12 @@
 #   members  - one item per running server: heartbeat and load, renewed on its
 #              own schedule; the TTL removes a dead server's item. Nothing in it
 #              outlives a server, so it has no point-in-time recovery.
+#   config   - the runtime configuration (JETWAY_CONFIG_TABLE): versioned tenant,
+#              app, user override and model documents written through the admin
+#              API, and their audit entries; indexes audit_tenant and audit_all
+#              list the entries in time order, per tenant and fleet-wide
 locals {
-  tables = toset(["quota", "requests", "cache", "members"])
+  tables = toset(["quota", "requests", "cache", "members", "config"])
 
   # Tables without continuous backups: their items describe running processes.
   ephemeral = toset(["members"])
@@ -23,6 +27,25 @@ locals {
     name      = "by_server"
     hash_key  = "server"
     range_key = "ended_ms"
+  }
+
+  # The config table's audit trail (GET /v1/admin/audit): an audit entry
+  # carries audit_tenant and audit_all, each with audit_at, so one tenant's
+  # entries and every entry are each one Query in time order. Only the keys
+  # are projected; the reader gets each entry itself.
+  config_audit = [
+    { name = "audit_tenant", hash_key = "audit_tenant", range_key = "audit_at" },
+    { name = "audit_all", hash_key = "audit_all", range_key = "audit_at" },
+  ]
+
+  # Each table's indexes, and the attributes their keys declare (beside pk).
+  indexes = {
+    requests = [local.requests_by_server]
+    config   = local.config_audit
+  }
+  index_attributes = {
+    requests = { (local.requests_by_server.hash_key) = "S", (local.requests_by_server.range_key) = "N" }
+    config   = { audit_tenant = "S", audit_all = "S", audit_at = "S" }
   }
 }
 
@@ -41,7 +64,7 @@ resource "aws_dynamodb_table" "this" {
   }
 
   dynamic "attribute" {
-    for_each = each.key == "requests" ? { (local.requests_by_server.hash_key) = "S", (local.requests_by_server.range_key) = "N" } : {}
+    for_each = lookup(local.index_attributes, each.key, {})
 
     content {
       name = attribute.key
@@ -50,7 +73,7 @@ resource "aws_dynamodb_table" "this" {
   }
 
   dynamic "global_secondary_index" {
-    for_each = each.key == "requests" ? [local.requests_by_server] : []
+    for_each = lookup(local.indexes, each.key, [])
 
     content {
       name            = global_secondary_index.value.name

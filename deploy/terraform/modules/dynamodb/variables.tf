@@ -1,10 +1,10 @@
 variable "name" {
-  description = "Name prefix of the tables (for example jetway-dev gives jetway-dev-quota, jetway-dev-requests, jetway-dev-cache, jetway-dev-members)."
+  description = "Name prefix of the tables (for example jetway-dev gives jetway-dev-quota, jetway-dev-requests, jetway-dev-cache, jetway-dev-members, jetway-dev-config)."
   type        = string
 }
 
 variable "point_in_time_recovery" {
-  description = "Continuous backups (restore to any second of the last 35 days) of the quota, requests and cache tables. The members table never has them: its items describe running servers."
+  description = "Continuous backups (restore to any second of the last 35 days) of the quota, requests, cache and config tables. The members table never has them: its items describe running servers."
   type        = bool
   default     = true
 }

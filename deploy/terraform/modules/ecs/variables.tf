@@ -205,6 +205,11 @@ variable "members_table_name" {
   type        = string
 }
 
+variable "config_table_name" {
+  description = "JETWAY_CONFIG_TABLE: the config table (tenants, apps, user overrides and models as data, changed through the admin API)."
+  type        = string
+}
+
 variable "firehose_stream_name" {
   description = "JETWAY_FIREHOSE_STREAM."
   type        = string

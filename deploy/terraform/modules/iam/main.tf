@@ -51,7 +51,7 @@ data "aws_iam_policy_document" "ecs_tasks_assume" {
 # The task role: what the gateway process itself may do. Nothing else.
 resource "aws_iam_role" "task" {
   name               = "${var.name}-task"
-  description        = "Jetway gateway task: stream from the configured Bedrock models, its four tables, its delivery stream, its log group"
+  description        = "Jetway gateway task: stream from the configured Bedrock models, its five tables, its delivery stream, its log group"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
 
   tags = var.tags
@@ -111,6 +111,31 @@ data "aws_iam_policy_document" "task" {
     effect    = "Allow"
     actions   = ["dynamodb:Query"]
     resources = [var.requests_by_server_index_arn]
+  }
+
+  # The config table (JETWAY_CONFIG_TABLE): the admin API's versioned
+  # documents and their audit entries, read and written by every server.
+  statement {
+    sid    = "Config"
+    effect = "Allow"
+    actions = [
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:UpdateItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:Query",
+      "dynamodb:Scan",
+      "dynamodb:BatchGetItem",
+    ]
+    resources = [var.config_table_arn]
+  }
+
+  # The audit trail is read through the config table's two indexes.
+  statement {
+    sid       = "ConfigAudit"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = var.config_audit_index_arns
   }
 
   statement {

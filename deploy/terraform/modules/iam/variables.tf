@@ -36,6 +36,16 @@ variable "requests_by_server_index_arn" {
   type        = string
 }
 
+variable "config_table_arn" {
+  description = "ARN of the config table (GetItem, PutItem, UpdateItem, DeleteItem, Query, Scan and BatchGetItem only)."
+  type        = string
+}
+
+variable "config_audit_index_arns" {
+  description = "ARNs of the config table's audit_tenant and audit_all indexes (Query only)."
+  type        = list(string)
+}
+
 variable "firehose_stream_arn" {
   description = "ARN of the usage delivery stream."
   type        = string

@@ -166,6 +166,8 @@ module "iam" {
   dynamodb_table_arns           = values(module.dynamodb.table_arns)
   members_table_arn             = module.dynamodb.members_table_arn
   requests_by_server_index_arn  = module.dynamodb.requests_by_server_index_arn
+  config_table_arn              = module.dynamodb.config_table_arn
+  config_audit_index_arns       = module.dynamodb.config_audit_index_arns
   firehose_stream_arn           = module.analytics.firehose_stream_arn
   log_group_arn                 = module.ecs.log_group_arn
   ecr_repository_arn            = module.ecr.repository_arn
@@ -200,6 +202,7 @@ module "ecs" {
   requests_table_name     = module.dynamodb.requests_table_name
   cache_table_name        = module.dynamodb.cache_table_name
   members_table_name      = module.dynamodb.members_table_name
+  config_table_name       = module.dynamodb.config_table_name
   firehose_stream_name    = module.analytics.firehose_stream_name
   config_yaml             = templatefile(var.config_template_file, { client_ids = module.cognito.app_client_ids })
   log_retention_days      = var.log_retention_days

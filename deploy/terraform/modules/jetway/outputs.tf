@@ -63,6 +63,11 @@ output "table_names" {
   value       = module.dynamodb.table_names
 }
 
+output "config_table_name" {
+  description = "The config table (JETWAY_CONFIG_TABLE of the tasks)."
+  value       = module.dynamodb.config_table_name
+}
+
 output "firehose_stream_name" {
   description = "Usage delivery stream."
   value       = module.analytics.firehose_stream_name

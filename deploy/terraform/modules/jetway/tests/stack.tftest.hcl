@@ -113,6 +113,7 @@ run "ecs" {
     requests_table_name   = "r"
     cache_table_name      = "c"
     members_table_name    = "m"
+    config_table_name     = "cfg"
     firehose_stream_name  = "f"
     config_yaml           = "models: []"
   }
@@ -132,6 +133,10 @@ run "ecs" {
   assert {
     condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_MEMBERS_TABLE"] == "m"
     error_message = "the task must get the members table"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_CONFIG_TABLE"] == "cfg"
+    error_message = "the task must get the config table"
   }
   # Deregistration: the ALB stops health checks; the task notices within
   # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
@@ -173,8 +178,8 @@ run "dynamodb" {
   }
 
   assert {
-    condition     = toset(keys(aws_dynamodb_table.this)) == toset(["quota", "requests", "cache", "members"])
-    error_message = "want the quota, requests, cache and members tables"
+    condition     = toset(keys(aws_dynamodb_table.this)) == toset(["quota", "requests", "cache", "members", "config"])
+    error_message = "want the quota, requests, cache, members and config tables"
   }
   assert {
     condition     = alltrue([for k, t in aws_dynamodb_table.this : t.point_in_time_recovery[0].enabled == (k != "members")])
@@ -185,8 +190,22 @@ run "dynamodb" {
     error_message = "the members table is keyed by pk and expires a dead server's item by TTL on expires_at"
   }
   assert {
-    condition = [for i in aws_dynamodb_table.this["requests"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]] == [["by_server", "server", "ended_ms", "KEYS_ONLY"]] && alltrue([for k, t in aws_dynamodb_table.this : length(t.global_secondary_index) == 0 if k != "requests"])
-    error_message = "the requests table, and only it, has the by_server index (server, ended_ms; keys only)"
+    condition = [for i in aws_dynamodb_table.this["requests"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]] == [["by_server", "server", "ended_ms", "KEYS_ONLY"]] && alltrue([for k, t in aws_dynamodb_table.this : length(t.global_secondary_index) == 0 if !contains(["requests", "config"], k)])
+    error_message = "the requests table has the by_server index (server, ended_ms; keys only); only it and the config table have indexes"
+  }
+  assert {
+    condition = toset([for i in aws_dynamodb_table.this["config"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]]) == toset([
+      ["audit_tenant", "audit_tenant", "audit_at", "KEYS_ONLY"], ["audit_all", "audit_all", "audit_at", "KEYS_ONLY"],
+    ])
+    error_message = "the config table has the audit_tenant (audit_tenant, audit_at) and audit_all (audit_all, audit_at) indexes, keys only"
+  }
+  assert {
+    condition     = toset([for a in aws_dynamodb_table.this["config"].attribute : [a.name, a.type]]) == toset([["pk", "S"], ["audit_tenant", "S"], ["audit_all", "S"], ["audit_at", "S"]])
+    error_message = "the config table declares pk and its indexes' keys, all strings"
+  }
+  assert {
+    condition     = aws_dynamodb_table.this["config"].hash_key == "pk" && aws_dynamodb_table.this["config"].billing_mode == "PAY_PER_REQUEST" && aws_dynamodb_table.this["config"].ttl[0].enabled && aws_dynamodb_table.this["config"].ttl[0].attribute_name == "expires_at" && aws_dynamodb_table.this["config"].server_side_encryption[0].enabled
+    error_message = "the config table has the shape of the others: pk, on-demand, TTL on expires_at, encrypted"
   }
   assert {
     condition     = aws_dynamodb_table.this["requests"].ttl[0].enabled && aws_dynamodb_table.this["requests"].ttl[0].attribute_name == "expires_at"
@@ -223,6 +242,8 @@ run "iam" {
     dynamodb_table_arns          = ["test-table-arn"]
     members_table_arn            = "test-members-arn"
     requests_by_server_index_arn = "test-requests-arn/index/by_server"
+    config_table_arn             = "test-config-arn"
+    config_audit_index_arns      = ["test-config-arn/index/audit_tenant", "test-config-arn/index/audit_all"]
     firehose_stream_arn          = "test-firehose-arn"
     log_group_arn                = "test-log-group-arn"
     ecr_repository_arn           = "test-ecr-arn"
@@ -236,6 +257,13 @@ run "iam" {
   assert {
     condition     = alltrue([for d in [data.aws_iam_policy_document.task, data.aws_iam_policy_document.execution] : alltrue([for s in d.statement : length(coalesce(s.not_actions, [])) == 0])])
     error_message = "no NotAction statements (they grant everything else)"
+  }
+  assert {
+    condition = [for s in data.aws_iam_policy_document.task.statement : [toset(s.actions), toset(s.resources)] if contains(s.resources, var.config_table_arn) || length(setintersection(s.resources, var.config_audit_index_arns)) > 0] == [
+      [toset(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem"]), toset([var.config_table_arn])],
+      [toset(["dynamodb:Query"]), toset(var.config_audit_index_arns)],
+    ]
+    error_message = "the config table: exactly GetItem, PutItem, UpdateItem, DeleteItem, Query, Scan, BatchGetItem; its audit indexes: Query only"
   }
 }
 
