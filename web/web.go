@@ -38,7 +38,7 @@ func Files() fs.FS {
 // Options configure the page.
 type Options struct {
 	DevIssuer *auth.DevIssuer // dev mode: mint tokens at POST /dev/token; nil in production
-	Config    *config.Config  // tenants and apps offered by the dev sign-in
+	Config    *config.Live    // tenants and apps offered by the dev sign-in
 	Cognito   Cognito         // production: the hosted UI the page signs users in with
 }
 
@@ -109,7 +109,7 @@ func Mount(r gin.IRoutes, o Options) {
 			Models []string `json:"models"`
 		}
 		out := []app{}
-		for _, t := range o.Config.Tenants {
+		for _, t := range o.Config.Load().Tenants {
 			for _, a := range t.Apps {
 				models := append([]string{}, a.Models.Allow...)
 				out = append(out, app{Tenant: t.ID, App: a.ID, Models: models})
@@ -159,10 +159,11 @@ func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, devTokenMaxBody)
 	var req struct {
-		Sub    string `json:"sub"`
-		Tenant string `json:"tenant"`
-		App    string `json:"app"`
-		TTLSec int64  `json:"ttl_s"`
+		Sub    string   `json:"sub"`
+		Tenant string   `json:"tenant"`
+		App    string   `json:"app"`
+		TTLSec int64    `json:"ttl_s"`
+		Groups []string `json:"groups"` // more cognito:groups: admin roles
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError
@@ -192,7 +193,7 @@ func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	}
 	ttl := time.Duration(req.TTLSec) * time.Second
 	tok, err := o.DevIssuer.Mint(auth.MintOptions{Subject: req.Sub, Username: req.Sub, Tenant: req.Tenant,
-		ClientID: a.ClientIDs[0], TTL: ttl})
+		ClientID: a.ClientIDs[0], TTL: ttl, Groups: req.Groups})
 	if err != nil {
 		fail(http.StatusInternalServerError, "internal", "mint failed")
 		return

@@ -30,7 +30,7 @@ func devServer(t *testing.T) (*httptest.Server, *auth.DevIssuer, *config.Config)
 		t.Fatal(err)
 	}
 	r := gin.New()
-	Mount(r, Options{DevIssuer: dev, Config: cfg})
+	Mount(r, Options{DevIssuer: dev, Config: config.NewLive(cfg)})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv, dev, cfg

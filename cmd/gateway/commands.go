@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/jetway-gateway/jetway/internal/auth"
+	"github.com/jetway-gateway/jetway/internal/configstore"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/quota"
 	"github.com/jetway-gateway/jetway/internal/router"
@@ -149,13 +150,14 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 	cacheTable := fs.String("cache-table", envOr(getenv, "JETWAY_CACHE_TABLE", "jetway-cache"), "cache table (JETWAY_CACHE_TABLE)")
 	requestsTable := fs.String("requests-table", envOr(getenv, "JETWAY_REQUESTS_TABLE", "jetway-requests"), "requests table (JETWAY_REQUESTS_TABLE)")
 	membersTable := fs.String("members-table", envOr(getenv, "JETWAY_MEMBERS_TABLE", "jetway-members"), "fleet members table (JETWAY_MEMBERS_TABLE)")
+	configTable := fs.String("config-table", envOr(getenv, "JETWAY_CONFIG_TABLE", "jetway-config"), "config table (JETWAY_CONFIG_TABLE)")
 	region := fs.String("region", envOr(getenv, "AWS_REGION", "us-east-1"), "AWS region (AWS_REGION)")
 	realAWS := fs.Bool("aws", false, "create the tables in real AWS (the account of the SDK's credentials) when no AWS_ENDPOINT_URL_DYNAMODB is set")
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			return parseFlags(fs, args, stdout) // prints the flags, flag.ErrHelp
 		}
-		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name] [--members-table name] (see gateway tables -h)")
+		return fmt.Errorf("usage: gateway tables create [--quota-table name] [--requests-table name] [--cache-table name] [--members-table name] [--config-table name] (see gateway tables -h)")
 	}
 	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
@@ -188,7 +190,7 @@ func tables(ctx context.Context, args []string, getenv func(string) string, stdo
 		name   string
 		create func(context.Context, *dynamodb.Client, string) error
 	}{{*quotaTable, quota.CreateTable}, {*requestsTable, stream.CreateTable}, {*cacheTable, router.CreateCacheTable},
-		{*membersTable, fleet.CreateTable}} {
+		{*membersTable, fleet.CreateTable}, {*configTable, configstore.CreateTable}} {
 		if err := t.create(ctx, client, t.name); err != nil {
 			return err // it names the table and the step
 		}

@@ -36,10 +36,12 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jetway-gateway/jetway/internal/admin"
 	"github.com/jetway-gateway/jetway/internal/aisdk"
 	"github.com/jetway-gateway/jetway/internal/anthropic"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/configstore"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -86,7 +88,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 type server struct {
 	s        *settings
 	logger   *zap.Logger
-	instance string // this process's fleet id (settings.instanceID)
+	config   *configstore.Applier // the config table's; nil: the tenants file is the configuration
+	instance string               // this process's fleet id (settings.instanceID)
 
 	// Everything background runs under bg, which outlives Run's ctx so
 	// the drain can finish.
@@ -141,20 +144,25 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 			srv.close()
 		}
 	}()
-	cfg, err := loadConfig(s.ConfigPath)
+	file, err := loadConfig(s.ConfigPath)
 	if err != nil {
-		return nil, err
-	}
-	reg, metrics := newMetrics(cfg)
-	verifier, dev, err := buildVerifier(srv.bg, s, cfg, metrics, logger)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkDevListen(); err != nil {
 		return nil, err
 	}
 	awsCfg, err := loadAWSConfig(srv.bg, s.Region)
 	if err != nil {
+		return nil, err
+	}
+	reg, metrics := newMetrics(file)
+	live, err := srv.configuration(file, awsCfg, metrics)
+	if err != nil {
+		return nil, err
+	}
+	cfg := live.Load()
+	verifier, dev, err := buildVerifier(srv.bg, s, live, metrics, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkDevListen(); err != nil {
 		return nil, err
 	}
 	bedrock, err := srv.bedrock(awsCfg, cfg)
@@ -168,7 +176,7 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 	selfDrain := s.selfDrainOptions()
 	srv.serving.Store(selfDrain.Misses < 0)
 	liveness := srv.fleet(awsCfg, metrics)
-	if err := srv.pipeline(cfg, awsCfg, bedrock, liveness, metrics); err != nil {
+	if err := srv.pipeline(live, awsCfg, bedrock, liveness, metrics); err != nil {
 		return nil, err
 	}
 
@@ -207,7 +215,7 @@ func newServer(ctx context.Context, s *settings, stdout io.Writer) (_ *server, e
 	srv.members.OnExpelled(func() { srv.requestDrain("expelled_from_fleet") })
 	srv.healthChecks = selfdrain.New(selfDrain)
 
-	if err := srv.listen(srv.mainHandler(verifier, cfg, dev, metrics), srv.adminHandler(reg)); err != nil {
+	if err := srv.listen(srv.mainHandler(verifier, live, dev, metrics), srv.adminHandler(reg)); err != nil {
 		return nil, err
 	}
 	return srv, nil
@@ -230,7 +238,7 @@ func newMetrics(cfg *config.Config) (*prometheus.Registry, *telemetry.Metrics) {
 // pipeline builds the gateway (srv.gw) over what it uses: quotas,
 // request records, the response cache, the usage sink, the stream logs
 // and the tracer.
-func (srv *server) pipeline(cfg *config.Config, awsCfg aws.Config, bedrock *bedrockruntime.Client, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
+func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *bedrockruntime.Client, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
 	s, logger := srv.s, srv.logger
 	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
 	srv.quotas = quota.New(quotaStore(s, dynamo, metrics), quota.Options{Logger: logger, Lease: s.quotaLease(srv.instance)})
@@ -390,7 +398,7 @@ func usageSink(s *settings, awsCfg aws.Config, metrics *telemetry.Metrics, logge
 // mainHandler routes the main listener: the WebSocket, both HTTP doors,
 // the caller's standing (GET /v1/me) and the demo page. gin routes both listeners (the project's HTTP
 // framework); every handler is a plain http.Handler.
-func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev *auth.DevIssuer, metrics *telemetry.Metrics) http.Handler {
+func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Live, dev *auth.DevIssuer, metrics *telemetry.Metrics) http.Handler {
 	s := srv.s
 	gin.SetMode(gin.ReleaseMode)
 	main := gin.New()
@@ -439,6 +447,14 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Config, dev 
 	}))
 	me := &selfservice.Handler{SignIn: &door.SignIn{Verifier: verifier, Door: "me", Metrics: metrics}, Apps: cfg, Usage: srv.quotas, Logger: srv.logger, OriginAllowed: srv.hub.OriginAllowed}
 	main.Match([]string{http.MethodGet, http.MethodOptions}, selfservice.Path, gin.WrapH(me))
+	adm := &admin.Handler{Verifier: verifier, Live: cfg, Metrics: metrics, Logger: srv.logger, OriginAllowed: srv.hub.OriginAllowed}
+	if srv.config != nil {
+		adm.Service, adm.Audit = configstore.NewService(srv.config), srv.config.Store()
+	}
+	if s.FirehoseStream == "" {
+		adm.UsageDir = s.UsageDir
+	}
+	adm.Mount(main)
 	if s.ServeDemo {
 		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: s.Cognito})
 	}
@@ -522,7 +538,21 @@ func (srv *server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": srv.hub.Sessions(), "inflight": srv.gw.Inflight()})
+	body := map[string]any{"status": "ready", "sessions": srv.hub.Sessions(), "inflight": srv.gw.Inflight()}
+	if srv.config != nil {
+		// A server whose config table cannot be read stays ready: it
+		// serves its last good configuration, and says how old it is.
+		st := srv.config.Status()
+		c := map[string]any{"source": "table", "seq": st.Seq, "last_good": st.LastGood.UTC().Format(time.RFC3339Nano),
+			"age_ms": time.Since(st.LastGood).Milliseconds()}
+		if st.Error != "" {
+			c["stale"], c["error"] = true, st.Error
+		}
+		body["config"] = c
+	} else {
+		body["config"] = map[string]any{"source": "file"}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // Run serves until ctx ends (a signal) or a part fails, drains, and
@@ -707,8 +737,9 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 }
 
 // buildVerifier returns the Cognito verifier, or in dev mode the dev issuer's.
-func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, metrics *telemetry.Metrics, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
+func buildVerifier(ctx context.Context, s *settings, live *config.Live, metrics *telemetry.Metrics, logger *zap.Logger) (*auth.Verifier, *auth.DevIssuer, error) {
 	ac := s.Auth
+	cfg := live.Load()
 	ac.TenantClaim, ac.TenantGroupPrefix, ac.CacheLookup = cfg.Auth.TenantClaim, cfg.Auth.TenantGroupPrefix, metrics.AuthCacheLookup
 	if ac.CacheEntries == 0 {
 		ac.CacheEntries = -1 // the setting's 0 is off; the Config's zero is the default
@@ -725,7 +756,7 @@ func buildVerifier(ctx context.Context, s *settings, cfg *config.Config, metrics
 			zap.String("hint", `try it: ./bin/gateway chat "Hello" (after make build; or go run ./cmd/gateway chat "Hello"); `+
 				"mint a token with: gateway token --sub alice --tenant contoso --app support-assistant"))
 	}
-	v, err := auth.NewVerifier(ctx, ac, cfg, logger)
+	v, err := auth.NewVerifier(ctx, ac, live, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth: %w", err)
 	}

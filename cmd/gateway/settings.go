@@ -17,6 +17,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/aisdk"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/call"
+	"github.com/jetway-gateway/jetway/internal/configstore"
 	"github.com/jetway-gateway/jetway/internal/door"
 	"github.com/jetway-gateway/jetway/internal/fleet"
 	"github.com/jetway-gateway/jetway/internal/gateway"
@@ -69,6 +70,8 @@ type settings struct {
 	Pprof                                     bool
 	QuotaTable, RequestsTable                 string
 	CacheTable, MembersTable                  string
+	ConfigTable                               string
+	ConfigPoll                                time.Duration
 	RecordFormat                              string      // "v1" or "v2": parsed into recordFormat
 	recordFormat                              call.Format // what records and cache entries are written in
 	QuotaLease                                bool
@@ -185,6 +188,8 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener"),
 		row(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call"),
 		row(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)"),
+		row(&s.ConfigTable, "JETWAY_CONFIG_TABLE", "", "DynamoDB config table: tenants, apps, user overrides and models changed at runtime through the admin API (unset: the tenants file, read-only)"),
+		row(&s.ConfigPoll, "JETWAY_CONFIG_POLL_INTERVAL", configstore.DefaultPollInterval, "how often a server looks for configuration changes in the config table (one GetItem)"),
 		row(&s.QuotaLease, "JETWAY_QUOTA_LEASE", true, "with a quota table: admit from leased blocks of each limit, no DynamoDB call per request"),
 		row(&s.Lease.TTL, "JETWAY_QUOTA_LEASE_TTL", quota.DefaultLeaseTTL, "a quota lease's life after its last write (a killed server's tokens come back after it)"),
 		row(&s.Lease.Ahead, "JETWAY_QUOTA_LEASE_AHEAD", quota.DefaultLeaseAhead, "what a quota lease write commits ahead, in time at the recent rate"),

@@ -31,6 +31,8 @@ type Principal struct {
 	TokenUse string
 	// ExpiresAt is the token's exp.
 	ExpiresAt time.Time
+	// Groups are the token's cognito:groups (roles of the admin API).
+	Groups []string
 }
 
 // Owner is the key of what the principal owns on the gateway: its request

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"errors"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestVerifiedTokenIsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := v.Verify(t.Context(), tok)
-	if err != nil || again != first {
+	if err != nil || !reflect.DeepEqual(again, first) {
 		t.Fatalf("cached %+v, %v; want %+v", again, err, first)
 	}
 	l.want(t, 1, 1)

@@ -55,6 +55,9 @@ type MintOptions struct {
 	TokenUse string
 	// TTL is the token's lifetime; default DefaultMintTTL.
 	TTL time.Duration
+	// Groups are more cognito:groups entries (admin roles: jetway:admin,
+	// jetway:admin:<tenant>).
+	Groups []string
 }
 
 // LoadOrCreateDevIssuer returns a dev issuer named issuer whose RSA key is the
@@ -134,8 +137,12 @@ func (d *DevIssuer) Mint(o MintOptions) (string, error) {
 		claims["scope"] = cognitoAccessScope
 		claims["jti"] = uuid.NewString()
 		claims["username"] = o.Username
+		groups := append([]string(nil), o.Groups...)
 		if o.Tenant != "" {
-			claims["cognito:groups"] = []string{DefaultTenantGroupPrefix + o.Tenant}
+			groups = append([]string{DefaultTenantGroupPrefix + o.Tenant}, groups...)
+		}
+		if len(groups) > 0 {
+			claims["cognito:groups"] = groups
 		}
 	case "id":
 		claims["token_use"] = "id"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func FuzzVerify(f *testing.F) {
 		if got := matchedSentinels(err); len(got) != 1 {
 			t.Fatalf("Verify error %q matches sentinels %v, want exactly one", err, got)
 		}
-		if p != (auth.Principal{}) {
+		if !reflect.DeepEqual(p, auth.Principal{}) {
 			t.Fatalf("Principal %+v returned with error %v", p, err)
 		}
 	})

@@ -284,8 +284,28 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	return p, err
 }
 
+// VerifyAdmin checks token as Verify does, except that it needs no app:
+// an admin token may come from any app client of the issuer (ADMIN-API.md,
+// "Where and who"). The Principal has no Tenant or App; its Groups are
+// the token's cognito:groups, from which the admin API reads roles.
+func (v *Verifier) VerifyAdmin(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, fmt.Errorf("verify: %w", ErrMissingToken)
+	}
+	if len(token) > MaxTokenBytes {
+		return Principal{}, fmt.Errorf("verify: %w: %d bytes, over the %d-byte limit", ErrMalformed, len(token), MaxTokenBytes)
+	}
+	return v.verifyAs(ctx, token, false)
+}
+
 // verify is Verify without the cache.
 func (v *Verifier) verify(ctx context.Context, token string) (Principal, error) {
+	return v.verifyAs(ctx, token, true)
+}
+
+// verifyAs verifies token; withApp maps its app client to an app and
+// its user to that app's tenant.
+func (v *Verifier) verifyAs(ctx context.Context, token string, withApp bool) (Principal, error) {
 	msg, err := jws.Parse([]byte(token), jws.WithCompact())
 	if err != nil {
 		return Principal{}, fmt.Errorf("verify: %w: %v", ErrMalformed, err)
@@ -316,7 +336,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (Principal, error) 
 	if err := json.Unmarshal(payload, tok); err != nil {
 		return Principal{}, fmt.Errorf("verify: %w: claims: %v", ErrMalformed, err)
 	}
-	return v.principal(tok)
+	return v.principal(tok, withApp)
 }
 
 // key returns the RS256 verification key named kid, refreshing the key set
@@ -377,7 +397,7 @@ func (v *Verifier) refreshForKid(ctx context.Context, kid string) error {
 }
 
 // principal applies Cognito's claim rules to a token whose signature is good.
-func (v *Verifier) principal(tok jwt.Token) (Principal, error) {
+func (v *Verifier) principal(tok jwt.Token, withApp bool) (Principal, error) {
 	if err := v.checkTimes(tok); err != nil {
 		return Principal{}, err
 	}
@@ -409,6 +429,15 @@ func (v *Verifier) principal(tok jwt.Token) (Principal, error) {
 	sub := tok.Subject()
 	if sub == "" {
 		return Principal{}, fmt.Errorf("verify: %w: no sub", ErrMalformed)
+	}
+	groups, err := stringsClaim(tok, "cognito:groups")
+	if err != nil {
+		return Principal{}, err
+	}
+	if !withApp {
+		username, _ := stringClaim(tok, "username")
+		return Principal{Subject: sub, Username: username, ClientID: client, TokenUse: use,
+			ExpiresAt: tok.Expiration(), Groups: groups}, nil
 	}
 	appTenant, app, ok := v.dir.AppForClient(client)
 	if !ok {
@@ -442,6 +471,7 @@ func (v *Verifier) principal(tok jwt.Token) (Principal, error) {
 		ClientID:  client,
 		TokenUse:  use,
 		ExpiresAt: tok.Expiration(),
+		Groups:    groups,
 	}, nil
 }
 
@@ -468,6 +498,27 @@ func (v *Verifier) checkTimes(tok jwt.Token) error {
 
 // userTenants returns the tenant from TenantClaim or, when that claim is
 // absent or empty, every tenant named by a cognito:groups entry.
+// stringsClaim is a claim holding a list of strings (nil when absent).
+func stringsClaim(tok jwt.Token, name string) ([]string, error) {
+	raw, ok := tok.Get(name)
+	if !ok {
+		return nil, nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("verify: %w: %s is %T, not a list", ErrMalformed, name, raw)
+	}
+	out := make([]string, 0, len(list))
+	for _, g := range list {
+		s, ok := g.(string)
+		if !ok {
+			return nil, fmt.Errorf("verify: %w: %s entry is %T, not a string", ErrMalformed, name, g)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 func (v *Verifier) userTenants(tok jwt.Token) ([]string, error) {
 	t, err := stringClaim(tok, v.cfg.TenantClaim)
 	if err != nil {
@@ -476,20 +527,12 @@ func (v *Verifier) userTenants(tok jwt.Token) ([]string, error) {
 	if t != "" {
 		return []string{t}, nil
 	}
-	raw, ok := tok.Get("cognito:groups")
-	if !ok {
-		return nil, nil
-	}
-	groups, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("verify: %w: cognito:groups is %T, not a list", ErrMalformed, raw)
+	groups, err := stringsClaim(tok, "cognito:groups")
+	if err != nil {
+		return nil, err
 	}
 	var tenants []string
-	for _, g := range groups {
-		s, ok := g.(string)
-		if !ok {
-			return nil, fmt.Errorf("verify: %w: cognito:groups entry is %T, not a string", ErrMalformed, g)
-		}
+	for _, s := range groups {
 		if t, ok := strings.CutPrefix(s, v.cfg.TenantGroupPrefix); ok && t != "" {
 			tenants = append(tenants, t)
 		}

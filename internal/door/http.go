@@ -75,7 +75,7 @@ func CORS(w http.ResponseWriter, r *http.Request, allowed func(string) bool, exp
 	if r.Method != http.MethodOptions {
 		return false, false
 	}
-	hd.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+	hd.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
 	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
 		hd.Set("Access-Control-Allow-Headers", req)
 	}

@@ -30,6 +30,7 @@ const (
 	TableRequests = "requests"
 	TableCache    = "cache"
 	TableMembers  = "members"
+	TableConfig   = "config"
 )
 
 // Classify sorts a DynamoDB call's error into one of the outcomes above

@@ -90,6 +90,18 @@ func (t *Table) Query(ctx context.Context, op string, in *dynamodb.QueryInput, e
 	return pages(ctx, t, op, dynamodb.NewQueryPaginator(t.client, in), func(o *dynamodb.QueryOutput) []Item { return o.Items }, each)
 }
 
+// QueryPage runs one page of a query (in.Limit bounds it).
+func (t *Table) QueryPage(ctx context.Context, op string, in *dynamodb.QueryInput) ([]Item, error) {
+	in.TableName = aws.String(t.name)
+	start := time.Now()
+	out, err := t.client.Query(ctx, in, t.opts...)
+	t.observe(op, start, err)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb %s %s: %w", op, t.name, err)
+	}
+	return out.Items, nil
+}
+
 // Scan reads the whole table, strongly consistent, and hands each page's
 // items to each.
 func (t *Table) Scan(ctx context.Context, op string, each func([]Item)) error {

@@ -32,6 +32,7 @@ type flight struct {
 
 	tenant      *config.Tenant
 	app         *config.App
+	user        *config.UserOverride // the caller's override in the app, if any
 	chain       []router.Target
 	maxTokens   int
 	estimate    int64
@@ -83,9 +84,14 @@ func (f *flight) admission(ctx context.Context) (acc call.Accepted, err error) {
 	g, p := f.g, f.caller.Principal
 	tctx, span := f.span("jetway.admission")
 	defer func() { endSpan(span, err, tracing.AuthResult.String("verified"), none) }()
-	tenant, app, ok := g.cfg.App(p.Tenant, p.App)
+	cfg := g.cfg.Load() // one snapshot for the whole admission
+	tenant, app, ok := cfg.App(p.Tenant, p.App)
 	if !ok {
 		return acc, fmt.Errorf("%w: app %s/%s is not configured", errForbidden, p.Tenant, p.App)
+	}
+	f.user, _ = cfg.User(p.Tenant, p.App, p.Subject)
+	if f.user != nil && f.user.Disabled {
+		return acc, fmt.Errorf("%w: user %s of app %s/%s is disabled", errForbidden, p.Subject, p.Tenant, p.App)
 	}
 	f.tenant, f.app = tenant, app
 	if err := f.policy(); err != nil {
@@ -156,7 +162,7 @@ func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 	_, span := g.start(tctx, "jetway.quota.reserve")
 	ctx, cancel := within(ctx, g.base, g.opts.ReserveTimeout)
 	defer cancel()
-	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject), amount)
+	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject, f.user), amount)
 	outcome := tracing.QuotaOutcome.String("error")
 	var exceeded *quota.ExceededError
 	if errors.As(err, &exceeded) {

@@ -73,7 +73,7 @@ tenants:
 		called <- c
 		return router.Result{StopReason: "end_turn", UsageReported: true}, nil
 	}), router.Options{})
-	g := gateway.New(gateway.Deps{Config: cfg, Logs: stream.NewRegistry(stream.RegistryOptions{}), Router: model,
+	g := gateway.New(gateway.Deps{Config: config.NewLive(cfg), Logs: stream.NewRegistry(stream.RegistryOptions{}), Router: model,
 		Quotas: quota.New(quota.NewMemoryStore(), quota.Options{}), Cache: missingCache{}, Usage: &usageLog{},
 		Logger: zap.NewNop()}, gateway.Options{ServerID: "bench"})
 	defer func() { _ = g.Wait(context.Background()) }()

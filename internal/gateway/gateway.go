@@ -98,7 +98,7 @@ type Fleet interface {
 
 // Gateway runs requests. Its zero value is not usable; see New.
 type Gateway struct {
-	cfg     *config.Config
+	cfg     *config.Live
 	logs    *stream.Registry
 	router  Router
 	quotas  Quotas
@@ -125,7 +125,7 @@ type Gateway struct {
 
 // Deps are the gateway's collaborators.
 type Deps struct {
-	Config  *config.Config
+	Config  *config.Live
 	Logs    *stream.Registry
 	Router  Router
 	Quotas  Quotas

@@ -191,7 +191,7 @@ func (e *env) gateway(r gateway.Router, o gateway.Options) *gateway.Gateway {
 	if logger == nil {
 		logger = zaptest.NewLogger(e.t)
 	}
-	g := gateway.New(gateway.Deps{Config: e.cfg, Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
+	g := gateway.New(gateway.Deps{Config: config.NewLive(e.cfg), Logs: logs, Router: r, Quotas: e.quotas, Records: e.records, Fleet: e.fleet,
 		Cache: e.cache, Usage: e.usage, Tracer: e.tracer, Logger: logger}, o)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)

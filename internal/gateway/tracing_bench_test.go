@@ -70,7 +70,7 @@ tenants:
 		}
 		return router.Result{StopReason: "end_turn", UsageReported: true, Usage: router.Usage{InputTokens: 5, OutputTokens: tokens}}, nil
 	}), router.Options{Tracer: tracer})
-	g := gateway.New(gateway.Deps{Config: cfg, Logs: stream.NewRegistry(stream.RegistryOptions{}), Router: model,
+	g := gateway.New(gateway.Deps{Config: config.NewLive(cfg), Logs: stream.NewRegistry(stream.RegistryOptions{}), Router: model,
 		Quotas: quota.New(quota.NewMemoryStore(), quota.Options{}), Usage: &usageLog{}, Tracer: tracer,
 		Logger: zap.NewNop()}, gateway.Options{ServerID: "bench"})
 	defer func() { _ = g.Wait(context.Background()) }()

@@ -55,7 +55,7 @@ func BenchmarkChatWhole(b *testing.B) {
 	}
 	metrics := telemetry.NewMetrics(nil)
 	logs := stream.NewRegistry(stream.RegistryOptions{Observer: metrics})
-	gw := gateway.New(gateway.Deps{Config: cfg, Logs: logs,
+	gw := gateway.New(gateway.Deps{Config: config.NewLive(cfg), Logs: logs,
 		Router: router.New(router.NewBedrock(mockmodeltest.Client(b, mockURL)), router.Options{Metrics: metrics, Logger: logger}),
 		Quotas: quota.New(quota.NewMemoryStore(), quota.Options{Logger: logger}), Cache: router.NewCache(router.CacheOptions{Logger: logger}),
 		Usage: discardUsage{}, Metrics: metrics, Logger: logger}, gateway.Options{ServerID: "bench"})

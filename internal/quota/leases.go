@@ -121,9 +121,20 @@ type lease struct {
 	rateAt, lastUse   time.Time
 	refilling         bool
 	closed            bool // drained: tokens returned, nothing admitted
+	// resize: the limit was lowered, and the room was granted under the
+	// old one; nothing is admitted from it until a write under the new
+	// limit (whose condition counts the room as used) or a return.
+	resize bool
 }
 
 func (l *lease) room() Amount { return l.committed.Sub(l.charged).Sub(l.inflight) }
+
+// lowered reports whether next caps any metric below old (a metric
+// that was not limited and now is counts as lowered).
+func lowered(old, next Amount) bool {
+	low := func(o, n int64) bool { return n > 0 && (o <= 0 || n < o) }
+	return low(old.Tokens, next.Tokens) || low(old.Requests, next.Requests) || low(old.MicroUSD, next.MicroUSD)
+}
 
 // fitsRoom reports whether a fits room on every limited metric.
 func fitsRoom(room, a, limit Amount) bool {
@@ -148,7 +159,10 @@ func (s *leases) get(p plannedItem) *lease {
 	key := p.item.Key()
 	if l, ok := s.items[key]; ok {
 		l.mu.Lock()
-		l.limit = p.limit.Max() // the configuration may have changed
+		if next := p.limit.Max(); next != l.limit { // the configuration changed
+			l.resize = l.resize || lowered(l.limit, next)
+			l.limit = next
+		}
 		l.mu.Unlock()
 		return l
 	}
@@ -182,7 +196,7 @@ func (s *leases) admit(ctx context.Context, p plannedItem, a Amount) (ReservedIt
 func (l *lease) admit(a Amount, now time.Time) (ok bool, epoch int64, refill bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || !now.Before(l.expires) || !fitsRoom(l.room(), a, l.limit) {
+	if l.closed || l.resize || !now.Before(l.expires) || !fitsRoom(l.room(), a, l.limit) {
 		return false, 0, false
 	}
 	l.inflight = l.inflight.Add(a)

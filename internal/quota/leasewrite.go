@@ -124,7 +124,7 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) (int64, 
 			l.mu.Unlock()
 			return 0, unavailable(errLeaseClosed)
 		}
-		if kind != writeReturn && kind != writeCharge && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
+		if kind != writeReturn && kind != writeCharge && !l.resize && fitsRoom(l.room(), need, l.limit) && now.Before(l.expires) && !need.IsZero() {
 			// Another write made room meanwhile.
 			l.inflight = l.inflight.Add(need)
 			l.noteUse(need, now)
@@ -167,6 +167,9 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) (int64, 
 		switch {
 		case err == nil:
 			l.adopt(st)
+			if kind != writeCharge && w.Limit == l.limit {
+				l.resize = false // written under the limit in force
+			}
 			if !need.IsZero() {
 				l.inflight = l.inflight.Add(need)
 				l.noteUse(need, now)

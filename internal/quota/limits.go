@@ -160,7 +160,10 @@ func (it Item) Expires() time.Time { return it.End().Add(ExpiryGrace) }
 // sub) through app of tenant, as configured: the tenant's limits, the app's
 // limits, and the app's user_limits for this user (none when user is
 // empty). The configuration must have been validated (windows are known).
-func LimitsFor(tenant *config.Tenant, app *config.App, user string) []Limit {
+//
+// A user override (config.UserOverride, nil for none) replaces the app's
+// user_limits for its user.
+func LimitsFor(tenant *config.Tenant, app *config.App, user string, override *config.UserOverride) []Limit {
 	var out []Limit
 	add := func(s Scope, ls []config.Limit) {
 		for _, l := range ls {
@@ -176,7 +179,11 @@ func LimitsFor(tenant *config.Tenant, app *config.App, user string) []Limit {
 	add(TenantScope(tenant.ID), tenant.Limits)
 	add(AppScope(tenant.ID, app.ID), app.Limits)
 	if user != "" {
-		add(UserScope(tenant.ID, app.ID, user), app.UserLimits)
+		ls := app.UserLimits
+		if override != nil && len(override.Limits) > 0 {
+			ls = override.Limits
+		}
+		add(UserScope(tenant.ID, app.ID, user), ls)
 	}
 	return out
 }

@@ -12,7 +12,7 @@ func TestLimitsFor(t *testing.T) {
 	c := config.Default()
 	ten, app, _ := c.App("contoso", "support-assistant")
 	app.UserLimits = []config.Limit{{Window: "minute", Requests: 10, USD: 0.25}}
-	got := quota.LimitsFor(ten, app, "alice")
+	got := quota.LimitsFor(ten, app, "alice", nil)
 	want := []quota.Limit{
 		{Scope: quota.TenantScope("contoso"), Window: quota.Month, Tokens: 100000000},
 		{Scope: quota.AppScope("contoso", "support-assistant"), Window: quota.Hour, Tokens: 2000000},
@@ -21,11 +21,11 @@ func TestLimitsFor(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LimitsFor = %+v\nwant %+v", got, want)
 	}
-	if got := quota.LimitsFor(ten, app, ""); len(got) != 2 {
+	if got := quota.LimitsFor(ten, app, "", nil); len(got) != 2 {
 		t.Errorf("LimitsFor without a user = %+v, want no user limits", got)
 	}
 	ten, app, _ = c.App("fabrikam", "document-summarizer")
-	if got := quota.LimitsFor(ten, app, "u"); !reflect.DeepEqual(got, []quota.Limit{
+	if got := quota.LimitsFor(ten, app, "u", nil); !reflect.DeepEqual(got, []quota.Limit{
 		{Scope: quota.AppScope("fabrikam", "document-summarizer"), Window: quota.Hour, Tokens: 20000},
 	}) {
 		t.Errorf("fabrikam limits = %+v", got)

@@ -32,9 +32,10 @@ const (
 // ReadTimeout bounds reading the usage of one caller's limits.
 const ReadTimeout = 5 * time.Second
 
-// Apps finds a caller's tenant and app (config.Config).
+// Apps finds a caller's tenant, app and user override (config.Live).
 type Apps interface {
 	App(tenant, app string) (*config.Tenant, *config.App, bool)
+	User(tenant, app, sub string) (*config.UserOverride, bool)
 }
 
 // Usage reads limits' usage in their current windows (quota.Quota).
@@ -84,8 +85,9 @@ func Standing(ctx context.Context, apps Apps, usage Usage, p auth.Principal) (me
 	if !ok {
 		return Me{}, false, nil
 	}
-	me = Me{Tenant: tenant.ID, App: app.ID, User: p.Subject, Limits: []Entry{}}
-	st, err := usage.Standings(ctx, quota.LimitsFor(tenant, app, p.Subject))
+	override, _ := apps.User(p.Tenant, p.App, p.Subject)
+	me = Me{Tenant: tenant.ID, App: app.ID, User: p.Subject, Limits: []Entry{}, Disabled: override != nil && override.Disabled}
+	st, err := usage.Standings(ctx, quota.LimitsFor(tenant, app, p.Subject, override))
 	if err != nil {
 		return Me{}, true, err
 	}

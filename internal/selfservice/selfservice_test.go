@@ -113,7 +113,7 @@ func TestStanding(t *testing.T) {
 	}
 	// The limits asked for are admission's: quota.LimitsFor.
 	tenant, app, _ := testConfig().App("contoso", "support")
-	if fmt.Sprint(u.asked) != fmt.Sprint(quota.LimitsFor(tenant, app, "alice")) {
+	if fmt.Sprint(u.asked) != fmt.Sprint(quota.LimitsFor(tenant, app, "alice", nil)) {
 		t.Errorf("asked %v", u.asked)
 	}
 }

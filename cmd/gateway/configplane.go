@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.uber.org/zap"
+
+	"github.com/jetway-gateway/jetway/internal/config"
+	"github.com/jetway-gateway/jetway/internal/configstore"
+	"github.com/jetway-gateway/jetway/internal/telemetry"
+)
+
+// configLoadTimeout bounds reading the whole config table at start.
+const configLoadTimeout = 2 * time.Minute
+
+// configuration is the configuration in force: the tenants file, or with
+// JETWAY_CONFIG_TABLE the table (seeded from the file when it is empty),
+// kept in step by an Applier that runs until the server stops.
+func (srv *server) configuration(file *config.Config, awsCfg aws.Config, metrics *telemetry.Metrics) (*config.Live, error) {
+	s := srv.s
+	if s.ConfigTable == "" {
+		return config.NewLive(file), nil
+	}
+	store := configstore.NewStore(dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) }), s.ConfigTable)
+	store.SetObserver(metrics)
+	a := configstore.NewApplier(store, file.Auth, srv.logger, configstore.ApplierOptions{
+		PollInterval: s.ConfigPoll,
+	})
+	ctx, cancel := context.WithTimeout(srv.bg, configLoadTimeout)
+	defer cancel()
+	head, err := store.Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("config table %s: %w", s.ConfigTable, err)
+	}
+	if err := a.Load(ctx); err != nil {
+		return nil, fmt.Errorf("config table %s: %w", s.ConfigTable, err)
+	}
+	if head == 0 {
+		// A new table: the tenants file is its seed (idempotent, so
+		// servers starting together seed it once between them).
+		r, err := configstore.NewService(a).Import(ctx, file)
+		if err != nil {
+			return nil, fmt.Errorf("config table %s: seed from the tenants file: %w", s.ConfigTable, err)
+		}
+		srv.logger.Info("config_seeded", zap.String("table", s.ConfigTable), zap.Int("created", r.Created),
+			zap.Int("unchanged", r.Unchanged))
+	}
+	srv.config = a
+	go a.Run(srv.bg)
+	return a.Live(), nil
+}
