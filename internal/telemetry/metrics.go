@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -98,6 +99,7 @@ type Metrics struct {
 	httpBodyBytes     prometheus.Gauge
 	httpRefused       *prometheus.CounterVec // door, reason
 	countTokens       prometheus.Counter
+	quotaAlerts       *prometheus.CounterVec // scope, threshold, sink, outcome
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -138,6 +140,7 @@ type Metrics struct {
 //	sessions_moved_total                  counter   reason (balance|busy)
 //	unauthenticated_refusals_total        counter   door (ws|openai|anthropic)
 //	auth_cache_lookups_total              counter   result (hit|miss)
+//	quota_alerts_total                    counter   scope, threshold, sink, outcome (sent|failed|dropped|claimed_elsewhere|claim_failed)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "jetway"
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -202,13 +205,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"user (the user had JETWAY_HTTP_REQUESTS_PER_USER bodies arriving: rate_limited), server (JETWAY_HTTP_BODY_BYTES_IN_FLIGHT spent: busy).", "door", "reason"),
 		countTokens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "count_tokens_total",
 			Help: "POST /v1/messages/count_tokens requests answered (or refused) by the Anthropic door."}),
+		quotaAlerts: counter("quota_alerts_total", "Quota threshold alerts by scope, threshold (percent) and sink, by outcome: sent or failed "+
+			"(per sink), dropped (the alert queue was full or closed), claimed_elsewhere (another server sends it), claim_failed (the claim "+
+			"could not be made: not sent); the last three with sink \"none\".", "scope", "threshold", "sink", "outcome"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes, m.spansFailed,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated, m.sessionsMoved, m.authCache, m.httpBodyBytes, m.httpRefused, m.countTokens)
+			m.unauthenticated, m.sessionsMoved, m.authCache, m.httpBodyBytes, m.httpRefused, m.countTokens, m.quotaAlerts)
 	}
 	return m
 }
@@ -589,4 +595,28 @@ func (m *Metrics) AuthCacheLookup(hit bool) {
 		result = "hit"
 	}
 	m.authCache.WithLabelValues(result).Inc()
+}
+
+// Outcomes of a quota threshold alert: the outcome label of
+// jetway_quota_alerts_total, a fixed set.
+const (
+	AlertSent             = "sent"              // a sink took the event
+	AlertFailed           = "failed"            // a sink gave up on it (its retries spent)
+	AlertDropped          = "dropped"           // the alert queue was full or closed: nobody sends it from here
+	AlertClaimedElsewhere = "claimed_elsewhere" // another server (or an earlier observation) claimed it
+	AlertClaimFailed      = "claim_failed"      // the claim could not be made: not sent, so never twice
+)
+
+// QuotaAlert counts one quota threshold alert's outcome: scope is the
+// limit's kind (tenant|app|user, anything else "other"), threshold the
+// configured percent, sink a sink's fixed name ("" for the outcomes that
+// are not a sink's: "none").
+func (m *Metrics) QuotaAlert(scope string, threshold int, sink, outcome string) {
+	if m == nil {
+		return
+	}
+	if scope != "tenant" && scope != "app" && scope != "user" {
+		scope = "other"
+	}
+	m.quotaAlerts.WithLabelValues(scope, strconv.Itoa(threshold), label(sink), label(outcome)).Inc()
 }
