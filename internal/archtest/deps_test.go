@@ -44,6 +44,12 @@ var forbidden = map[string][]string{
 	"internal/selfservice": {module + "internal/gateway", module + "internal/session", module + "internal/router", module + "internal/stream",
 		module + "internal/openai", module + "internal/anthropic", module + "internal/aisdk", module + "internal/socket", module + "internal/protocol",
 		"github.com/gorilla/", "github.com/gin-gonic/", "github.com/aws/"},
+	// Quota threshold alerts: the gateway hands them its observations; they
+	// know no pipeline, quota, door or wire, and reach DynamoDB only
+	// through its technology package.
+	"internal/alert": {module + "internal/gateway", module + "internal/quota", module + "internal/config", module + "internal/session",
+		module + "internal/router", module + "internal/stream", module + "internal/door", module + "internal/socket", module + "internal/protocol",
+		"github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
 	"client": {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},
