@@ -186,8 +186,8 @@ func checkNoWildcardIAMActions(t *testing.T, s *stack) {
 // the issue allows: streaming from the configured models, its three tables
 // (and the members table and the requests table's by_server index, each for
 // exactly what membership and takeovers need; the config table and its two
-// audit indexes for exactly what the control plane needs), its delivery
-// stream and its own log group.
+// audit indexes for exactly what the control plane needs), publishing to the
+// quota alerts topic, its delivery stream and its own log group.
 func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 	iam := s.dir(t, "modules/iam")
 	doc := iam.block(t, "data", "aws_iam_policy_document", "task")
@@ -206,6 +206,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"RequestsByServer":  "dynamodb:Query",
 		"Config":            "dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:Query,dynamodb:Scan,dynamodb:BatchGetItem",
 		"ConfigAudit":       "dynamodb:Query",
+		"QuotaAlerts":       "sns:Publish",
 		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
 		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
 		"XRayTraces":        "xray:PutTraceSegments,xray:PutTelemetryRecords", // only with tracing (the collector sidecar)
@@ -226,6 +227,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"RequestsByServer": "[var.requests_by_server_index_arn]",
 		"Config":           "[var.config_table_arn]",
 		"ConfigAudit":      "var.config_audit_index_arns",
+		"QuotaAlerts":      "[var.quota_alert_topic_arn]",
 		"UsageStream":      "[var.firehose_stream_arn]",
 		"OwnLogGroup":      "[var.log_group_arn, local.log_streams]",
 		"XRayTraces":       `["*"]`, // X-Ray's Put actions have no resource-level permissions
@@ -252,6 +254,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"requests_by_server_index_arn": "module.dynamodb.requests_by_server_index_arn",
 		"config_table_arn":             "module.dynamodb.config_table_arn",
 		"config_audit_index_arns":      "module.dynamodb.config_audit_index_arns",
+		"quota_alert_topic_arn":        "module.observability.quota_alert_topic_arn",
 	} {
 		if got := jw.source(attr(t, "module iam", call.Body, input).Expr.Range()); got != want {
 			t.Errorf("modules/jetway: module iam gets %s = %s, want %s", input, got, want)
@@ -267,5 +270,63 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		if got := ddb.source(attr(t, "output "+output, o.Body, "value").Expr.Range()); got != want {
 			t.Errorf("modules/dynamodb: output %s = %s, want %s", output, got, want)
 		}
+	}
+	obs := s.dir(t, "modules/observability")
+	o := obs.block(t, "output", "quota_alert_topic_arn")
+	if got := obs.source(attr(t, "output quota_alert_topic_arn", o.Body, "value").Expr.Range()); got != "aws_sns_topic.quota_alerts.arn" {
+		t.Errorf("modules/observability: output quota_alert_topic_arn = %s, want aws_sns_topic.quota_alerts.arn", got)
+	}
+}
+
+// checkQuotaAlertsTopic: the quota alerts topic is encrypted at rest, the
+// task gets its ARN as JETWAY_ALERT_SNS_TOPIC_ARN, and no IAM statement of
+// any module names an SNS action but the task role's Publish on it (pinned
+// by checkTaskRoleIsLeastPrivilege).
+func checkQuotaAlertsTopic(t *testing.T, s *stack) {
+	obs := s.dir(t, "modules/observability")
+	topic := obs.block(t, "resource", "aws_sns_topic", "quota_alerts")
+	// The module has no key of its own; the AWS managed key's policy lets the
+	// account's principals use it through SNS, so Publish is all the task needs.
+	if got := str2(t, topic.Body, "kms_master_key_id", nil); got != "alias/aws/sns" {
+		t.Errorf("quota alerts topic: kms_master_key_id %q, want alias/aws/sns", got)
+	}
+	sub := obs.block(t, "resource", "aws_sns_topic_subscription", "quota_alert_email")
+	if got := obs.source(attr(t, "subscription", sub.Body, "topic_arn").Expr.Range()); got != "aws_sns_topic.quota_alerts.arn" {
+		t.Errorf("quota alert subscriptions go to %s, want aws_sns_topic.quota_alerts.arn", got)
+	}
+	if got := obs.source(attr(t, "subscription", sub.Body, "for_each").Expr.Range()); got != "toset(var.quota_alert_emails)" {
+		t.Errorf("quota alert subscriptions for_each = %s, want toset(var.quota_alert_emails)", got)
+	}
+
+	ecs := s.dir(t, "modules/ecs")
+	env := taskEnvironment(t, ecs)
+	if env["JETWAY_ALERT_SNS_TOPIC_ARN"] == nil {
+		t.Fatalf("the task does not set JETWAY_ALERT_SNS_TOPIC_ARN")
+	}
+	if src := ecs.source(env["JETWAY_ALERT_SNS_TOPIC_ARN"].Range()); src != "var.quota_alert_topic_arn" {
+		t.Errorf("JETWAY_ALERT_SNS_TOPIC_ARN = %s, want var.quota_alert_topic_arn", src)
+	}
+	jw := s.dir(t, "modules/jetway")
+	if src := jw.source(attr(t, "module ecs", jw.block(t, "module", "ecs").Body, "quota_alert_topic_arn").Expr.Range()); src != "module.observability.quota_alert_topic_arn" {
+		t.Errorf("modules/jetway: module ecs gets quota_alert_topic_arn = %s, want module.observability.quota_alert_topic_arn", src)
+	}
+
+	publishers := 0
+	for _, d := range s.sortedDirs() {
+		for _, st := range iamStatements(t, d) {
+			for _, a := range st.actions {
+				if !strings.HasPrefix(a, "sns:") {
+					continue
+				}
+				if a != "sns:Publish" || !strings.HasSuffix(st.where, "data.aws_iam_policy_document.task sid QuotaAlerts") {
+					t.Errorf("%s: %s; the only SNS permission is the task role's Publish on the quota alerts topic", st.where, a)
+					continue
+				}
+				publishers++
+			}
+		}
+	}
+	if publishers != 1 {
+		t.Errorf("found %d grants of sns:Publish to the task role, want 1", publishers)
 	}
 }

@@ -21,6 +21,7 @@ func TestStack(t *testing.T) {
 		{"NoHardcodedAccountsRegionsOrARNs", checkNoHardcodedAccountsRegionsOrARNs},
 		{"NoWildcardIAMActions", checkNoWildcardIAMActions},
 		{"TaskRoleIsLeastPrivilege", checkTaskRoleIsLeastPrivilege},
+		{"QuotaAlertsTopic", checkQuotaAlertsTopic},
 		{"TaskEnvironmentIsDocumented", checkTaskEnvironmentIsDocumented},
 		{"PortsAndHealthCheckMatchServer", checkPortsAndHealthCheckMatchServer},
 		{"TimeoutsMatchServer", checkTimeoutsMatchServer},

@@ -28,6 +28,7 @@ module "jetway" {
   max_tasks   = 3
 
   alarm_emails       = var.alarm_emails
+  quota_alert_emails = var.quota_alert_emails
   tracing_enabled    = var.tracing_enabled
   trace_sample_ratio = var.trace_sample_ratio
   protect_data       = false

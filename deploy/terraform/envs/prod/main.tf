@@ -30,6 +30,7 @@ module "jetway" {
   cognito_advanced_security_mode = "ENFORCED"
 
   alarm_emails       = var.alarm_emails
+  quota_alert_emails = var.quota_alert_emails
   tracing_enabled    = var.tracing_enabled
   trace_sample_ratio = var.trace_sample_ratio
   protect_data       = true

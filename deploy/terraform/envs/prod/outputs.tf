@@ -82,3 +82,8 @@ output "alarm_topic_arn" {
   description = "SNS topic of every alarm."
   value       = module.jetway.alarm_topic_arn
 }
+
+output "quota_alert_topic_arn" {
+  description = "SNS topic of the quota threshold events (subscribe here)."
+  value       = module.jetway.quota_alert_topic_arn
+}

@@ -69,6 +69,12 @@ variable "alarm_emails" {
   default     = []
 }
 
+variable "quota_alert_emails" {
+  description = "Addresses that receive every tenant's quota threshold events."
+  type        = list(string)
+  default     = []
+}
+
 variable "tracing_enabled" {
   description = "Send the gateway's traces to X-Ray through the collector sidecar (mirror its image first: docs/operations.md, \"Tracing\")."
   type        = bool

@@ -25,6 +25,7 @@ locals {
     JETWAY_CACHE_TABLE             = var.cache_table_name
     JETWAY_MEMBERS_TABLE           = var.members_table_name
     JETWAY_CONFIG_TABLE            = var.config_table_name
+    JETWAY_ALERT_SNS_TOPIC_ARN     = var.quota_alert_topic_arn
     JETWAY_FIREHOSE_STREAM         = var.firehose_stream_name
     JETWAY_USAGE_SPOOL_DIR         = local.usage_spool_dir
     JETWAY_USAGE_SPOOL_BYTES       = tostring(var.usage_spool_gib * 1073741824)

@@ -210,6 +210,11 @@ variable "config_table_name" {
   type        = string
 }
 
+variable "quota_alert_topic_arn" {
+  description = "JETWAY_ALERT_SNS_TOPIC_ARN: the SNS topic the gateway publishes quota threshold events to."
+  type        = string
+}
+
 variable "firehose_stream_name" {
   description = "JETWAY_FIREHOSE_STREAM."
   type        = string

@@ -51,7 +51,7 @@ data "aws_iam_policy_document" "ecs_tasks_assume" {
 # The task role: what the gateway process itself may do. Nothing else.
 resource "aws_iam_role" "task" {
   name               = "${var.name}-task"
-  description        = "Jetway gateway task: stream from the configured Bedrock models, its five tables, its delivery stream, its log group"
+  description        = "Jetway gateway task: stream from the configured Bedrock models, its five tables, its delivery stream, its alert topic, its log group"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
 
   tags = var.tags
@@ -136,6 +136,14 @@ data "aws_iam_policy_document" "task" {
     effect    = "Allow"
     actions   = ["dynamodb:Query"]
     resources = var.config_audit_index_arns
+  }
+
+  # Quota threshold events (jetway.quota.threshold) to the alert topic.
+  statement {
+    sid       = "QuotaAlerts"
+    effect    = "Allow"
+    actions   = ["sns:Publish"]
+    resources = [var.quota_alert_topic_arn]
   }
 
   statement {

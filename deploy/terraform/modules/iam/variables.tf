@@ -46,6 +46,11 @@ variable "config_audit_index_arns" {
   type        = list(string)
 }
 
+variable "quota_alert_topic_arn" {
+  description = "ARN of the SNS topic of quota alerts (Publish only)."
+  type        = string
+}
+
 variable "firehose_stream_arn" {
   description = "ARN of the usage delivery stream."
   type        = string

@@ -168,6 +168,7 @@ module "iam" {
   requests_by_server_index_arn  = module.dynamodb.requests_by_server_index_arn
   config_table_arn              = module.dynamodb.config_table_arn
   config_audit_index_arns       = module.dynamodb.config_audit_index_arns
+  quota_alert_topic_arn         = module.observability.quota_alert_topic_arn
   firehose_stream_arn           = module.analytics.firehose_stream_arn
   log_group_arn                 = module.ecs.log_group_arn
   ecr_repository_arn            = module.ecr.repository_arn
@@ -203,6 +204,7 @@ module "ecs" {
   cache_table_name        = module.dynamodb.cache_table_name
   members_table_name      = module.dynamodb.members_table_name
   config_table_name       = module.dynamodb.config_table_name
+  quota_alert_topic_arn   = module.observability.quota_alert_topic_arn
   firehose_stream_name    = module.analytics.firehose_stream_name
   config_yaml             = templatefile(var.config_template_file, { client_ids = module.cognito.app_client_ids })
   log_retention_days      = var.log_retention_days
@@ -236,6 +238,7 @@ module "observability" {
   bedrock_model_ids       = local.bedrock_ids
   firehose_stream_name    = module.analytics.firehose_stream_name
   alarm_emails            = var.alarm_emails
+  quota_alert_emails      = var.quota_alert_emails
   min_healthy_tasks       = var.min_tasks
   tags                    = var.tags
 }

@@ -98,6 +98,11 @@ output "alarm_topic_arn" {
   value       = module.observability.alarm_topic_arn
 }
 
+output "quota_alert_topic_arn" {
+  description = "SNS topic of the quota threshold events (JETWAY_ALERT_SNS_TOPIC_ARN of the tasks; subscribe here)."
+  value       = module.observability.quota_alert_topic_arn
+}
+
 output "web_acl_arn" {
   description = "WAF web ACL in front of the load balancer."
   value       = module.waf.web_acl_arn

@@ -182,6 +182,12 @@ variable "alarm_emails" {
   default     = []
 }
 
+variable "quota_alert_emails" {
+  description = "Addresses subscribed to the quota alerts topic (every tenant's threshold events)."
+  type        = list(string)
+  default     = []
+}
+
 variable "protect_data" {
   description = "Production safety: deletion protection on the load balancer, tables and user pool; buckets and repositories refuse to be destroyed while not empty."
   type        = bool

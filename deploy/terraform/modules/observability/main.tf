@@ -213,6 +213,29 @@ locals {
   actions = [aws_sns_topic.alarms.arn]
 }
 
+# ---------------------------------------------------------------- quota alerts
+
+# The gateway publishes each quota threshold event (jetway.quota.threshold:
+# a scope's use in a window first reaching a limit's alert percentage) here,
+# once per scope, window and threshold across the fleet. Only the task role
+# publishes, so the topic can be encrypted with the AWS managed key, whose
+# policy lets the account's principals use it through SNS (CloudWatch alarms
+# cannot, which is why the alarms topic above is not encrypted).
+resource "aws_sns_topic" "quota_alerts" {
+  name              = "${var.name}-quota-alerts"
+  kms_master_key_id = "alias/aws/sns"
+
+  tags = var.tags
+}
+
+resource "aws_sns_topic_subscription" "quota_alert_email" {
+  for_each = toset(var.quota_alert_emails)
+
+  topic_arn = aws_sns_topic.quota_alerts.arn
+  protocol  = "email"
+  endpoint  = each.value
+}
+
 resource "aws_cloudwatch_metric_alarm" "healthy_tasks" {
   alarm_name          = "${var.name}-healthy-tasks"
   alarm_description   = "Fewer than ${var.min_healthy_tasks} tasks pass /readyz behind the load balancer."

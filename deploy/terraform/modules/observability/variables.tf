@@ -1,5 +1,5 @@
 variable "name" {
-  description = "Name of the dashboard and prefix of the alarms and topic (for example jetway-dev)."
+  description = "Name of the dashboard and prefix of the alarms and topics (for example jetway-dev)."
   type        = string
 }
 
@@ -56,6 +56,12 @@ variable "firehose_stream_name" {
 
 variable "alarm_emails" {
   description = "Addresses subscribed to the alarm topic (each must confirm by mail)."
+  type        = list(string)
+  default     = []
+}
+
+variable "quota_alert_emails" {
+  description = "Addresses subscribed to the quota alerts topic (each must confirm by mail); every tenant's events reach them."
   type        = list(string)
   default     = []
 }

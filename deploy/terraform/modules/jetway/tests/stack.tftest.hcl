@@ -114,6 +114,7 @@ run "ecs" {
     cache_table_name      = "c"
     members_table_name    = "m"
     config_table_name     = "cfg"
+    quota_alert_topic_arn = "test-quota-alerts-arn"
     firehose_stream_name  = "f"
     config_yaml           = "models: []"
   }
@@ -137,6 +138,10 @@ run "ecs" {
   assert {
     condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_CONFIG_TABLE"] == "cfg"
     error_message = "the task must get the config table"
+  }
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.this.container_definitions)[1].environment : e.name => e.value }["JETWAY_ALERT_SNS_TOPIC_ARN"] == "test-quota-alerts-arn"
+    error_message = "the task must get the quota alerts topic"
   }
   # Deregistration: the ALB stops health checks; the task notices within
   # (misses + 1) intervals, then drains; the ALB keeps its sockets that long.
@@ -244,6 +249,7 @@ run "iam" {
     requests_by_server_index_arn = "test-requests-arn/index/by_server"
     config_table_arn             = "test-config-arn"
     config_audit_index_arns      = ["test-config-arn/index/audit_tenant", "test-config-arn/index/audit_all"]
+    quota_alert_topic_arn        = "test-quota-alerts-arn"
     firehose_stream_arn          = "test-firehose-arn"
     log_group_arn                = "test-log-group-arn"
     ecr_repository_arn           = "test-ecr-arn"
@@ -257,6 +263,10 @@ run "iam" {
   assert {
     condition     = alltrue([for d in [data.aws_iam_policy_document.task, data.aws_iam_policy_document.execution] : alltrue([for s in d.statement : length(coalesce(s.not_actions, [])) == 0])])
     error_message = "no NotAction statements (they grant everything else)"
+  }
+  assert {
+    condition     = [for s in data.aws_iam_policy_document.task.statement : [toset(s.actions), toset(s.resources)] if length([for a in s.actions : a if startswith(a, "sns:")]) > 0] == [[toset(["sns:Publish"]), toset([var.quota_alert_topic_arn])]]
+    error_message = "the task role may only publish, and only to the quota alerts topic"
   }
   assert {
     condition = [for s in data.aws_iam_policy_document.task.statement : [toset(s.actions), toset(s.resources)] if contains(s.resources, var.config_table_arn) || length(setintersection(s.resources, var.config_audit_index_arns)) > 0] == [
@@ -277,5 +287,33 @@ run "analytics_iam" {
     condition = alltrue(flatten([for d in [data.aws_iam_policy_document.firehose, data.aws_iam_policy_document.firehose_assume, data.aws_iam_policy_document.bucket] :
     [for s in d.statement : [for a in coalesce(s.actions, []) : !strcontains(a, "*")]]]))
     error_message = "no IAM action may contain a wildcard"
+  }
+}
+
+run "observability" {
+  command = plan
+  module {
+    source = "../observability"
+  }
+  variables {
+    cluster_name            = "c"
+    service_name            = "s"
+    alb_arn_suffix          = "app/test/0123"
+    target_group_arn_suffix = "targetgroup/test/0123"
+    web_acl_name            = "w"
+    log_group_name          = "/ecs/test"
+    table_names             = ["t"]
+    bedrock_model_ids       = ["amazon.nova-micro-v1:0"]
+    firehose_stream_name    = "f"
+    quota_alert_emails      = ["quota@example.com"]
+  }
+
+  assert {
+    condition     = aws_sns_topic.quota_alerts.kms_master_key_id == "alias/aws/sns"
+    error_message = "the quota alerts topic is encrypted at rest, with the AWS managed key alias/aws/sns"
+  }
+  assert {
+    condition     = [for s in aws_sns_topic_subscription.quota_alert_email : [s.protocol, s.endpoint]] == [["email", "quota@example.com"]]
+    error_message = "want one email subscription per quota_alert_emails address"
   }
 }
