@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"go.uber.org/zap"
 
+	"github.com/jetway-gateway/jetway/internal/alert"
 	"github.com/jetway-gateway/jetway/internal/config"
 	"github.com/jetway-gateway/jetway/internal/configstore"
+	"github.com/jetway-gateway/jetway/internal/dynamotable"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 )
 
@@ -52,4 +56,32 @@ func (srv *server) configuration(file *config.Config, awsCfg aws.Config, metrics
 	srv.config = a
 	go a.Run(srv.bg)
 	return a.Live(), nil
+}
+
+// alerts is the quota alerts' notifier: nil without a sink. Which
+// server sends an event is decided in the quota table (one conditional
+// put per threshold crossed), or in memory without one.
+func (srv *server) alerts(awsCfg aws.Config, dynamo *dynamodb.Client, metrics *telemetry.Metrics) (*alert.Notifier, error) {
+	s := srv.s
+	var sinks []alert.Sink
+	if s.AlertWebhookURL != "" {
+		wh, err := alert.NewWebhook(s.AlertWebhookURL, s.AlertWebhookSecret, &http.Client{Timeout: 10 * time.Second}, alert.WebhookOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("JETWAY_ALERT_WEBHOOK_URL: %w", err)
+		}
+		sinks = append(sinks, wh)
+	}
+	if s.AlertSNSTopic != "" {
+		sinks = append(sinks, alert.NewSNS(sns.NewFromConfig(awsCfg), s.AlertSNSTopic))
+	}
+	if len(sinks) == 0 {
+		return nil, nil
+	}
+	claims := alert.NewMemoryClaimer()
+	if s.QuotaTable != "" {
+		t := dynamotable.NewTable(dynamo, s.QuotaTable, dynamotable.TableQuota)
+		t.SetObserver(metrics)
+		claims = alert.NewDynamoClaimer(t)
+	}
+	return alert.New(alert.Options{}, claims, sinks, metrics, srv.logger), nil
 }

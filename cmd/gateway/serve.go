@@ -38,6 +38,7 @@ import (
 
 	"github.com/jetway-gateway/jetway/internal/admin"
 	"github.com/jetway-gateway/jetway/internal/aisdk"
+	"github.com/jetway-gateway/jetway/internal/alert"
 	"github.com/jetway-gateway/jetway/internal/anthropic"
 	"github.com/jetway-gateway/jetway/internal/auth"
 	"github.com/jetway-gateway/jetway/internal/config"
@@ -89,6 +90,7 @@ type server struct {
 	s        *settings
 	logger   *zap.Logger
 	config   *configstore.Applier // the config table's; nil: the tenants file is the configuration
+	notifier *alert.Notifier      // quota alerts; nil: no sink
 	instance string               // this process's fleet id (settings.instanceID)
 
 	// Everything background runs under bg, which outlives Run's ctx so
@@ -273,9 +275,12 @@ func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *bedroc
 	if err != nil {
 		return err
 	}
+	if srv.notifier, err = srv.alerts(awsCfg, dynamo, metrics); err != nil {
+		return err
+	}
 	gwo := s.Gateway
 	gwo.Instance = srv.instance
-	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs,
+	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs, Alerts: srv.notifier,
 		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
 			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
 		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
@@ -679,6 +684,11 @@ func (srv *server) drain(reason string) {
 // background context, the listeners, the trace exporter (flushing its
 // spans) and the logger.
 func (srv *server) close() {
+	if srv.notifier != nil {
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.notifier.Close(actx) // what is queued is sent, within a bound
+		cancel()
+	}
 	srv.stopBG()
 	for _, ln := range []net.Listener{srv.mockLn, srv.mainLn, srv.adminLn} {
 		if ln != nil {

@@ -72,6 +72,8 @@ type settings struct {
 	CacheTable, MembersTable                  string
 	ConfigTable                               string
 	ConfigPoll                                time.Duration
+	AlertWebhookURL, AlertWebhookSecret       string
+	AlertSNSTopic                             string
 	RecordFormat                              string      // "v1" or "v2": parsed into recordFormat
 	recordFormat                              call.Format // what records and cache entries are written in
 	QuotaLease                                bool
@@ -189,6 +191,9 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call"),
 		row(&s.QuotaTable, "JETWAY_QUOTA_TABLE", "", "DynamoDB quota table (unset: in memory)"),
 		row(&s.ConfigTable, "JETWAY_CONFIG_TABLE", "", "DynamoDB config table: tenants, apps, user overrides and models changed at runtime through the admin API (unset: the tenants file, read-only)"),
+		row(&s.AlertWebhookURL, "JETWAY_ALERT_WEBHOOK_URL", "", "quota alerts: a webhook POSTed each threshold event (https, or http on loopback)"),
+		row(&s.AlertWebhookSecret, "JETWAY_ALERT_WEBHOOK_SECRET", "", "the key of the webhook's X-Jetway-Signature (HMAC-SHA256); required with the webhook"),
+		row(&s.AlertSNSTopic, "JETWAY_ALERT_SNS_TOPIC_ARN", "", "quota alerts: an SNS topic published each threshold event"),
 		row(&s.ConfigPoll, "JETWAY_CONFIG_POLL_INTERVAL", configstore.DefaultPollInterval, "how often a server looks for configuration changes in the config table (one GetItem)"),
 		row(&s.QuotaLease, "JETWAY_QUOTA_LEASE", true, "with a quota table: admit from leased blocks of each limit, no DynamoDB call per request"),
 		row(&s.Lease.TTL, "JETWAY_QUOTA_LEASE_TTL", quota.DefaultLeaseTTL, "a quota lease's life after its last write (a killed server's tokens come back after it)"),

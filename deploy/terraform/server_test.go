@@ -28,15 +28,6 @@ var requiredSettings = []string{
 	"JETWAY_CONFIG_TABLE", "JETWAY_ALERT_SNS_TOPIC_ARN",
 }
 
-// notDocumentedYet: settings the task already sets for the runtime control
-// plane (issue 34; ../shared/ADMIN-API.md) whose rows in
-// docs/configuration.md come with the gateway code that reads them (a row
-// there without its cmd/gateway/settings.go entry fails
-// TestSettingsDocumented). Delete each name once it is documented.
-var notDocumentedYet = map[string]bool{
-	"JETWAY_CONFIG_TABLE": true,
-}
-
 // The gateway's EMF metrics (internal/telemetry, namespace Jetway).
 var emfMetrics = []string{"ActiveSessions", "InFlight", "Requests", "Errors", "QuotaRejections", "TTFT", "Latency",
 	"Takeovers", "SessionsMoved", "InputTokens", "CacheReadTokens", "CacheWriteTokens", "CacheSavedMicroUSD", "UsageRecordsDropped"}
@@ -239,19 +230,8 @@ func checkTaskEnvironmentIsDocumented(t *testing.T, s *stack) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		documented := strings.Contains(string(doc), "`"+name+"`")
-		switch {
-		case documented && notDocumentedYet[name]:
-			t.Logf("%s is documented now: delete it from notDocumentedYet", name)
-		case !documented && notDocumentedYet[name]:
-			t.Logf("the task sets %s, which docs/configuration.md does not document yet (issue 34)", name)
-		case !documented:
+		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("the task sets %s, which docs/configuration.md does not document", name)
-		}
-	}
-	for name := range notDocumentedYet {
-		if env[name] == nil {
-			t.Errorf("notDocumentedYet names %s, which the task does not set", name)
 		}
 	}
 	// The ECS module sends exactly local.environment, nothing else.

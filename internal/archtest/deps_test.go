@@ -50,6 +50,16 @@ var forbidden = map[string][]string{
 	"internal/alert": {module + "internal/gateway", module + "internal/quota", module + "internal/config", module + "internal/session",
 		module + "internal/router", module + "internal/stream", module + "internal/door", module + "internal/socket", module + "internal/protocol",
 		"github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
+	// The config table reaches DynamoDB only through its technology
+	// package; it knows no pipeline, quota or wire.
+	"internal/configstore": {module + "internal/gateway", module + "internal/quota", module + "internal/session", module + "internal/router",
+		module + "internal/stream", module + "internal/door", module + "internal/socket", module + "internal/protocol", module + "internal/admin",
+		"github.com/gorilla/", "github.com/gin-gonic/", smithy, dynamoFeatures},
+	// The admin API: documents through configstore, sign-in through door;
+	// no pipeline, quota, model or WebSocket.
+	"internal/admin": {module + "internal/gateway", module + "internal/quota", module + "internal/session", module + "internal/router",
+		module + "internal/stream", module + "internal/socket", module + "internal/protocol", module + "internal/dynamotable",
+		"github.com/gorilla/", "github.com/aws/"},
 	"client": {module + "internal/"},
 	// The technology packages know nothing of the module.
 	"internal/dynamotable": {module},

@@ -163,6 +163,7 @@ func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 	ctx, cancel := within(ctx, g.base, g.opts.ReserveTimeout)
 	defer cancel()
 	res, err := g.quotas.Reserve(ctx, f.req.RequestID, quota.LimitsFor(f.tenant, f.app, p.Subject, f.user), amount)
+	f.observeLimits(res, amount, err)
 	outcome := tracing.QuotaOutcome.String("error")
 	var exceeded *quota.ExceededError
 	if errors.As(err, &exceeded) {

@@ -99,6 +99,7 @@ type Fleet interface {
 // Gateway runs requests. Its zero value is not usable; see New.
 type Gateway struct {
 	cfg     *config.Live
+	alerts  Alerts
 	logs    *stream.Registry
 	router  Router
 	quotas  Quotas
@@ -133,6 +134,7 @@ type Deps struct {
 	Fleet   Fleet   // with Records: who is alive (nil: a fleet of one, nobody is ever gone)
 	Cache   Cache   // optional: the response cache
 	Usage   UsageRecorder
+	Alerts  Alerts             // optional: quota threshold alerts
 	Metrics *telemetry.Metrics // may be nil
 	Tracer  trace.Tracer       // nil: no spans (see tracing.go)
 	Logger  *zap.Logger
@@ -145,7 +147,7 @@ func New(d Deps, o Options) *Gateway {
 	settleBase, stopSettle := context.WithCancel(context.Background())
 	g := &Gateway{settleBase: settleBase, stopSettle: stopSettle, tracer: d.Tracer, tracing: d.Tracer != nil,
 		cfg: d.Config, logs: d.Logs, router: d.Router, quotas: d.Quotas, records: d.Records, cache: d.Cache, usage: d.Usage,
-		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop,
+		metrics: d.Metrics, logger: d.Logger, opts: o, base: base, stopBase: stop, alerts: d.Alerts,
 		late:     &latePuts{watches: map[lateKey]*lateWatch{}},
 		refusals: newRefusals(o.MaxRefusalsPerUser, o.Now),
 	}
