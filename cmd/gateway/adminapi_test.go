@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -420,5 +421,60 @@ func TestConfigTableOutage(t *testing.T) {
 	after := ops.must(ops.do(g, "GET", "/v1/admin/tenants/acme", nil), 200)
 	if after.ETag != cur.ETag {
 		t.Fatalf("a write refused 503 was stored: version %s -> %s", cur.ETag, after.ETag)
+	}
+}
+
+// TestConfigImportExport: `gateway config import` writes a tenants file
+// (user overrides included) into the config table, a second import
+// writes nothing, and `gateway config export` prints a file that imports
+// again unchanged.
+func TestConfigImportExport(t *testing.T) {
+	w := newWorld(t, fastPace())
+	endpoint := dynalitetest.Start(t)
+	table := dynalitetest.TableName(t)
+	env := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_CONFIG_TABLE": table}
+	w.runCommand(env, "tables", "create")
+	dir := t.TempDir()
+	seed := dir + "/seed.yaml"
+	b, err := os.ReadFile("testdata/jetway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One user override, under its app.
+	withUser := strings.Replace(string(b), "client_ids: [contoso-support]", "client_ids: [contoso-support]\n        users: [{sub: blocked-user, disabled: true}]", 1)
+	if withUser == string(b) {
+		t.Fatal("testdata/jetway.yaml changed: no contoso-support app to put the override under")
+	}
+	if err := os.WriteFile(seed, []byte(withUser), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := w.runCommand(env, "config", "import", seed)
+	if !strings.Contains(first, "0 replaced, 0 unchanged") || strings.Contains(first, " 0 created") {
+		t.Fatalf("first import: %s", first)
+	}
+	if again := w.runCommand(env, "config", "import", seed); !strings.Contains(again, " 0 created, 0 replaced") {
+		t.Fatalf("second import wrote something: %s", again)
+	}
+	out := dir + "/export.yaml"
+	w.runCommand(env, "config", "export", "--out", out)
+	exported, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(exported), "blocked-user") {
+		t.Fatalf("the export lost the user override:\n%s", exported)
+	}
+	if re := w.runCommand(env, "config", "import", out); !strings.Contains(re, " 0 created, 0 replaced") {
+		t.Fatalf("importing the export wrote something: %s", re)
+	}
+	// A server on the table refuses the disabled user and serves others.
+	g := w.start(env)
+	c := w.dial(g, "blocked-user", nil)
+	_, err = waitCall(t, mustSend(t, c, ask("am I blocked?")), 20*time.Second)
+	if e, ok := err.(*client.Error); !ok || e.Code != "forbidden" {
+		t.Fatalf("the imported disabled user: %v, want forbidden", err)
+	}
+	if _, err := waitCall(t, mustSend(t, w.dial(g, "someone-else", nil), ask("hello")), 20*time.Second); err != nil {
+		t.Fatalf("another user: %v", err)
 	}
 }

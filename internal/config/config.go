@@ -181,7 +181,7 @@ func (p Price) CacheWrite() float64 {
 // Tenant is a customer: tenant-wide limits and its apps.
 type Tenant struct {
 	ID     string  `yaml:"id" json:"id"`
-	Limits []Limit `yaml:"limits" json:"limits"`
+	Limits []Limit `yaml:"limits" json:"limits,omitempty"`
 	Apps   []App   `yaml:"apps" json:"apps"`
 	// Version is the stored document's version; see Model.Version.
 	Version string `yaml:"-" json:"version,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
@@ -24,28 +25,35 @@ type ImportReport struct {
 func (s *Service) Import(ctx context.Context, c *config.Config) (ImportReport, error) {
 	var r ImportReport
 	upsert := func(key, tenant string, body []byte, put *Doc) error {
-		stored, err := s.store.Get(ctx, key)
-		if err != nil {
-			return err
-		}
-		if stored != nil && bytes.Equal(stored.Body, body) {
-			r.Unchanged++
+		// An import racing another (servers seeding a new table together)
+		// reads the document again after a refused condition.
+		for attempt := 1; ; attempt++ {
+			stored, err := s.store.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if stored != nil && bytes.Equal(stored.Body, body) {
+				r.Unchanged++
+				return nil
+			}
+			put.Body = body
+			w := Write{Key: key, Put: put, Audit: Audit{Actor: "import", Action: "import", Path: key, Tenant: tenant, After: body}}
+			if stored != nil {
+				w.Expect, w.Audit.Before = stored.Version, stored.Body
+			}
+			_, err = s.store.Write(ctx, w)
+			switch {
+			case errors.Is(err, ErrStale) && attempt < 3:
+				continue
+			case err != nil:
+				return fmt.Errorf("import %s: %w", key, err)
+			case stored == nil:
+				r.Created++
+			default:
+				r.Replaced++
+			}
 			return nil
 		}
-		put.Body = body
-		w := Write{Key: key, Put: put, Audit: Audit{Actor: "import", Action: "import", Path: key, Tenant: tenant, After: body}}
-		if stored != nil {
-			w.Expect, w.Audit.Before = stored.Version, stored.Body
-		}
-		if _, err := s.store.Write(ctx, w); err != nil {
-			return fmt.Errorf("import %s: %w", key, err)
-		}
-		if stored == nil {
-			r.Created++
-		} else {
-			r.Replaced++
-		}
-		return nil
 	}
 	for i := range c.Models {
 		m := c.Models[i]
