@@ -80,9 +80,12 @@ func mark(limit int64, t int) int64 {
 	return q*int64(t) + (r*int64(t)+99)/100
 }
 
-// crosses reports whether this observation reaches threshold t (percent,
-// 1..100; any other never is) first: Before < ceil(Limit*t/100) <= After,
-// or a refusal for the limit when t is 100 (even with After below it).
+// crosses reports whether this observation is at or past threshold t
+// (percent, 1..100; any other never is): ceil(Limit*t/100) <= After, or a
+// refusal for the limit when t is 100 (even with After below it). Not
+// only the observation that passes the mark: with quota leases a server
+// sees other servers' use in jumps (their lease grants), so the one that
+// passed it may be on no server at all. The claim makes it one event.
 func (o Observation) crosses(t int) bool {
 	if t < 1 || t > 100 || o.Limit <= 0 {
 		return false
@@ -90,8 +93,7 @@ func (o Observation) crosses(t int) bool {
 	if o.Refused && t == 100 {
 		return true
 	}
-	m := mark(o.Limit, t)
-	return o.Before < m && m <= o.After
+	return mark(o.Limit, t) <= o.After
 }
 
 // scopeKey names the scope's counter: the tenant, tenant/app or

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,9 +135,15 @@ func TestExactlyOnce(t *testing.T) {
 		// claim while the other's claim is under way.
 		var started sync.WaitGroup
 		started.Add(2)
+		var once [2]sync.Once
+		var seen atomic.Int32
 		slow := claimFunc(func(ctx context.Context, key string, exp time.Time) (bool, error) {
-			started.Done()
-			started.Wait()
+			if strings.HasSuffix(key, "#90") {
+				if i := seen.Add(1) - 1; i < 2 {
+					once[i].Do(started.Done)
+					started.Wait()
+				}
+			}
 			return claims.Claim(ctx, key, exp)
 		})
 		a, b := &recorder{name: "a"}, &recorder{name: "b"}
@@ -152,11 +160,12 @@ func TestExactlyOnce(t *testing.T) {
 		wg.Wait()
 		closeWithin(t, na)
 		closeWithin(t, nb)
-		if got := len(a.events(t)) + len(b.events(t)); got != 1 {
-			t.Fatalf("%d events across two servers, want 1", got)
+		// At 90 % the use is past 80 % too: one event for each threshold.
+		if got := len(a.events(t)) + len(b.events(t)); got != 2 {
+			t.Fatalf("%d events across two servers, want 2 (80 and 90)", got)
 		}
-		if got := alertCount(t, reg, map[string]string{"outcome": "claimed_elsewhere"}); got != 1 {
-			t.Errorf("claimed_elsewhere %v, want 1 (each server claims once)", got)
+		if got := alertCount(t, reg, map[string]string{"outcome": "claimed_elsewhere"}); got != 2 {
+			t.Errorf("claimed_elsewhere %v, want 2 (each server claims each threshold once)", got)
 		}
 	})
 }
@@ -286,7 +295,9 @@ func TestQueueFullDrops(t *testing.T) {
 	if got := len(sink.events(t)); got != 2 {
 		t.Errorf("%d sent, want 2", got)
 	}
-	n.Observe(hourly(90)) // after Close: dropped
+	late := hourly(90)
+	late.Thresholds = []int{90}
+	n.Observe(late) // after Close: dropped
 	if got := alertCount(t, reg, map[string]string{"outcome": "dropped"}); got != 2 {
 		t.Errorf("dropped %v after Close, want 2", got)
 	}

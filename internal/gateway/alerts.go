@@ -30,9 +30,6 @@ func (f *flight) observeLimits(res *quota.Reservation, amount quota.Amount, err 
 		o := alert.Observation{Tenant: p.Tenant, App: p.App, Scope: s.Kind, Window: string(w), WindowStart: start,
 			Thresholds: f.alertsOf(s.Kind, w)}
 		_, o.WindowResetsAt = w.Bounds(start)
-		if s.Kind == quota.KindTenant {
-			o.App = ""
-		}
 		if s.Kind == quota.KindUser {
 			o.User = p.Subject
 		}
