@@ -342,6 +342,39 @@ export const SUBPROTOCOL = 'jetway.v1';
  */
 
 /**
+ * One measure of one limit in the caller's standing ({@link Client#me}):
+ * exactly one of `tokens`, `requests` and `usd` is set (the limit in that
+ * measure), and `used` and `remaining` are in it (dollars for usd).
+ * @typedef {Object} StandingEntry
+ * @property {'tenant'|'app'|'user'|string} scope whose limit: the tenant's, the app's, or this user's within the app
+ * @property {'minute'|'hour'|'day'|'month'|string} window
+ * @property {number} [tokens]
+ * @property {number} [requests]
+ * @property {number} [usd]
+ * @property {number} used in the window instance holding now, requests in flight at what they reserved
+ * @property {number} remaining the limit less used, never below 0
+ * @property {string} resets_at RFC 3339 (UTC): the end of that window instance
+ */
+
+/**
+ * The caller's own standing: `GET /v1/me` of the admin API (docs/admin.md).
+ * @typedef {Object} Standing
+ * @property {string} tenant
+ * @property {string} app
+ * @property {string} user the token's `sub`
+ * @property {StandingEntry[]} limits every limit admission reserves against for this caller, one entry per measure
+ * @property {boolean} disabled the user's new requests are refused
+ */
+
+/**
+ * @typedef {Object} MeOptions
+ * @property {string|URL} [url] where to ask; default: the gateway of the current connection (or of the
+ *   next attempt), its WebSocket URL with `ws:` as `http:`, `wss:` as `https:` and the path `/v1/me`
+ * @property {number} [timeoutMs] give up after this long (default 10000), with code `timeout`
+ * @property {AbortSignal} [signal] abort the call (code `cancelled`)
+ */
+
+/**
  * - `connecting`: opening the first connection
  * - `connected`: ready for requests
  * - `reconnecting`: the connection was lost; trying again (see attempt, delayMs)
@@ -1065,6 +1098,76 @@ export class Client {
     }
   }
 
+  /**
+   * The caller's own standing (`GET /v1/me`, docs/admin.md): every limit
+   * that applies to the signed-in user, with what is used and left in its
+   * current window and when that window resets. Asks the gateway of the
+   * current connection (the next attempt's while there is none) over HTTP,
+   * with the token the socket uses as a Bearer header; a 401 asks getToken
+   * for a fresh token and tries once more. Rejects with a JetwayError: the
+   * gateway's `{"error": {"code", "message"}}` and its HTTP status, or
+   * `unavailable` (status 0: no answer), `timeout`, `cancelled`, `token`
+   * (getToken failed), `closed`.
+   * @param {MeOptions} [options]
+   * @returns {Promise<Standing>}
+   */
+  async me(options = {}) {
+    if (this._closed) throw new JetwayError({ code: 'closed', message: 'client closed' });
+    const fetchFn = /** @type {any} */ (globalThis).fetch;
+    if (typeof fetchFn !== 'function') throw new TypeError('jetway: no fetch here (Node 18 or later has one)');
+    const url = String(options.url ?? standingURL(this._sendable()?.url ?? this._urls[this._urlIndex % this._urls.length]));
+    const ctl = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, Math.min(options.timeoutMs ?? 10000, MAX_TIMER_MS));
+    const abort = () => ctl.abort();
+    options.signal?.addEventListener('abort', abort, { once: true });
+    if (options.signal?.aborted) ctl.abort();
+    /** @param {boolean} force */
+    const token = async (force) => {
+      try {
+        const last = this._lastToken;
+        return !force && last !== null && !expiresWithin(last, 2000) ? last : await this._token(force, force ? 'rejected' : 'connect');
+      } catch (err) {
+        throw new JetwayError({ code: 'token', message: `jetway: getToken failed: ${err}` });
+      }
+    };
+    /** @param {string} bearer */
+    const get = async (bearer) => {
+      try {
+        return await fetchFn(url, { headers: { authorization: `Bearer ${bearer}`, accept: 'application/json' }, signal: ctl.signal });
+      } catch (err) {
+        throw noAnswer(url, err, timedOut, !!options.signal?.aborted);
+      }
+    };
+    try {
+      let r = await get(await token(false));
+      if (r.status === 401) {
+        r.body?.cancel().catch(() => {}); // the refusal's body is not needed: free the connection
+        r = await get(await token(true));
+      }
+      /** @type {any} */
+      let body;
+      try {
+        body = await r.json();
+      } catch (err) {
+        if (ctl.signal.aborted) throw noAnswer(url, err, timedOut, !!options.signal?.aborted);
+        body = null;
+      }
+      if (r.ok && body && Array.isArray(body.limits)) return body;
+      const e = body?.error ?? {};
+      const code = typeof e.code === 'string' && e.code ? e.code
+        : r.ok ? 'internal' : (HTTP_CODES[r.status] ?? (r.status >= 500 ? 'internal' : 'invalid_request'));
+      throw new JetwayError({ code, status: r.status, retryable: r.status === 429 || r.status === 503,
+        message: typeof e.message === 'string' && e.message ? e.message : `GET ${url}: ${r.ok ? 'not a standing' : `status ${r.status}`}` });
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', abort);
+    }
+  }
+
   /** Sends an application ping (liveness is also checked on its own). */
   ping() {
     this._sendable()?.send({ type: 'ping', t: Date.now() });
@@ -1753,6 +1856,40 @@ function report(err) {
 /** @param {Call} call */
 function wake(call) {
   for (const w of call[kIn].waiters.splice(0)) w();
+}
+
+/** The error codes of HTTP statuses whose answer does not say its own (not the admin API's shape). */
+/** @type {Record<number, ErrorCode>} */
+const HTTP_CODES = { 400: 'invalid_request', 401: 'unauthorized', 403: 'forbidden', 404: 'not_found', 405: 'invalid_request',
+  409: 'conflict', 429: 'rate_limited', 503: 'unavailable' };
+
+/**
+ * The standing's URL of the gateway at a WebSocket URL: ws: -> http:,
+ * wss: -> https:, the path's /v1/ws (after any prefix) -> /v1/me.
+ * @param {string} wsURL
+ */
+function standingURL(wsURL) {
+  const u = new URL(wsURL);
+  u.protocol = u.protocol === 'wss:' ? 'https:' : 'http:';
+  const prefix = /\/v1\/ws\/?$/.test(u.pathname) ? u.pathname.replace(/\/v1\/ws\/?$/, '') : '';
+  u.pathname = `${prefix}/v1/me`;
+  u.search = '';
+  u.hash = '';
+  return u.href;
+}
+
+/**
+ * A fetch that got no answer as a JetwayError.
+ * @param {string} url
+ * @param {unknown} err
+ * @param {boolean} timedOut
+ * @param {boolean} cancelled
+ */
+function noAnswer(url, err, timedOut, cancelled) {
+  if (cancelled) return new JetwayError({ code: 'cancelled', message: `GET ${url}: aborted` });
+  if (timedOut) return new JetwayError({ code: 'timeout', retryable: true, message: `GET ${url}: no answer in time` });
+  const why = err instanceof Error ? err.message : String(err);
+  return new JetwayError({ code: 'unavailable', retryable: true, message: `GET ${url}: ${why}` });
 }
 
 /**
