@@ -4,9 +4,10 @@
 // show is here: answers rendered as Markdown while they stream, a model's
 // reasoning (collapsible), an attached image, a tool the model can call that
 // runs in the page (a calculator), time to first token and latency, the
-// quota, plain errors (a 429 with the time until the window resets), the
-// connection state, and the app's model allowlist; Copy and Retry under
-// every answer, example questions in an empty conversation.
+// quota, the user's standing against every limit (GET /v1/me), plain
+// errors (a 429 with the time until the window resets), the connection
+// state, and the app's model allowlist; Copy and Retry under every answer,
+// example questions in an empty conversation.
 //
 // Query parameters: ws=<url>[,<url>...] gateway WebSocket endpoints
 // (default: this page's host); ttl=<seconds> dev token lifetime.
@@ -24,6 +25,8 @@ import { renderMarkdown } from './markdown.js';
 /** @typedef {import('./jetway.js').Tool} Tool */
 /** @typedef {import('./jetway.js').ToolUseBlock} ToolUseBlock */
 /** @typedef {import('./jetway.js').ToolResult} ToolResult */
+/** @typedef {import('./jetway.js').Standing} Standing */
+/** @typedef {import('./jetway.js').StandingEntry} StandingEntry */
 
 /**
  * What the user chose for a question.
@@ -78,6 +81,12 @@ const demo = {
   states: [],
   /** @type {Client|null} */
   client: null,
+  /** @type {Standing|null} the standing the panel shows */
+  standing: null,
+  /** reads of the standing that ended (answered or failed) */
+  standingReads: 0,
+  /** reads the standing again now (what the page does after every answer) */
+  refreshStanding: () => refreshStanding(),
 };
 /** @type {any} */ (window).jetwayDemo = demo;
 
@@ -310,6 +319,7 @@ function startChat(getToken, models) {
   turns = [];
   $('conversation').replaceChildren();
   $('quota').textContent = '';
+  resetStanding();
   showExamples();
   restoreTurns(saved.lastTurns());
   $('chat').hidden = false;
@@ -323,6 +333,7 @@ function startChat(getToken, models) {
   });
   client.on('ready', (r) => {
     $('who').textContent = `${r.user} · ${r.tenant} / ${r.app}`;
+    refreshStanding(); // on load, and after a reconnect (maybe to another gateway)
     explaining = false;
     delete $('conn').dataset.why;
     hideBanner();
@@ -591,6 +602,7 @@ function answer(c, question, messages, round) {
       }
       if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
+      standingAfterAnswer();
     },
     onError: (err) => {
       const follow = nearEnd();
@@ -617,6 +629,7 @@ function answer(c, question, messages, round) {
       offerActions();
       if (streaming === call) setStreaming(null);
       if (follow) scrollToEnd();
+      standingAfterAnswer();
     },
   });
   turnCalls.set(a, call);
@@ -962,6 +975,196 @@ function renderQuota(quota) {
   $('quota').textContent = quota
     ? `Quota: ${quota.remaining.toLocaleString()} of ${quota.limit.toLocaleString()} tokens left this ${quota.window}`
     : 'Quota: no limit';
+}
+
+// ---------------------------------------------------------------------------
+// The standing: every limit of the signed-in user, what is used and left.
+
+/**
+ * How long after an answer the page reads the standing once more: the
+ * gateway settles an answer's charge just after its terminal frame, and
+ * until then `used` holds the reservation (the input estimate plus
+ * max_tokens), so the read at the answer's end may show more than it cost.
+ */
+const settledAfterMs = 2000;
+
+/** A read of the standing is under way; another asked for meanwhile runs after it. */
+let standingReading = false;
+let standingAgain = false;
+/** @type {ReturnType<typeof setTimeout>|undefined} */
+let standingTimer;
+
+function resetStanding() {
+  clearTimeout(standingTimer);
+  demo.standing = null;
+  const panel = $('standing');
+  panel.dataset.state = 'loading';
+  delete panel.dataset.code;
+  $('standing-summary').textContent = 'Loading…';
+  $('standing-list').replaceChildren();
+  $('standing-note').textContent = '';
+  $('standing-flag').hidden = true;
+  $('standing-disabled').hidden = true;
+}
+
+/** Reads the standing after an answer ended, and again once its charge has settled. */
+function standingAfterAnswer() {
+  refreshStanding();
+  clearTimeout(standingTimer);
+  standingTimer = setTimeout(refreshStanding, settledAfterMs);
+}
+
+/**
+ * Where the page asks for the standing: the socket's gateway (jetway.js's
+ * default) when the page's CSP lets it (this page's origin or https), else
+ * this page's own gateway (dev mode with ?ws= naming another ws:// origin;
+ * in a fleet every gateway reads the same quota store).
+ * @param {Client} c
+ * @returns {string|undefined}
+ */
+function standingURL(c) {
+  try {
+    const ws = new URL(c.url ?? wsURLs[0]);
+    if (ws.protocol === 'wss:' || ws.host === location.host) return undefined;
+  } catch {
+    // not a URL: connect() refused it already
+  }
+  return new URL('/v1/me', location.href).href;
+}
+
+/** Reads the standing with the signed-in user's token and shows it (one read at a time). */
+async function refreshStanding() {
+  const c = client;
+  if (!c) return;
+  if (standingReading) {
+    standingAgain = true;
+    return;
+  }
+  standingReading = true;
+  try {
+    do {
+      standingAgain = false;
+      try {
+        const me = await c.me({ url: standingURL(c) });
+        if (client === c) renderStanding(me);
+      } catch (err) {
+        if (client === c) renderStandingError(/** @type {JetwayError} */ (err));
+      }
+      demo.standingReads++;
+    } while (standingAgain && client === c);
+  } finally {
+    standingReading = false;
+  }
+}
+
+/** @type {Record<string, string>} */
+const scopeWords = { tenant: 'Tenant', app: 'App', user: 'User' };
+/** @type {Record<string, string>} */
+const windowWords = { minute: 'per-minute', hour: 'hourly', day: 'daily', month: 'monthly' };
+
+/**
+ * An entry's measure and its limit in it.
+ * @param {StandingEntry} e
+ * @returns {{measure: 'tokens'|'requests'|'usd', limit: number}}
+ */
+function measureOf(e) {
+  if (e.tokens !== undefined) return { measure: 'tokens', limit: e.tokens };
+  if (e.requests !== undefined) return { measure: 'requests', limit: e.requests };
+  return { measure: 'usd', limit: e.usd ?? 0 };
+}
+
+/**
+ * An amount in its measure, as people read it.
+ * @param {number} n
+ * @param {string} measure
+ */
+function amount(n, measure) {
+  return measure === 'usd'
+    ? n.toLocaleString(undefined, { style: 'currency', currency: 'USD', maximumFractionDigits: n < 1 ? 4 : 2 })
+    : Math.round(n).toLocaleString();
+}
+
+/** @param {Standing} me */
+function renderStanding(me) {
+  demo.standing = me;
+  const panel = /** @type {HTMLDetailsElement} */ ($('standing'));
+  panel.dataset.state = 'ok';
+  delete panel.dataset.code;
+  panel.dataset.disabled = String(me.disabled);
+  $('standing-flag').hidden = !me.disabled;
+  $('standing-disabled').hidden = !me.disabled;
+  if (me.disabled) panel.open = true;
+
+  const items = me.limits.map((e) => {
+    const { measure, limit } = measureOf(e);
+    const share = limit > 0 ? e.used / limit : 1;
+    const li = el('li', 'limit');
+    li.dataset.scope = e.scope;
+    li.dataset.window = e.window;
+    li.dataset.measure = measure;
+    li.dataset.level = share >= 1 ? 'bad' : share >= 0.8 ? 'warn' : 'ok';
+    const name = el('span', 'limit-name', `${scopeWords[e.scope] ?? e.scope} · ${windowWords[e.window] ?? e.window} ${measure === 'usd' ? 'USD' : measure}`);
+    const used = el('span', 'limit-used');
+    used.append(el('span', 'used', amount(e.used, measure)), ariaHidden(' / '), el('span', 'visually-hidden', ' used of '),
+      el('span', 'cap', amount(limit, measure)));
+    const head = el('div', 'limit-row');
+    head.append(name, used);
+    const bar = el('div', 'limit-bar');
+    bar.setAttribute('aria-hidden', 'true');
+    const fill = el('span', '');
+    fill.style.width = `${Math.min(100, Math.max(0, share * 100))}%`;
+    bar.append(fill);
+    const left = el('span', 'left');
+    left.append(el('span', 'remaining', amount(e.remaining, measure)), ' left');
+    const resets = el('span', 'resets', 'resets ');
+    const at = /** @type {HTMLTimeElement} */ (el('time', '', resetTime(e.resets_at)));
+    at.dateTime = e.resets_at;
+    at.title = new Date(e.resets_at).toLocaleString();
+    resets.append(at);
+    const foot = el('div', 'limit-row limit-foot');
+    foot.append(left, resets);
+    li.append(head, bar, foot);
+    return { li, share, e, measure, limit };
+  });
+  $('standing-list').replaceChildren(...items.map((i) => i.li));
+
+  // The summary names the limit closest to its end; of equals, the
+  // narrowest (listed last: tenant, app, user).
+  const tightest = items.reduce((/** @type {typeof items[0]|null} */ a, b) => (a && a.share > b.share ? a : b), null);
+  $('standing-summary').textContent = tightest
+    ? `${tightest.e.scope} ${tightest.e.window}: ${amount(tightest.e.used, tightest.measure)} / ${amount(tightest.limit, tightest.measure)} ${tightest.measure === 'usd' ? 'USD' : tightest.measure}`
+    : 'no limits';
+  $('standing-note').textContent = `Updated ${new Date().toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' })}`;
+}
+
+/** @param {JetwayError} err */
+function renderStandingError(err) {
+  const panel = $('standing');
+  panel.dataset.state = 'error';
+  panel.dataset.code = err.code;
+  const why = `Usage could not be read: ${err.message || err.code}`;
+  if (!demo.standing) $('standing-summary').textContent = 'unavailable';
+  $('standing-note').textContent = demo.standing ? `${why}. Showing the last reading.` : `${why}.`;
+}
+
+/**
+ * When a window resets, as people say it: the time today, else the date too.
+ * @param {string} iso
+ */
+function resetTime(iso) {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return iso;
+  const time = { hour: '2-digit', minute: '2-digit' };
+  return at.toDateString() === new Date().toDateString()
+    ? at.toLocaleTimeString([], /** @type {Intl.DateTimeFormatOptions} */ (time))
+    : at.toLocaleString([], /** @type {Intl.DateTimeFormatOptions} */ ({ month: 'short', day: 'numeric', ...time }));
+}
+
+/** @param {string} text shown, but not read out (a screen reader gets a wording of its own) */
+function ariaHidden(text) {
+  const s = el('span', '', text);
+  s.setAttribute('aria-hidden', 'true');
+  return s;
 }
 
 /** @param {StateEvent} ev */
