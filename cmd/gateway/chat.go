@@ -56,7 +56,8 @@ var demoTools = map[string]demoTool{
 // conversation's history, runs the demo tools the model calls, and (through
 // the client package) reconnects and resumes after a dropped connection.
 // Without a prompt it reads one prompt per line from stdin. Without --token
-// it mints dev tokens as `gateway token` does.
+// it mints dev tokens as `gateway token` does. With --me it prints the
+// user's standing (chatMe) instead.
 func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway chat", flag.ContinueOnError)
 	url := fs.String("url", defaultChatURL, "the gateway's WebSocket endpoint")
@@ -67,6 +68,8 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 	tools := fs.String("tools", "", "tools to offer: a demo tool chat runs itself ("+strings.Join(demoToolNames(), ", ")+
 		"), or a JSON file holding an array of {name, description, input_schema} (their calls are answered with an error result)")
 	wait := fs.Duration("wait", defaultChatConnectWait, "how long to wait for a gateway that is not listening yet (just started)")
+	me := fs.Bool("me", false, "print the user's standing instead of chatting (GET /v1/me at --url's gateway: each limit, "+
+		"what is used and left, when it resets) and exit")
 	var u devUser
 	u.flags(fs, getenv, false)
 	u.CreateKey = true // chat may start before the gateway, which then loads the key chat made
@@ -91,6 +94,12 @@ func chat(ctx context.Context, args []string, getenv func(string) string, stdin 
 			return fmt.Errorf("chat: a dev token (give --token otherwise): %w", err)
 		}
 		tokenFn = func(context.Context) (string, error) { return u.mint(getenv) }
+	}
+	if *me {
+		if len(words) > 0 {
+			return fmt.Errorf("chat --me takes no prompt (got %q)", strings.Join(words, " "))
+		}
+		return chatMe(ctx, *url, tokenFn, *wait, stdout, stderr)
 	}
 	s := &chatSession{out: stdout, model: *model, system: *system, tools: offered}
 	if *reasoning > 0 {

@@ -1,7 +1,7 @@
 // Command gateway runs Jetway: the multi-tenant AI gateway.
 //
 //	gateway [serve] [flags]       run the server (settings: docs/configuration.md)
-//	gateway chat [flags] [prompt] talk to a gateway from the terminal
+//	gateway chat [flags] [prompt] talk to a gateway from the terminal (--me: the user's limits)
 //	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
 //	gateway tables create [--aws] create the DynamoDB tables at AWS_ENDPOINT_URL_DYNAMODB (--aws: real AWS)
 //	gateway usage [--dir] [--since 24h|7d] [--by tenant,app,model,user,door]
@@ -43,7 +43,8 @@ const commandList = `usage: gateway [command] [flags]   (gateway <command> -h li
 commands:
   serve             run the gateway (the default; settings: docs/configuration.md)
   chat [prompt]     talk to a gateway from the terminal: streams the answer, resumes after a
-                    dropped connection; without a prompt, one prompt per line from stdin
+                    dropped connection; without a prompt, one prompt per line from stdin;
+                    chat --me prints the user's limits (used, left, when each resets)
   token             mint a dev-mode token (--sub alice --tenant contoso --app support-assistant)
   tables create     create the DynamoDB tables, idempotently, at AWS_ENDPOINT_URL_DYNAMODB
                     (--aws: in real AWS, AWS_REGION)
@@ -57,7 +58,8 @@ func synopsis(name string) string {
 	case "gateway serve":
 		return commandList
 	case "gateway chat":
-		return "usage: gateway chat [flags] [prompt]   (without a prompt: one prompt per line from stdin)\n\n"
+		return "usage: gateway chat [flags] [prompt]   (without a prompt: one prompt per line from stdin)\n" +
+			"       gateway chat --me [flags]          (the user's limits: used, left, when each resets)\n\n"
 	}
 	return ""
 }
