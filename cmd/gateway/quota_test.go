@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,15 @@ func TestArticleTest2(t *testing.T) {
 	if r.calls != r.boarded {
 		t.Fatalf("model calls %d != boarded %d: a rejected request reached the model", r.calls, r.boarded)
 	}
+}
+
+// TestArticleTest2LimitLowered is Test 2 with an admin lowering the
+// limit from 20,000 to 10,000 tokens an hour through the admin API while
+// the 20 clients run: no admission after a server applied the change
+// passes the lowered limit (quota leases re-size: their room granted
+// under the old limit is not admitted from).
+func TestArticleTest2LimitLowered(t *testing.T) {
+	runTest2With(t, test2Options{lowerTo: 10000})
 }
 
 // TestArticleTest2Kill is Test 2 with one of the three servers killed
@@ -71,13 +81,36 @@ type test2Result struct {
 // runTest2 runs Test 2 on three servers; with bins, server i runs
 // bins[i%len(bins)] ("" is this release's binary).
 func runTest2(t *testing.T, env map[string]string, kill bool, bins ...string) test2Result {
+	return runTest2With(t, test2Options{env: env, kill: kill, bins: bins})
+}
+
+// test2Options vary Test 2: lowerTo > 0 runs it on a config table and
+// has an admin lower the limit to lowerTo once 1/40 of it is charged.
+type test2Options struct {
+	env     map[string]string
+	kill    bool
+	bins    []string
+	lowerTo int64
+}
+
+func runTest2With(t *testing.T, o test2Options) test2Result {
+	env, kill, bins := o.env, o.kill, o.bins
 	const limit = 20000
-	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: time.Millisecond})
+	pace := mockmodel.Options{TTFT: time.Millisecond, PerToken: time.Millisecond}
+	if o.lowerTo > 0 {
+		// The realistic pace, so the limit is not spent before a change
+		// can reach every server.
+		pace.PerToken = 8 * time.Millisecond
+	}
+	w := newWorld(t, pace)
 	endpoint := dynalitetest.Start(t)
 	table := dynalitetest.TableName(t)
 	// The production shape: quota leases, request records and the fleet.
 	aws := map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "JETWAY_QUOTA_TABLE": table,
 		"JETWAY_REQUESTS_TABLE": table + "-req"}
+	if o.lowerTo > 0 {
+		aws["JETWAY_CONFIG_TABLE"], aws["JETWAY_CONFIG_POLL_INTERVAL"] = table+"-cfg", "250ms"
+	}
 	out := w.runCommand(aws, "tables", "create")
 	if !strings.Contains(out, table) {
 		t.Fatalf("tables create: %s", out)
@@ -144,6 +177,11 @@ func runTest2(t *testing.T, env map[string]string, kill bool, bins ...string) te
 				// limit is what makes 95% reachable at all.
 				req := ask(fmt.Sprintf("summarize doc %d-%d", i, n))
 				req.MaxTokens = 512
+				if o.lowerTo > 0 {
+					// Smaller reservations, so what is in flight when the
+					// limit is lowered stays below the lowered limit.
+					req.MaxTokens = 200
+				}
 				call, err := c.Send(context.Background(), req)
 				if err != nil {
 					t.Errorf("send: %v", err)
@@ -186,12 +224,57 @@ func runTest2(t *testing.T, env map[string]string, kill bool, bins ...string) te
 					r.other++
 					t.Errorf("unexpected outcome: %v", err)
 				}
-				if r.charged >= limit/4 {
+				if r.charged >= limit/4 || (o.lowerTo > 0 && r.charged >= limit/40) {
 					killOnce.Do(func() { close(killAt) })
 				}
 				mu.Unlock()
 			}
 		}(i)
+	}
+	// usedAtChange bounds what was admitted under the old limit: the
+	// item's used (reservations and leases) once every server applied
+	// the lowered one.
+	var usedAtChange, chargedAtChange int64
+	if o.lowerTo > 0 {
+		select {
+		case <-killAt:
+		case <-time.After(20 * time.Second):
+			t.Fatal("1/40 of the limit was never charged")
+		}
+		t.Logf("changing the limit at %s charged", "1/40")
+		ops := w.admin("ops", "jetway:admin")
+		cur := ops.must(ops.do(servers[1].gw, "GET", "/v1/admin/tenants/fabrikam", nil), 200)
+		doc := map[string]any{"apps": []any{map[string]any{"id": "document-summarizer", "client_ids": []string{"fabrikam-docs"},
+			"models": map[string]any{"default": "mock-a"}, "limits": []any{map[string]any{"window": "hour", "tokens": o.lowerTo}}}}}
+		changed := ops.must(ops.do(servers[1].gw, "PUT", "/v1/admin/tenants/fabrikam", doc, "If-Match", cur.ETag), 200)
+		want, _ := strconv.ParseInt(changed.ETag, 10, 64)
+		for i, p := range servers {
+			t.Logf("server %d: applied %s after the write", i, until(t, applyWait, fmt.Sprintf("server %d applies the lowered limit", i), func() string {
+				res, err := http.Get("http://" + p.Admin + "/readyz")
+				if err != nil {
+					return err.Error()
+				}
+				defer res.Body.Close()
+				var ready struct {
+					Config struct{ Seq int64 } `json:"config"`
+				}
+				_ = json.NewDecoder(res.Body).Decode(&ready)
+				if ready.Config.Seq >= want {
+					return ""
+				}
+				return fmt.Sprintf("at seq %d", ready.Config.Seq)
+			}))
+		}
+		start, _ := quota.Hour.Bounds(time.Now())
+		st, err := quota.NewDynamoStore(dynalitetest.Client(t, endpoint), table).ReadItem(context.Background(),
+			quota.Item{Scope: quota.AppScope("fabrikam", "document-summarizer"), Window: quota.Hour, Start: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		usedAtChange = st.Used.Tokens
+		mu.Lock()
+		chargedAtChange = r.charged
+		mu.Unlock()
 	}
 	survivors := servers
 	if kill {
@@ -250,6 +333,33 @@ func runTest2(t *testing.T, env map[string]string, kill bool, bins ...string) te
 	}
 	if r.used > limit {
 		t.Fatalf("settled usage %d passed the %d limit", r.used, limit)
+	}
+	if o.lowerTo > 0 {
+		// Once every server applied the lowered limit nothing more is
+		// admitted past it: the end is within the lowered limit, or within
+		// what the old one had admitted by then.
+		t.Logf("limit lowered to %d: used %d (charged %d) once every server applied it, %d at the end", o.lowerTo, usedAtChange, chargedAtChange, r.used)
+		for i, p := range survivors {
+			n, maxUsed := 0, 0.0
+			for _, l := range p.logs.Find("quota_reserved", "") {
+				if l["limit"] == float64(o.lowerTo) {
+					n++
+					maxUsed = max(maxUsed, l["used"].(float64))
+				}
+			}
+			t.Logf("server %d: %d admissions under the lowered limit, the highest used they saw %v", i, n, maxUsed)
+		}
+		// What the old limit admitted: what was charged by then, and at
+		// most one request in flight per client (input + 200).
+		oldAdmitted := chargedAtChange + 20*(200+64)
+		if r.used > max(o.lowerTo, oldAdmitted) {
+			t.Fatalf("settled usage %d passed both the lowered limit %d and what the old one admitted before every server applied the change (at most %d)",
+				r.used, o.lowerTo, oldAdmitted)
+		}
+		if r.rejected429 == 0 {
+			t.Fatal("nothing was refused under the lowered limit")
+		}
+		return r
 	}
 	// Without a kill everything used was charged in a done frame; a killed
 	// server's requests in flight stay counted at their reservations.

@@ -122,8 +122,8 @@ type lease struct {
 	refilling         bool
 	closed            bool // drained: tokens returned, nothing admitted
 	// resize: the limit was lowered, and the room was granted under the
-	// old one; nothing is admitted from it until a write under the new
-	// limit (whose condition counts the room as used) or a return.
+	// old one; nothing is admitted from it until it is returned (the next
+	// reservation returns it before it asks for more).
 	resize bool
 }
 
@@ -260,6 +260,17 @@ func (l *lease) reserve(ctx context.Context, need Amount) (usedAfter Amount, epo
 		}
 		return l.usedAfter(), epoch, nil
 	}
+	l.mu.Lock()
+	resize := l.resize
+	l.mu.Unlock()
+	if resize {
+		// The limit was lowered: what this lease holds was granted under
+		// the old one. It goes back first, so every grant from now on is
+		// checked against the new limit.
+		if err := l.returnUnused(ctx); err != nil {
+			return l.usedAfter(), 0, err
+		}
+	}
 	epoch, err = l.store(ctx, writeTopUp, need)
 	if errors.Is(err, ErrExceeded) {
 		epoch, err = l.store(ctx, writeExact, need)
@@ -379,6 +390,9 @@ func (s *leases) drain(ctx context.Context) error {
 func (l *lease) returnUnused(ctx context.Context) error {
 	l.mu.Lock()
 	idle := l.seq == 0 || l.granted == l.charged.Add(l.inflight)
+	if idle {
+		l.resize = false // it holds nothing beyond its reservations
+	}
 	l.mu.Unlock()
 	if idle {
 		return nil

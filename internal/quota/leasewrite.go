@@ -167,8 +167,8 @@ func (l *lease) store(ctx context.Context, kind writeKind, need Amount) (int64, 
 		switch {
 		case err == nil:
 			l.adopt(st)
-			if kind != writeCharge && w.Limit == l.limit {
-				l.resize = false // written under the limit in force
+			if kind == writeReturn && w.Limit == l.limit {
+				l.resize = false // it holds no room granted under an older limit
 			}
 			if !need.IsZero() {
 				l.inflight = l.inflight.Add(need)
