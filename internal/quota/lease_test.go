@@ -110,6 +110,53 @@ func testLeaseContract(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		t.Logf("%d requests: %d lease writes", n, store.writes.Load())
 	})
 
+	t.Run("a lowered limit is not passed from room granted under the old one", func(t *testing.T) {
+		c := ctx(t)
+		store := newStore(t)
+		clk := newClock(midMonth)
+		q := leaseServer(t, store, "server-a", clk.Now, quota.LeaseOptions{Fraction: 1})
+		old := quota.Limit{Scope: support, Window: quota.Hour, Tokens: 100_000}
+		for i := range 5 {
+			r, err := q.Reserve(c, fmt.Sprint("before-", i), []quota.Limit{old}, tokens(1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Settle(c, r, tokens(1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := readItem(t, store, itemOf(old, clk.Now())); st.Used.Tokens <= 10_000 {
+			t.Fatalf("the lease holds %d: too little room to test a lowered limit", st.Used.Tokens)
+		}
+		// Lowered to 10,000 with 5,000 spent: five more requests fit, the
+		// sixth does not, whatever the lease held under the old limit.
+		lowered := old
+		lowered.Tokens = 10_000
+		admitted := 0
+		for i := range 8 {
+			r, err := q.Reserve(c, fmt.Sprint("after-", i), []quota.Limit{lowered}, tokens(1000))
+			if errors.Is(err, quota.ErrExceeded) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted++
+			if err := q.Settle(c, r, tokens(1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if admitted != 5 {
+			t.Errorf("%d admitted under the lowered limit, want 5", admitted)
+		}
+		if err := q.Drain(c); err != nil {
+			t.Fatal(err)
+		}
+		if st := readItem(t, store, itemOf(old, clk.Now())); st.Used.Tokens > lowered.Tokens {
+			t.Errorf("used %d after the lowered limit %d", st.Used.Tokens, lowered.Tokens)
+		}
+	})
+
 	t.Run("a request larger than the limit is refused on a new item", func(t *testing.T) {
 		c := ctx(t)
 		store := newStore(t)
