@@ -4,6 +4,7 @@
 //	gateway chat [flags] [prompt] talk to a gateway from the terminal (--me: the user's limits)
 //	gateway token --sub alice --tenant contoso --app support-assistant [--ttl 1h]
 //	gateway tables create [--aws] create the DynamoDB tables at AWS_ENDPOINT_URL_DYNAMODB (--aws: real AWS)
+//	gateway config import FILE | export   move a tenants file into the config table and back
 //	gateway usage [--dir] [--since 24h|7d] [--by tenant,app,model,user,door]
 package main
 
@@ -48,6 +49,8 @@ commands:
   token             mint a dev-mode token (--sub alice --tenant contoso --app support-assistant)
   tables create     create the DynamoDB tables, idempotently, at AWS_ENDPOINT_URL_DYNAMODB
                     (--aws: in real AWS, AWS_REGION)
+  config import F   write a tenants file into the config table (JETWAY_CONFIG_TABLE), idempotently
+  config export     print the config table's configuration as a tenants file
   usage             report of the local usage records (--since 24h or 7d, --by tenant,app,model,user,door)
 
 `
@@ -165,12 +168,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return tables(ctx, args, getenv, stdout)
 	case "usage":
 		return usage(args, getenv, stdout)
+	case "config":
+		return configCommand(ctx, args, getenv, stdout)
 	case "chat":
 		return chat(ctx, args, getenv, os.Stdin, stdout, os.Stderr)
 	case "help":
 		fmt.Fprint(stdout, commandList)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, chat, token, tables or usage; see gateway -h)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, chat, token, tables, config or usage; see gateway -h)", cmd)
 	}
 }
