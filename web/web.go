@@ -1,6 +1,7 @@
 // Package web serves the demo chat page and the browser client module
-// (jetway.js), embedded in the binary, and in dev mode the endpoints the page
-// uses to offer apps and mint dev tokens. See web/README.md.
+// (jetway.js), the admin console (admin/), embedded in the binary, and in
+// dev mode the endpoints the pages use to offer apps and mint dev tokens.
+// See web/README.md.
 package web
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,9 @@ import (
 //go:embed static
 var static embed.FS
 
+//go:embed admin
+var console embed.FS
+
 // Files is the page and the client module, rooted at the page.
 func Files() fs.FS {
 	sub, err := fs.Sub(static, "static")
@@ -35,11 +40,27 @@ func Files() fs.FS {
 	return sub
 }
 
+// ConsoleFiles is the admin console, rooted at its page.
+func ConsoleFiles() fs.FS {
+	sub, err := fs.Sub(console, "admin")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return sub
+}
+
+// ConsolePath is where the admin console is served.
+const ConsolePath = "/admin"
+
 // Options configure the page.
 type Options struct {
 	DevIssuer *auth.DevIssuer // dev mode: mint tokens at POST /dev/token; nil in production
 	Config    *config.Live    // tenants and apps offered by the dev sign-in
 	Cognito   Cognito         // production: the hosted UI the page signs users in with
+	// Console also serves the admin console at ConsolePath; NoDemo
+	// leaves the demo page out (the console, /config.json and the dev
+	// endpoints stay).
+	Console, NoDemo bool
 }
 
 // Cognito is the Cognito hosted UI the page uses in production (the
@@ -66,34 +87,54 @@ var vendored = map[string]string{
 	"vendor/purify.es.mjs": "dompurify/dist/purify.es.mjs",
 }
 
+// consoleVendored are the console's, as vendored but under admin/: the
+// chart library (Chart.js's UMD build, which has no imports).
+var consoleVendored = map[string]string{
+	"vendor/chart.umd.js": "chart.js/dist/chart.umd.js",
+}
+
 // contentSecurityPolicy lets the page load only its own files and talk to
 // gateways (ws:, wss:) and the Cognito token endpoint (https:).
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self' ws: wss: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // Mount adds the page at / with /jetway.js, /app.js, /markdown.js, /style.css, the
-// vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token.
+// vendored modules and /config.json and, in dev mode, /dev/apps and /dev/token;
+// with o.Console the admin console at /admin (its files under /admin/).
 func Mount(r gin.IRoutes, o Options) {
-	files := Files()
-	serve := func(path, name string) http.HandlerFunc {
+	serveFS := func(files fs.FS, page bool, name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			h := w.Header()
 			h.Set("Cache-Control", "no-cache")
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Referrer-Policy", "no-referrer")
-			if path == "/" {
+			if page {
 				h.Set("Content-Security-Policy", contentSecurityPolicy)
 			}
 			http.ServeFileFS(w, r, files, name)
 		}
 	}
-	r.GET("/", gin.WrapF(serve("/", "index.html")))
-	names := []string{"jetway.js", "app.js", "markdown.js", "style.css"}
-	for name := range vendored {
-		names = append(names, name)
+	if !o.NoDemo {
+		files := Files()
+		r.GET("/", gin.WrapF(serveFS(files, true, "index.html")))
+		names := []string{"jetway.js", "app.js", "markdown.js", "style.css"}
+		for name := range vendored {
+			names = append(names, name)
+		}
+		for _, name := range names {
+			r.GET("/"+name, gin.WrapF(serveFS(files, false, name)))
+		}
 	}
-	for _, name := range names {
-		r.GET("/"+name, gin.WrapF(serve("/"+name, name)))
+	if o.Console {
+		files := ConsoleFiles()
+		r.GET(ConsolePath, gin.WrapF(serveFS(files, true, "index.html")))
+		names := []string{"console.js", "console.css"}
+		for name := range consoleVendored {
+			names = append(names, name)
+		}
+		for _, name := range names {
+			r.GET(ConsolePath+"/"+name, gin.WrapF(serveFS(files, false, name)))
+		}
 	}
 	r.GET("/config.json", gin.WrapF(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
@@ -136,9 +177,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // Bounds of POST /dev/token.
 const (
-	devTokenMaxBody = 4 << 10 // bytes of the JSON body
-	devTokenMaxTTL  = 24 * 60 * 60
-	devTokenMaxSub  = 128 // bytes: the sub becomes a log field and a usage-record value
+	devTokenMaxBody   = 4 << 10 // bytes of the JSON body
+	devTokenMaxTTL    = 24 * 60 * 60
+	devTokenMaxGroups = 16  // cognito:groups entries a dev token may ask for (admin roles)
+	devTokenMaxSub    = 128 // bytes: the sub becomes a log field and a usage-record value
 )
 
 // mintDevToken mints a dev token for the page. Only the page itself, served
@@ -177,6 +219,12 @@ func mintDevToken(w http.ResponseWriter, r *http.Request, o Options) {
 	switch {
 	case req.Sub == "" || len(req.Sub) > devTokenMaxSub:
 		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("sub must be 1-%d bytes", devTokenMaxSub))
+		return
+	case len(req.Groups) > devTokenMaxGroups:
+		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("at most %d groups", devTokenMaxGroups))
+		return
+	case slices.ContainsFunc(req.Groups, func(g string) bool { return g == "" || len(g) > devTokenMaxSub }):
+		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("a group must be 1-%d bytes", devTokenMaxSub))
 		return
 	case req.TTLSec < 0 || req.TTLSec > devTokenMaxTTL:
 		fail(http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttl_s must be between 1 and %d (0 or absent: 1 hour)", devTokenMaxTTL))

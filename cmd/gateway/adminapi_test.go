@@ -240,6 +240,27 @@ func TestAdminAPIAcrossFleet(t *testing.T) {
 	if first["actor"] != "ops" || first["action"] != "create" || !strings.HasSuffix(fmt.Sprint(first["path"]), "/users/dora") {
 		t.Fatalf("newest audit entry: %v", first)
 	}
+
+	// Deleting the tenant ends its new admissions on every server, in
+	// sessions already open.
+	open := make([]*client.Client, len(cl.servers))
+	for i, s := range cl.servers {
+		open[i] = w.dialApp(s.gw, fmt.Sprintf("leaving-%d", i), "acme", "acme-chat")
+	}
+	cur := ops.must(ops.do(s0, "GET", "/v1/admin/tenants/acme", nil), 200)
+	ops.must(ops.do(s0, "DELETE", "/v1/admin/tenants/acme", nil, "If-Match", cur.ETag), 204)
+	for i, c := range open {
+		until(t, applyWait, fmt.Sprintf("server %d refuses the deleted tenant", i), func() string {
+			_, err := waitCall(t, mustSend(t, c, ask("after the delete")), 20*time.Second)
+			if e, ok := err.(*client.Error); ok && e.Code == "forbidden" && e.Status == 403 {
+				return ""
+			}
+			return fmt.Sprint("answered ", err)
+		})
+	}
+	if r := ops.do(s0, "GET", "/v1/admin/tenants/acme", nil); r.Status != 404 {
+		t.Fatalf("the deleted tenant read back: %d %s", r.Status, r.Raw)
+	}
 }
 
 // TestAdminAPIRolesAndBadInput: a tenant admin cannot touch another

@@ -33,6 +33,7 @@ func (srv *server) configuration(file *config.Config, awsCfg aws.Config, metrics
 	store.SetObserver(metrics)
 	a := configstore.NewApplier(store, file.Auth, srv.logger, configstore.ApplierOptions{
 		PollInterval: s.ConfigPoll,
+		Observe:      metrics.ConfigPoll,
 	})
 	ctx, cancel := context.WithTimeout(srv.bg, configLoadTimeout)
 	defer cancel()

@@ -100,6 +100,8 @@ type Metrics struct {
 	httpRefused       *prometheus.CounterVec // door, reason
 	countTokens       prometheus.Counter
 	quotaAlerts       *prometheus.CounterVec // scope, threshold, sink, outcome
+	configAge         prometheus.Gauge       // seconds since the config table was last read
+	configPolls       *prometheus.CounterVec // outcome
 }
 
 // NewMetrics makes the metrics and registers them with reg (nil: not
@@ -208,13 +210,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		quotaAlerts: counter("quota_alerts_total", "Quota threshold alerts by scope, threshold (percent) and sink, by outcome: sent or failed "+
 			"(per sink), dropped (the alert queue was full or closed), claimed_elsewhere (another server sends it), claim_failed (the claim "+
 			"could not be made: not sent); the last three with sink \"none\".", "scope", "threshold", "sink", "outcome"),
+		configAge: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "config_age_seconds",
+			Help: "Seconds since this server last read the config table (JETWAY_CONFIG_TABLE): it serves its last good configuration meanwhile; alarm above a few poll intervals."}),
+		configPolls: counter("config_polls_total", "Reads of the config table's head item (JETWAY_CONFIG_POLL_INTERVAL), by outcome: ok or failed.", "outcome"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.activeSessions, m.inflight, m.requests, m.tokens, m.cacheSaved, m.ttft, m.latency, m.chunks,
 			m.slowConsumer, m.quotaRejections, m.dynamoCalls, m.dynamoLatency,
 			m.bedrockLatency, m.bedrockErrors, m.breaker, m.usageSent, m.usageFailed, m.usageDropped, m.spoolRecords, m.spoolBytes, m.spansFailed,
 			m.connRejected, m.retainedBytes, m.retainedEvicted, m.followed, m.takenOver, m.refusalsLimited, m.attachmentBytes, m.attachmentRefused,
-			m.unauthenticated, m.sessionsMoved, m.authCache, m.httpBodyBytes, m.httpRefused, m.countTokens, m.quotaAlerts)
+			m.unauthenticated, m.sessionsMoved, m.authCache, m.httpBodyBytes, m.httpRefused, m.countTokens, m.quotaAlerts,
+			m.configAge, m.configPolls)
 	}
 	return m
 }
@@ -619,4 +625,18 @@ func (m *Metrics) QuotaAlert(scope string, threshold int, sink, outcome string) 
 		scope = "other"
 	}
 	m.quotaAlerts.WithLabelValues(scope, strconv.Itoa(threshold), label(sink), label(outcome)).Inc()
+}
+
+// ConfigPoll records one poll of the config table: whether it read the
+// table, and the age of the configuration in force.
+func (m *Metrics) ConfigPoll(ok bool, age time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if !ok {
+		outcome = "failed"
+	}
+	m.configPolls.WithLabelValues(outcome).Inc()
+	m.configAge.Set(age.Seconds())
 }
