@@ -35,12 +35,19 @@ func (missingCache) Put(context.Context, string, router.CachedAnswer, time.Durat
 // BenchmarkConverseImageRequest. One op is one request, to its terminal.
 func BenchmarkAdmitImageRequest(b *testing.B) {
 	benchmarkAdmit(b, `{"type":"text","text":"what is this?"},{"type":"image","format":"png","data":"`+
-		base64.StdEncoding.EncodeToString(benchImage(1<<20))+`"}`)
+		base64.StdEncoding.EncodeToString(benchImage(1<<20))+`"}`, 0, 0)
 }
 
 // BenchmarkAdmitTextRequest is the same path for the text alone.
 func BenchmarkAdmitTextRequest(b *testing.B) {
-	benchmarkAdmit(b, `{"type":"text","text":"what is this?"}`)
+	benchmarkAdmit(b, `{"type":"text","text":"what is this?"}`, 0, 0)
+}
+
+// BenchmarkAdmitTextRequestAtScale is BenchmarkAdmitTextRequest with the
+// control plane's scale target loaded besides the caller's tenant:
+// 10,000 more tenants and 100,000 user overrides.
+func BenchmarkAdmitTextRequestAtScale(b *testing.B) {
+	benchmarkAdmit(b, `{"type":"text","text":"what is this?"}`, 10_000, 100_000)
 }
 
 // benchImage is n bytes that are not all zero (an image's bytes, as far as
@@ -53,7 +60,7 @@ func benchImage(n int) []byte {
 	return img
 }
 
-func benchmarkAdmit(b *testing.B, blocks string) {
+func benchmarkAdmit(b *testing.B, blocks string, tenants, users int) {
 	cfg, err := config.Parse("bench.yaml", []byte(`
 models:
   - {id: seeing, bedrock_id: seeing, capabilities: [images]}
@@ -68,6 +75,17 @@ tenants:
 	if err != nil {
 		b.Fatal(err)
 	}
+	for i := range tenants {
+		id := fmt.Sprintf("tenant-%05d", i)
+		a := cfg.Tenants[0].Apps[0]
+		a.ClientIDs = []string{id + "-client"}
+		for j := i; j < users; j += tenants {
+			a.Users = append(a.Users, config.UserOverride{Sub: fmt.Sprintf("user-%06d", j),
+				Limits: []config.Limit{{Window: "day", Tokens: 50_000}}})
+		}
+		cfg.Tenants = append(cfg.Tenants, config.Tenant{ID: id, Apps: []config.App{a}})
+	}
+	cfg.Index()
 	called := make(chan router.Call, 1)
 	model := router.New(streamerFunc(func(_ context.Context, c router.Call, _ func(string)) (router.Result, error) {
 		called <- c
