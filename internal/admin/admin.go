@@ -332,6 +332,51 @@ func (h *Handler) logWrite(c *call, action, version string) {
 	}
 }
 
+// put is every document write: the store must be writable, the write
+// conditional, the body a document of D by the tenants file's rules;
+// store writes it, and answer is the stored document's form.
+func put[D any](h *Handler, c *call, decode func([]byte) (*D, error),
+	store func(*D, configstore.Precondition) (configstore.Result, error), answer func(*D, string) any) {
+	if !h.writable(c) {
+		return
+	}
+	pre, ok := precondition(c, false)
+	if !ok {
+		return
+	}
+	b, ok := body(c)
+	if !ok {
+		return
+	}
+	d, err := decode(b)
+	if err == nil {
+		var res configstore.Result
+		if res, err = store(d, pre); err == nil {
+			h.logWrite(c, "put", res.Version)
+			writeJSON(c.w, created(res), res.Version, answer(d, res.Version))
+			return
+		}
+	}
+	h.fail(c, err)
+}
+
+// remove is every document delete: writable, with If-Match.
+func (h *Handler) remove(c *call, del func(configstore.Precondition) error) {
+	if !h.writable(c) {
+		return
+	}
+	pre, ok := precondition(c, true)
+	if !ok {
+		return
+	}
+	if err := del(pre); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.logWrite(c, "delete", "")
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
 // ---- tenants
 
 func (h *Handler) listTenants(c *call) {
@@ -377,35 +422,18 @@ func (h *Handler) getTenant(c *call) {
 
 func (h *Handler) putTenant(c *call) {
 	id, ok := h.tenantParam(c)
-	if !ok || !h.writable(c) {
-		return
+	if ok {
+		put(h, c, config.DecodeTenant, func(t *config.Tenant, pre configstore.Precondition) (configstore.Result, error) {
+			return h.Service.PutTenant(c.ctx, c.caller.Subject, c.r.URL.Path, id, t, pre)
+		}, func(t *config.Tenant, version string) any {
+			t.Version = version
+			if cur, found := h.Live.Load().Tenant(id); found && cur.Version == version {
+				t = cur
+			}
+			return tenantDoc(t)
+		})
 	}
-	pre, ok := precondition(c, false)
-	if !ok {
-		return
-	}
-	b, ok := body(c)
-	if !ok {
-		return
-	}
-	t, err := config.DecodeTenant(b)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	res, err := h.Service.PutTenant(c.ctx, c.caller.Subject, c.r.URL.Path, id, t, pre)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "put", res.Version)
-	t.Version = res.Version
-	if cur, found := h.Live.Load().Tenant(id); found && cur.Version == res.Version {
-		t = cur
-	}
-	writeJSON(c.w, created(res), res.Version, tenantDoc(t))
 }
-
 func created(r configstore.Result) int {
 	if r.Created {
 		return http.StatusCreated
@@ -414,20 +442,11 @@ func created(r configstore.Result) int {
 }
 
 func (h *Handler) deleteTenant(c *call) {
-	id, ok := h.tenantParam(c)
-	if !ok || !h.writable(c) {
-		return
+	if id, ok := h.tenantParam(c); ok {
+		h.remove(c, func(pre configstore.Precondition) error {
+			return h.Service.DeleteTenant(c.ctx, c.caller.Subject, c.r.URL.Path, id, pre)
+		})
 	}
-	pre, ok := precondition(c, true)
-	if !ok {
-		return
-	}
-	if err := h.Service.DeleteTenant(c.ctx, c.caller.Subject, c.r.URL.Path, id, pre); err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "delete", "")
-	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // ---- apps
@@ -456,48 +475,18 @@ func (h *Handler) getApp(c *call) {
 }
 
 func (h *Handler) putApp(c *call) {
-	tenant, app, ok := h.appParams(c)
-	if !ok || !h.writable(c) {
-		return
+	if tenant, app, ok := h.appParams(c); ok {
+		put(h, c, config.DecodeApp, func(a *config.App, pre configstore.Precondition) (configstore.Result, error) {
+			return h.Service.PutApp(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, a, pre)
+		}, func(a *config.App, version string) any { a.Version = version; return a })
 	}
-	pre, ok := precondition(c, false)
-	if !ok {
-		return
-	}
-	b, ok := body(c)
-	if !ok {
-		return
-	}
-	a, err := config.DecodeApp(b)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	res, err := h.Service.PutApp(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, a, pre)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "put", res.Version)
-	a.Version = res.Version
-	writeJSON(c.w, created(res), res.Version, a)
 }
-
 func (h *Handler) deleteApp(c *call) {
-	tenant, app, ok := h.appParams(c)
-	if !ok || !h.writable(c) {
-		return
+	if tenant, app, ok := h.appParams(c); ok {
+		h.remove(c, func(pre configstore.Precondition) error {
+			return h.Service.DeleteApp(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, pre)
+		})
 	}
-	pre, ok := precondition(c, true)
-	if !ok {
-		return
-	}
-	if err := h.Service.DeleteApp(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, pre); err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "delete", "")
-	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // ---- users
@@ -557,48 +546,18 @@ func (h *Handler) getUser(c *call) {
 }
 
 func (h *Handler) putUser(c *call) {
-	tenant, app, sub, ok := h.userParams(c)
-	if !ok || !h.writable(c) {
-		return
+	if tenant, app, sub, ok := h.userParams(c); ok {
+		put(h, c, config.DecodeUser, func(u *config.UserOverride, pre configstore.Precondition) (configstore.Result, error) {
+			return h.Service.PutUser(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, sub, u, pre)
+		}, func(u *config.UserOverride, version string) any { u.Version = version; return u })
 	}
-	pre, ok := precondition(c, false)
-	if !ok {
-		return
-	}
-	b, ok := body(c)
-	if !ok {
-		return
-	}
-	u, err := config.DecodeUser(b)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	res, err := h.Service.PutUser(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, sub, u, pre)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "put", res.Version)
-	u.Version = res.Version
-	writeJSON(c.w, created(res), res.Version, userDoc(*u))
 }
-
 func (h *Handler) deleteUser(c *call) {
-	tenant, app, sub, ok := h.userParams(c)
-	if !ok || !h.writable(c) {
-		return
+	if tenant, app, sub, ok := h.userParams(c); ok {
+		h.remove(c, func(pre configstore.Precondition) error {
+			return h.Service.DeleteUser(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, sub, pre)
+		})
 	}
-	pre, ok := precondition(c, true)
-	if !ok {
-		return
-	}
-	if err := h.Service.DeleteUser(c.ctx, c.caller.Subject, c.r.URL.Path, tenant, app, sub, pre); err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "delete", "")
-	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // ---- models
@@ -630,51 +589,21 @@ func (h *Handler) putModel(c *call) {
 	if !h.modelsAllowed(c) {
 		return
 	}
-	id, ok := h.idParam(c, "id", "model")
-	if !ok || !h.writable(c) {
-		return
+	if id, ok := h.idParam(c, "id", "model"); ok {
+		put(h, c, config.DecodeModel, func(m *config.Model, pre configstore.Precondition) (configstore.Result, error) {
+			return h.Service.PutModel(c.ctx, c.caller.Subject, c.r.URL.Path, id, m, pre)
+		}, func(m *config.Model, version string) any { m.Version = version; return m })
 	}
-	pre, ok := precondition(c, false)
-	if !ok {
-		return
-	}
-	b, ok := body(c)
-	if !ok {
-		return
-	}
-	m, err := config.DecodeModel(b)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	res, err := h.Service.PutModel(c.ctx, c.caller.Subject, c.r.URL.Path, id, m, pre)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "put", res.Version)
-	m.Version = res.Version
-	writeJSON(c.w, created(res), res.Version, m)
 }
-
 func (h *Handler) deleteModel(c *call) {
 	if !h.modelsAllowed(c) {
 		return
 	}
-	id, ok := h.idParam(c, "id", "model")
-	if !ok || !h.writable(c) {
-		return
+	if id, ok := h.idParam(c, "id", "model"); ok {
+		h.remove(c, func(pre configstore.Precondition) error {
+			return h.Service.DeleteModel(c.ctx, c.caller.Subject, c.r.URL.Path, id, pre)
+		})
 	}
-	pre, ok := precondition(c, true)
-	if !ok {
-		return
-	}
-	if err := h.Service.DeleteModel(c.ctx, c.caller.Subject, c.r.URL.Path, id, pre); err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.logWrite(c, "delete", "")
-	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // ---- audit and usage
