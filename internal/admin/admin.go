@@ -351,7 +351,15 @@ func put[D any](h *Handler, c *call, decode func([]byte) (*D, error),
 	d, err := decode(b)
 	if err == nil {
 		var res configstore.Result
-		if res, err = store(d, pre); err == nil {
+		res, err = store(d, pre)
+		if errors.Is(err, configstore.ErrAuditLost) && res.Version != "" {
+			// Stored: the answer says so; the missing entry is logged.
+			if h.Logger != nil {
+				h.Logger.Error("admin_audit_lost", zap.String("path", c.r.URL.Path), zap.String("actor", c.caller.Subject), zap.Error(err))
+			}
+			err = nil
+		}
+		if err == nil {
 			h.logWrite(c, "put", res.Version)
 			writeJSON(c.w, created(res), res.Version, answer(d, res.Version))
 			return
@@ -369,9 +377,11 @@ func (h *Handler) remove(c *call, del func(configstore.Precondition) error) {
 	if !ok {
 		return
 	}
-	if err := del(pre); err != nil {
+	if err := del(pre); err != nil && !errors.Is(err, configstore.ErrAuditLost) {
 		h.fail(c, err)
 		return
+	} else if err != nil && h.Logger != nil {
+		h.Logger.Error("admin_audit_lost", zap.String("path", c.r.URL.Path), zap.String("actor", c.caller.Subject), zap.Error(err))
 	}
 	h.logWrite(c, "delete", "")
 	c.w.WriteHeader(http.StatusNoContent)

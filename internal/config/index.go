@@ -267,4 +267,6 @@ func (l *Live) App(tenant, app string) (*Tenant, *App, bool) { return l.Load().A
 func (l *Live) Model(id string) (*Model, bool) { return l.Load().Model(id) }
 
 // User is Load().User.
-func (l *Live) User(tenant, app, sub string) (*UserOverride, bool) { return l.Load().User(tenant, app, sub) }
+func (l *Live) User(tenant, app, sub string) (*UserOverride, bool) {
+	return l.Load().User(tenant, app, sub)
+}

@@ -105,6 +105,11 @@ func (a *Applier) Status() Status {
 func (a *Applier) Load(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.load(ctx)
+}
+
+// load is Load with a.mu held.
+func (a *Applier) load(ctx context.Context) error {
 	head, docs, err := a.store.Scan(ctx)
 	if err != nil {
 		return fmt.Errorf("configstore: load: %w", err)
@@ -160,8 +165,17 @@ func (a *Applier) Run(ctx context.Context) {
 func (a *Applier) Poll(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	err := a.poll(ctx)
 	st := a.Status()
+	var err error
+	if !st.LastGood.IsZero() && time.Since(st.LastGood) > ChangeRetention/2 {
+		// Unread for so long that announcements may have expired: read
+		// every document again instead.
+		a.log.Warn("config_reload", zap.Time("last_good", st.LastGood))
+		err = a.load(ctx)
+	} else {
+		err = a.poll(ctx)
+	}
+	st = a.Status()
 	st.Seq = a.seq
 	if err == nil {
 		st.LastGood, st.Error = time.Now(), ""

@@ -193,7 +193,7 @@ func (s *Service) PutApp(ctx context.Context, actor, path, tenant, id string, a 
 	}
 	*a = next.Apps[i]
 	r, err := s.writeTenant(ctx, actor, path, &next, &prev, stored)
-	r.Created = p.Create && err == nil
+	r.Created = p.Create && (err == nil || errors.Is(err, ErrAuditLost))
 	return r, err
 }
 

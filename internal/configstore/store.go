@@ -68,6 +68,8 @@ const (
 	// MaxDocumentBytes bounds a stored document: a DynamoDB item holds at
 	// most 400 KB with its other attributes.
 	MaxDocumentBytes = 350 << 10
+	// auditAttempts bounds the tries of an audit entry after its write.
+	auditAttempts = 3
 )
 
 // Errors of the store. ErrUnavailable wraps anything the table answered
@@ -76,6 +78,9 @@ var (
 	ErrStale       = errors.New("configstore: the document's version is not the one expected")
 	ErrUnavailable = errors.New("configstore: the config table cannot be reached")
 	ErrTooLarge    = errors.New("configstore: the document is over the stored bound")
+	// ErrAuditLost: the document was written, its audit entry was not
+	// (after auditAttempts tries); Write's version is the stored one.
+	ErrAuditLost = errors.New("configstore: the audit entry could not be written")
 )
 
 // Keys of the documents.
@@ -273,10 +278,13 @@ func (s *Store) Write(ctx context.Context, w Write) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	w.Audit.At = now
-	if err := s.audit(ctx, seq, w.Audit); err != nil {
-		return version, fmt.Errorf("configstore: %s written as version %s, but its audit entry was not: %w", w.Key, version, err)
+	var err2 error
+	for attempt := 0; attempt < auditAttempts; attempt++ {
+		if err2 = s.audit(ctx, seq, w.Audit); err2 == nil {
+			return version, nil
+		}
 	}
-	return version, nil
+	return version, fmt.Errorf("%w: %s written as version %s: %w", ErrAuditLost, w.Key, version, err2)
 }
 
 // void marks announcement seq as not written (best effort: a reader
