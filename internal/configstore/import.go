@@ -43,7 +43,7 @@ func (s *Service) Import(ctx context.Context, c *config.Config) (ImportReport, e
 			}
 			_, err = s.store.Write(ctx, w)
 			if errors.Is(err, ErrAuditLost) {
-				err = nil // written; the trail misses its entry (the error said so to the store's observer)
+				err = nil // written; only its audit entry is missing
 			}
 			switch {
 			case errors.Is(err, ErrStale) && attempt < 3:
