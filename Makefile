@@ -14,7 +14,7 @@ build:
 	$(BUILD)
 
 NPM_CI = if [ ! -x node_modules/.bin/dynalite ] || [ ! -f node_modules/ws/package.json ] || [ ! -f node_modules/openai/package.json ] || \
-	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -x node_modules/.bin/claude ] || [ ! -x node_modules/.bin/codex ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || [ ! -f node_modules/ai/package.json ] || \
+	[ ! -f node_modules/@anthropic-ai/sdk/package.json ] || [ ! -x node_modules/.bin/claude ] || [ ! -x node_modules/.bin/codex ] || [ ! -f node_modules/marked/package.json ] || [ ! -f node_modules/dompurify/package.json ] || [ ! -f node_modules/chart.js/package.json ] || [ ! -f node_modules/@duckdb/node-api/package.json ] || [ ! -f node_modules/ai/package.json ] || \
 	[ package-lock.json -nt node_modules/.package-lock.json ]; then \
 	npm ci --no-audit --no-fund; fi
 
@@ -70,3 +70,4 @@ bench:
 web-vendor:
 	@$(NPM_CI)
 	cp node_modules/marked/lib/marked.esm.js node_modules/dompurify/dist/purify.es.mjs web/static/vendor/
+	cp node_modules/chart.js/dist/chart.umd.js web/admin/vendor/

@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// TestVendoredModules: the page's copies of marked and dompurify are the
-// files of the versions pinned (exactly) in the root package.json, as npm
-// installed them; `make web-vendor` makes them so.
+// TestVendoredModules: the page's copies of marked and dompurify, and the
+// console's Chart.js, are the files of the versions pinned (exactly) in the
+// root package.json, as npm installed them; `make web-vendor` makes them so.
 func TestVendoredModules(t *testing.T) {
 	var pkg struct {
 		DevDependencies map[string]string `json:"devDependencies"`
@@ -25,7 +25,14 @@ func TestVendoredModules(t *testing.T) {
 		t.Fatalf("package.json: %v", err)
 	}
 	exact := regexp.MustCompile(`^\d+\.\d+\.\d+$`)
+	copies := map[string]string{} // paths under web/ -> paths under node_modules/
 	for static, src := range vendored {
+		copies[filepath.Join("static", static)] = src
+	}
+	for static, src := range consoleVendored {
+		copies[filepath.Join("admin", static)] = src
+	}
+	for static, src := range copies {
 		name := strings.SplitN(src, "/", 2)[0]
 		pin := pkg.DevDependencies[name]
 		if !exact.MatchString(pin) {
@@ -46,16 +53,16 @@ func TestVendoredModules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join("static", static))
+		got, err := os.ReadFile(static)
 		if err != nil {
-			t.Fatalf("%v: run `make web-vendor` and commit web/static/vendor", err)
+			t.Fatalf("%v: run `make web-vendor` and commit web/static/vendor and web/admin/vendor", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("web/static/%s differs from node_modules/%s (%s %s): run `make web-vendor` and commit it", static, src, name, pin)
+			t.Errorf("web/%s differs from node_modules/%s (%s %s): run `make web-vendor` and commit it", static, src, name, pin)
 		}
 		// The license travels with the code.
 		if head := string(got[:min(len(got), 400)]); !strings.Contains(head, pin) || !strings.Contains(strings.ToLower(head), "license") {
-			t.Errorf("web/static/%s does not start with its license header naming version %s", static, pin)
+			t.Errorf("web/%s does not start with its license header naming version %s", static, pin)
 		}
 	}
 }

@@ -460,8 +460,8 @@ func (srv *server) mainHandler(verifier *auth.Verifier, cfg *config.Live, dev *a
 		adm.UsageDir = s.UsageDir
 	}
 	adm.Mount(main)
-	if s.ServeDemo {
-		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: s.Cognito})
+	if s.ServeDemo || s.ServeAdmin {
+		web.Mount(main, web.Options{DevIssuer: dev, Config: cfg, Cognito: s.Cognito, Console: s.ServeAdmin, NoDemo: !s.ServeDemo})
 	}
 	main.NoRoute(gin.WrapH(door.NoRoute(srv.logger)))
 	return main

@@ -80,8 +80,10 @@ type settings struct {
 	FirehoseStream, UsageDir, UsageSpoolDir   string
 	EMF                                       string
 	ServeDemo                                 bool
+	ServeAdmin                                bool
 
 	serveDemo            string                  // JETWAY_SERVE_DEMO as given: "" means by mode
+	serveAdmin           string                  // JETWAY_SERVE_ADMIN as given: "" means by mode
 	bedrockEndpointIsSet bool                    // AWS_ENDPOINT_URL_BEDROCK_RUNTIME is set
 	getenv               func(key string) string // the environment, for the OTEL_* variables tracing reads
 }
@@ -129,6 +131,7 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.LogLevel, "JETWAY_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
 		row(&s.Gateway.ServerID, "JETWAY_SERVER_ID", host, "this task's id"),
 		row(&s.serveDemo, "JETWAY_SERVE_DEMO", "", "serve the demo page at / (default: in dev mode)"),
+		row(&s.serveAdmin, "JETWAY_SERVE_ADMIN", "", "serve the admin console at /admin (default: in dev mode)"),
 		row(&s.Auth.Issuer, "JETWAY_AUTH_ISSUER", "", "Cognito issuer URL (unset: dev mode)"),
 		row(&s.Auth.JWKSURL, "JETWAY_AUTH_JWKS_URL", "", "JWKS URL (default: issuer + /.well-known/jwks.json)"),
 		row(&s.Auth.Leeway, "JETWAY_AUTH_LEEWAY", auth.DefaultLeeway, "clock skew allowed on exp/nbf/iat"),
@@ -339,6 +342,15 @@ func parseSettings(name string, args []string, getenv func(string) string, out i
 			return nil, fmt.Errorf("settings: JETWAY_SERVE_DEMO=%q: want true or false", s.serveDemo)
 		}
 		s.ServeDemo = b
+	}
+	if s.serveAdmin == "" {
+		s.ServeAdmin = s.devMode()
+	} else {
+		b, err := strconv.ParseBool(s.serveAdmin)
+		if err != nil {
+			return nil, fmt.Errorf("settings: JETWAY_SERVE_ADMIN=%q: want true or false", s.serveAdmin)
+		}
+		s.ServeAdmin = b
 	}
 	format, err := call.ParseFormat(s.RecordFormat)
 	if err != nil {
