@@ -34,6 +34,8 @@ func (srv *server) configuration(file *config.Config, awsCfg aws.Config, metrics
 	a := configstore.NewApplier(store, file.Auth, srv.logger, configstore.ApplierOptions{
 		PollInterval: s.ConfigPoll,
 		Observe:      metrics.ConfigPoll,
+		// The model label follows the catalogue in force.
+		Applied: func(_, next *config.Config) { metrics.LimitModels(modelIDs(next)) },
 	})
 	ctx, cancel := context.WithTimeout(srv.bg, configLoadTimeout)
 	defer cancel()
@@ -54,6 +56,7 @@ func (srv *server) configuration(file *config.Config, awsCfg aws.Config, metrics
 		srv.logger.Info("config_seeded", zap.String("table", s.ConfigTable), zap.Int("created", r.Created),
 			zap.Int("unchanged", r.Unchanged))
 	}
+	metrics.LimitModels(modelIDs(a.Live().Load()))
 	srv.config = a
 	go a.Run(srv.bg)
 	return a.Live(), nil

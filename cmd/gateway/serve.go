@@ -229,12 +229,17 @@ func newMetrics(cfg *config.Config) (*prometheus.Registry, *telemetry.Metrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
-	modelIDs := make([]string, 0, len(cfg.Models))
-	for _, m := range cfg.Models {
-		modelIDs = append(modelIDs, m.ID)
-	}
-	metrics.LimitModels(modelIDs) // any other model id a client names is "other"
+	metrics.LimitModels(modelIDs(cfg)) // any other model id a client names is "other"
 	return reg, metrics
+}
+
+// modelIDs are the configured models' ids (the model label's values).
+func modelIDs(cfg *config.Config) []string {
+	ids := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
 
 // pipeline builds the gateway (srv.gw) over what it uses: quotas,
