@@ -64,6 +64,9 @@ type Done struct {
 	// Blocks is the complete answer block by block, set when the request
 	// used tools or reasoning or the answer has a block that is not text.
 	Blocks []Block
+	// ServiceTier is the Bedrock service tier that served the answer (as
+	// Bedrock reported it, else as asked); "": the call named none.
+	ServiceTier string
 }
 
 // Failure is the outcome of a request that failed, or was refused.

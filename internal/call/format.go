@@ -154,6 +154,8 @@ type (
 		TTFTMs     int64     `json:"ttft_ms"`
 		LatencyMs  int64     `json:"latency_ms"`
 		Blocks     []blockV1 `json:"blocks,omitempty"`
+		// ServiceTier is set only when the call named a tier.
+		ServiceTier string `json:"service_tier,omitempty"`
 	}
 	failureV1 struct {
 		Type         string  `json:"type"`
@@ -193,7 +195,8 @@ func DecodeAccepted(b []byte) Accepted {
 // EncodeDone is d's stored form.
 func EncodeDone(d *Done) []byte {
 	v := doneV1{Type: typeDone, RequestID: d.RequestID, Chunks: d.Chunks, Text: d.Text, Model: d.Model,
-		Cached: d.Cached, Usage: d.Usage, StopReason: d.StopReason, TTFTMs: d.TTFTMs, LatencyMs: d.LatencyMs}
+		Cached: d.Cached, Usage: d.Usage, StopReason: d.StopReason, TTFTMs: d.TTFTMs, LatencyMs: d.LatencyMs,
+		ServiceTier: d.ServiceTier}
 	if d.Blocks != nil {
 		v.Blocks = make([]blockV1, len(d.Blocks))
 		for i, b := range d.Blocks {
@@ -222,7 +225,8 @@ func DecodeTerminal(b []byte) (*Done, *Failure) {
 		var v doneV1
 		if json.Unmarshal(b, &v) == nil {
 			d := &Done{RequestID: v.RequestID, Chunks: v.Chunks, Text: v.Text, Model: v.Model, Cached: v.Cached,
-				Usage: v.Usage, StopReason: v.StopReason, TTFTMs: v.TTFTMs, LatencyMs: v.LatencyMs}
+				Usage: v.Usage, StopReason: v.StopReason, TTFTMs: v.TTFTMs, LatencyMs: v.LatencyMs,
+				ServiceTier: v.ServiceTier}
 			if v.Blocks != nil {
 				d.Blocks = make([]Block, len(v.Blocks))
 				for i, b := range v.Blocks {

@@ -32,7 +32,20 @@ type Options struct {
 	// cache_control does): it counts toward the model's maximum like a
 	// cache_point block.
 	PrefixCachePoint bool
+	// ServiceTier is the Bedrock service tier the client asks for
+	// (TierDefault, TierPriority, TierFlex); "": the app's.
+	ServiceTier string
 }
+
+// Bedrock service tiers (Options.ServiceTier, Done.ServiceTier).
+const (
+	TierDefault  = "default"
+	TierPriority = "priority"
+	TierFlex     = "flex"
+)
+
+// Tiers lists the service tiers, in the order errors name them.
+var Tiers = []string{TierDefault, TierPriority, TierFlex}
 
 // Reasoning asks a reasoning model to think, with a budget of output tokens.
 type Reasoning struct {
