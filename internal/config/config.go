@@ -120,6 +120,14 @@ type Model struct {
 	// default. A request using one the model lacks is refused before any
 	// model call.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
+	// Placements are the places the model is served (regions, accounts,
+	// inference profiles), tried in turn before a fallback; none: its
+	// bedrock_id in the gateway's own region and account.
+	Placements []Placement `yaml:"placements" json:"placements,omitempty"`
+	// ServiceTiers are the Bedrock service tiers the model takes (default,
+	// priority, flex); none: it is called without one (Bedrock's default).
+	// Every tier but default needs its price in price.tiers.
+	ServiceTiers []string `yaml:"service_tiers" json:"service_tiers,omitempty"`
 	// Version is the stored document's version (the admin API's ETag);
 	// empty for a configuration read from a file.
 	Version string `yaml:"-" json:"version,omitempty"`
@@ -158,6 +166,9 @@ type Price struct {
 	OutputPer1K     float64  `yaml:"output_per_1k" json:"output_per_1k,omitempty"`
 	CacheReadPer1K  *float64 `yaml:"cache_read_per_1k" json:"cache_read_per_1k,omitempty"`
 	CacheWritePer1K *float64 `yaml:"cache_write_per_1k" json:"cache_write_per_1k,omitempty"`
+	// Tiers are the prices of the service tiers other than default, by
+	// tier (priority, flex): one for every tier the model takes.
+	Tiers map[string]Price `yaml:"tiers" json:"tiers,omitempty"`
 }
 
 // CacheRead is the price of 1,000 input tokens read from the prompt
@@ -183,6 +194,10 @@ type Tenant struct {
 	ID     string  `yaml:"id" json:"id"`
 	Limits []Limit `yaml:"limits" json:"limits,omitempty"`
 	Apps   []App   `yaml:"apps" json:"apps"`
+	// BedrockProfiles names, by configured model id, the application
+	// inference profile ARN the tenant's requests to that model call, so
+	// AWS billing shows the tenant's cost by the profile's tags.
+	BedrockProfiles map[string]string `yaml:"bedrock_profiles" json:"bedrock_profiles,omitempty"`
 	// Version is the stored document's version; see Model.Version.
 	Version string `yaml:"-" json:"version,omitempty"`
 }
@@ -213,6 +228,15 @@ type App struct {
 	PromptCache string `yaml:"prompt_cache" json:"prompt_cache,omitempty"`
 	// Responses is the Responses door's policy for the app; nil: its defaults.
 	Responses *Responses `yaml:"responses" json:"responses,omitempty"`
+	// ServiceTier is the Bedrock service tier of the app's requests:
+	// default (when unset), priority or flex.
+	ServiceTier string `yaml:"service_tier" json:"service_tier,omitempty"`
+	// ServiceTiers are the other tiers a request may ask for (its
+	// service_tier); none: only the app's own.
+	ServiceTiers []string `yaml:"service_tiers" json:"service_tiers,omitempty"`
+	// BedrockProfiles are the app's own application inference profiles
+	// by model id; they take precedence over the tenant's.
+	BedrockProfiles map[string]string `yaml:"bedrock_profiles" json:"bedrock_profiles,omitempty"`
 	// Users are the app's per-user overrides. In the tenants file they
 	// are written under the app; in the admin API each is its own
 	// document (so an app's document leaves them out).

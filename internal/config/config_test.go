@@ -317,12 +317,45 @@ func TestValidationErrors(t *testing.T) {
 			`jetway.yaml: models[1].prompt_cache.max_points: must not be negative`},
 		{"unknown prompt_cache", "client_ids: [c-docs]", "client_ids: [c-docs]\n        prompt_cache: always",
 			`jetway.yaml: tenants[1].apps[0].prompt_cache: unknown prompt_cache "always" (auto or off)`},
+		{"placement with an unknown region", "  - id: mock-b\n", "  - id: mock-b\n    placements: [{region: us-east-1}, {region: mars-north-1}]\n",
+			`jetway.yaml: models[1].placements[1].region: unknown region "mars-north-1"`},
+		{"placement without a region", "  - id: mock-b\n", "  - id: mock-b\n    placements: [{bedrock_id: us.mock-b}]\n",
+			`jetway.yaml: models[1].placements[0].region: required`},
+		{"duplicate placement", "  - id: mock-b\n", "  - id: mock-b\n    placements: [{region: us-east-1}, {region: us-west-2}, {region: us-east-1, bedrock_id: us.mock-b}]\n",
+			`jetway.yaml: models[1].placements[2]: duplicate placement us-east-1 (also placements[0])`},
+		{"same region in two accounts is two placements, one twice is a duplicate", "  - id: mock-b\n",
+			"  - id: mock-b\n    placements: [{region: us-east-1}, {region: us-east-1, role_arn: \"arn:aws:iam::111122223333:role/jetway\"}, {region: us-east-1, role_arn: \"arn:aws:iam::111122223333:role/other\"}]\n",
+			`jetway.yaml: models[1].placements[2]: duplicate placement us-east-1/111122223333 (also placements[1])`},
+		{"role that is not one", "  - id: mock-b\n", "  - id: mock-b\n    placements: [{region: us-east-1, role_arn: \"arn:aws:iam::1234:user/x\"}]\n",
+			`jetway.yaml: models[1].placements[0].role_arn: "arn:aws:iam::1234:user/x" is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)`},
+		{"profile of another region in a placement", "  - id: mock-b\n",
+			"  - id: mock-b\n    placements: [{region: us-west-2, bedrock_id: \"arn:aws:bedrock:us-east-1:111122223333:application-inference-profile/abc123\"}]\n",
+			`jetway.yaml: models[1].placements[0].bedrock_id: application inference profile of region us-east-1 in a placement of region us-west-2`},
+		{"profile ARN that is not one", "    limits: [{window: month, tokens: 1000}]\n",
+			"    limits: [{window: month, tokens: 1000}]\n    bedrock_profiles: {mock-a: \"arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.mock-a\"}\n",
+			`jetway.yaml: tenants[0].bedrock_profiles.mock-a: "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.mock-a" is not an application inference profile ARN (arn:aws:bedrock:<region>:<account>:application-inference-profile/<id>)`},
+		{"profile for an unknown model", "client_ids: [c-docs]",
+			"client_ids: [c-docs]\n        bedrock_profiles: {mock-z: \"arn:aws:bedrock:us-east-1:111122223333:application-inference-profile/abc123\"}",
+			`jetway.yaml: tenants[1].apps[0].bedrock_profiles.mock-z: unknown model "mock-z"`},
+		{"tier price missing for a tier in use", "  - id: mock-b\n", "  - id: mock-b\n    service_tiers: [default, flex]\n",
+			`jetway.yaml: models[1].price.tiers: no price for service tier "flex", which the model takes`},
+		{"tier price missing in a placement's price", "  - id: mock-b\n",
+			"  - id: mock-b\n    service_tiers: [flex]\n    price: {tiers: {flex: {input_per_1k: 1}}}\n    placements: [{region: us-east-1, price: {input_per_1k: 2}}]\n",
+			`jetway.yaml: models[1].placements[0].price.tiers: no price for service tier "flex", which the model takes`},
+		{"price for a tier the model does not take", "output_per_1k: 0.015}", "output_per_1k: 0.015, tiers: {priority: {input_per_1k: 0.005}}}",
+			`jetway.yaml: models[0].price.tiers.priority: a price for service tier "priority", which the model does not take (service_tiers)`},
+		{"unknown tier", "  - id: mock-b\n", "  - id: mock-b\n    service_tiers: [turbo]\n",
+			`jetway.yaml: models[1].service_tiers[0]: unknown service tier "turbo" (one of default, priority, flex)`},
+		{"app tier its model does not take", "client_ids: [c-docs]", "client_ids: [c-docs]\n        service_tier: flex",
+			`jetway.yaml: tenants[1].apps[0].service_tier: service tier "flex", which the app's default model mock-a does not take (its service_tiers)`},
+		{"unknown app tier allowed", "client_ids: [c-docs]", "client_ids: [c-docs]\n        service_tiers: [default, scale]",
+			`jetway.yaml: tenants[1].apps[0].service_tiers[1]: unknown service tier "scale" (one of default, priority, flex)`},
 		{"no models", "models:\n  - id: mock-a\n    bedrock_id: mock-a\n    price: {input_per_1k: 0.003, output_per_1k: 0.015}\n  - id: mock-b\n    bedrock_id: mock-b\n", "models: []\n",
 			"jetway.yaml: models: no models defined"},
 		{"no tenants", "tenants:\n", "tenants: []\nx:\n",
 			`jetway.yaml: x: unknown field "x" (line 8; known fields: auth, models, tenants)`},
 		{"unknown field", "        client_ids: [c-support]\n", "        client_ids: [c-support]\n        limts: []\n",
-			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, prompt_cache, responses, user_limits, users)`},
+			`jetway.yaml: tenants[0].apps[0].limts: unknown field "limts" (line 13; known fields: bedrock_profiles, cache, client_ids, guardrail, id, limits, max_tokens, max_tokens_limit, models, prompt_cache, responses, service_tier, service_tiers, user_limits, users)`},
 		{"wrong type", "tokens: 100}", "tokens: lots}",
 			"jetway.yaml: tenants[0].apps[0].limits[0].tokens: cannot unmarshal !!str `lots` into int64"},
 		{"bad duration", "    bedrock_id: mock-b\n", "    bedrock_id: mock-b\n    first_token_timeout: soon\n",
@@ -332,7 +365,7 @@ func TestValidationErrors(t *testing.T) {
 		{"app without client ids", "client_ids: [c-docs]", "client_ids: []",
 			`jetway.yaml: tenants[1].apps[0].client_ids: app "docs" has no client ids`},
 		{"tenant without apps", "  - id: fabrikam\n    apps:\n", "  - id: fabrikam\n    apps: []\n    x_apps:\n",
-			`jetway.yaml: tenants[1].x_apps: unknown field "x_apps" (line 17; known fields: apps, id, limits)`},
+			`jetway.yaml: tenants[1].x_apps: unknown field "x_apps" (line 17; known fields: apps, bedrock_profiles, id, limits)`},
 		{"bad tenant id", "  - id: fabrikam", "  - id: fab#rikam",
 			`jetway.yaml: tenants[1].id: invalid tenant id "fab#rikam" (letters, digits, '.', '_', '-'; at most 64)`},
 		{"max_tokens above limit", "        models: {default: mock-a}\n", "        models: {default: mock-a}\n        max_tokens: 9000\n",
@@ -433,5 +466,82 @@ func TestModelCapabilities(t *testing.T) {
 	b, _ := cfg.Model("mock-b")
 	if a.Supports(CapabilityTools) || !b.Supports(CapabilityTools) || !b.Supports(CapabilityReasoning) || b.Supports(CapabilityImages) {
 		t.Fatalf("capabilities: mock-a %v, mock-b %v", a.Capabilities, b.Capabilities)
+	}
+}
+
+func TestPlacementsProfilesAndTiers(t *testing.T) {
+	c, err := Parse("jetway.yaml", []byte(`models:
+  - id: claude
+    bedrock_id: us.anthropic.claude
+    service_tiers: [default, priority, flex]
+    price:
+      input_per_1k: 0.003
+      output_per_1k: 0.015
+      tiers:
+        priority: {input_per_1k: 0.00525, output_per_1k: 0.02625}
+        flex: {input_per_1k: 0.0015, output_per_1k: 0.0075}
+    placements:
+      - region: us-east-1
+      - region: us-west-2
+        bedrock_id: us.anthropic.claude-west
+      - region: eu-west-1
+        role_arn: arn:aws:iam::111122223333:role/jetway-bedrock
+        price:
+          input_per_1k: 0.004
+          output_per_1k: 0.02
+          tiers:
+            priority: {input_per_1k: 0.007, output_per_1k: 0.035}
+            flex: {input_per_1k: 0.002, output_per_1k: 0.01}
+tenants:
+  - id: contoso
+    bedrock_profiles: {claude: "arn:aws:bedrock:us-east-1:111122223333:application-inference-profile/abc123"}
+    apps:
+      - id: chat
+        client_ids: [c-chat]
+        models: {default: claude}
+        service_tier: priority
+        service_tiers: [default, flex]
+      - id: batch
+        client_ids: [c-batch]
+        models: {default: claude}
+        bedrock_profiles: {claude: "arn:aws:bedrock:us-west-2:111122223333:application-inference-profile/def456"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.Model("claude")
+	names := []string{}
+	for _, p := range m.Placements {
+		names = append(names, p.Name())
+	}
+	if got, want := strings.Join(names, " "), "us-east-1 us-west-2 eu-west-1/111122223333"; got != want {
+		t.Errorf("placement names = %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		placement, tier string
+		in              float64
+	}{{"", "", 0.003}, {"us-east-1", "default", 0.003}, {"us-west-2", "flex", 0.0015}, {"", "priority", 0.00525},
+		{"eu-west-1/111122223333", "", 0.004}, {"eu-west-1/111122223333", "flex", 0.002}} {
+		p := m.PriceFor(c.placement, c.tier)
+		if p.InputPer1K != c.in || p.Tiers != nil || p.CacheRead() != c.in {
+			t.Errorf("PriceFor(%q, %q) = %+v, want input %v and cache prices filled", c.placement, c.tier, p, c.in)
+		}
+	}
+	if !m.Takes("flex") || !m.Takes("") || !m.Takes("default") {
+		t.Error("Takes: the model takes its tiers")
+	}
+	tn, chat, _ := c.App("contoso", "chat")
+	_, batch, _ := c.App("contoso", "batch")
+	if chat.ServiceTier != "priority" || batch.ServiceTier != "default" {
+		t.Errorf("service tiers %q %q, want priority and the default", chat.ServiceTier, batch.ServiceTier)
+	}
+	if got := ProfileFor(tn, chat, "claude"); !strings.HasSuffix(got, "/abc123") {
+		t.Errorf("chat's profile %q, want the tenant's", got)
+	}
+	if got := ProfileFor(tn, batch, "claude"); !strings.HasSuffix(got, "/def456") {
+		t.Errorf("batch's profile %q, want its own", got)
+	}
+	if p, ok := ParseProfile(ProfileFor(tn, batch, "claude")); !ok || p.Region != "us-west-2" || p.Account != "111122223333" {
+		t.Errorf("ParseProfile = %+v %v", p, ok)
 	}
 }

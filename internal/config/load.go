@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -163,7 +164,7 @@ func (s *schemaCheck) check(path string, n *yaml.Node, t reflect.Type) {
 			p := joinPath(path, k.Value)
 			ft, ok := fields[k.Value]
 			if !ok {
-				s.add(p, "unknown field %q (line %d; known fields: %s)", k.Value, k.Line, strings.Join(sortedKeys(fields), ", "))
+				s.add(p, "unknown field %q (line %d; known fields: %s)", k.Value, k.Line, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 				continue
 			}
 			s.check(p, v, ft)
@@ -175,6 +176,15 @@ func (s *schemaCheck) check(path string, n *yaml.Node, t reflect.Type) {
 		}
 		for i, c := range n.Content {
 			s.check(fmt.Sprintf("%s[%d]", path, i), c, t.Elem())
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			s.add(path, "expected a mapping, got %s", describe(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			s.check(joinPath(path, k.Value), v, t.Elem())
 		}
 	default:
 		s.add(path, "unsupported type %s", t)
@@ -220,15 +230,6 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 		fields[name] = f.Type
 	}
 	return fields
-}
-
-func sortedKeys(m map[string]reflect.Type) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func joinPath(path, key string) string {

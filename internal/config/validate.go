@@ -25,7 +25,7 @@ var (
 // errors. The admin API's documents are checked by the same rules
 // (CheckTenant, CheckModel, CheckUser).
 func (c *Config) Validate(name string) error {
-	v := &validator{file: name}
+	v := &validator{file: name, lookup: c.Model}
 	if c.Auth.TenantClaim == "" {
 		c.Auth.TenantClaim = DefaultTenantClaim
 	}
@@ -73,7 +73,7 @@ func (c *Config) Validate(name string) error {
 // app holds). Errors are Errors with paths within the document
 // (apps[0].limits[1].window) and no file.
 func (c *Config) CheckTenant(t *Tenant) error {
-	v := &validator{}
+	v := &validator{lookup: c.Model}
 	models := map[string]string{}
 	for i := range c.Models {
 		models[c.Models[i].ID] = "models." + c.Models[i].ID
@@ -133,6 +133,7 @@ func (v *validator) model(p string, m *Model) {
 	if m.FirstTokenTimeout < 0 {
 		v.add(at(p, "first_token_timeout"), "must not be negative")
 	}
+	v.placements(p, m)
 	for j, c := range m.Capabilities {
 		cp := fmt.Sprintf("%s[%d]", at(p, "capabilities"), j)
 		switch {
@@ -149,6 +150,7 @@ func (v *validator) model(p string, m *Model) {
 func (v *validator) tenant(tp string, t *Tenant, models map[string]string,
 	owner func(id string) (string, bool), claim func(id, path string)) {
 	v.limits(at(tp, "limits"), t.Limits)
+	v.profiles(at(tp, "bedrock_profiles"), t.BedrockProfiles, models)
 	if len(t.Apps) == 0 {
 		v.add(at(tp, "apps"), "tenant %q has no apps", t.ID)
 	}
@@ -182,6 +184,8 @@ func (v *validator) tenant(tp string, t *Tenant, models map[string]string,
 		v.maxTokens(ap, a)
 		v.cache(ap+".cache", a.Cache)
 		v.guardrail(ap+".guardrail", a.Guardrail)
+		v.appTier(ap, a, v.lookup)
+		v.profiles(ap+".bedrock_profiles", a.BedrockProfiles, models)
 		switch a.PromptCache {
 		case "":
 			a.PromptCache = PromptCacheAuto
@@ -239,6 +243,9 @@ func SubProblem(sub string) string {
 type validator struct {
 	file string
 	errs []error
+	// lookup finds a configured model, for the checks of an app against
+	// its models; nil: they are skipped.
+	lookup func(id string) (*Model, bool)
 }
 
 func (v *validator) add(path, format string, args ...any) {
