@@ -17,7 +17,7 @@ func AcceptedFrame(a call.Accepted) Accepted {
 // DoneFrame is the done frame of outcome d.
 func DoneFrame(d *call.Done) Done {
 	f := Done{Type: TypeDone, RequestID: d.RequestID, Chunks: d.Chunks, Text: d.Text, Model: d.Model, Cached: d.Cached,
-		Usage: d.Usage, StopReason: d.StopReason, TTFTMs: d.TTFTMs, LatencyMs: d.LatencyMs}
+		Usage: d.Usage, StopReason: d.StopReason, TTFTMs: d.TTFTMs, LatencyMs: d.LatencyMs, ServiceTier: d.ServiceTier}
 	if d.Blocks != nil {
 		f.Blocks = make([]Block, len(d.Blocks))
 		for i, b := range d.Blocks {

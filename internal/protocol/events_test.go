@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/jetway-gateway/jetway/internal/call"
@@ -56,6 +57,14 @@ func TestStoredFormIsTheV1Frame(t *testing.T) {
 		{Type: BlockReasoning, Text: "x", Signature: "s"}, {Type: BlockToolUse, ID: "t", Name: "n", Input: json.RawMessage(`{"a": 1}`)}}}
 	if got, want := call.EncodeDone(d), Encode(DoneFrame(d)); string(got) != string(want) {
 		t.Errorf("done\n got %s\nwant %s", got, want)
+	}
+	// The tier that served, when the call named one, is done's service_tier.
+	for _, d := range []*call.Done{{RequestID: "r2", Text: "x", Model: "m", ServiceTier: call.TierPriority},
+		{RequestID: "r3", Model: "m", ServiceTier: call.TierFlex, Blocks: []call.Block{{Type: BlockText, Text: "y"}}}} {
+		got, want := call.EncodeDone(d), Encode(DoneFrame(d))
+		if string(got) != string(want) || !strings.Contains(string(want), `"service_tier":"`+d.ServiceTier+`"}`) {
+			t.Errorf("done with a tier\n got %s\nwant %s", got, want)
+		}
 	}
 	n, text := 3, "so far"
 	for _, e := range []*call.Failure{

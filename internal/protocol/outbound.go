@@ -52,6 +52,10 @@ type Done struct {
 	// its signature, tool_use with its parsed input), set when the request
 	// used tools or reasoning or the answer has a block that is not text.
 	Blocks []Block `json:"blocks,omitempty"`
+	// ServiceTier is the Bedrock service tier that served the answer, set
+	// only when the model call named one, the request's or the app's
+	// (docs/protocol.md, "Service tier").
+	ServiceTier string `json:"service_tier,omitempty"`
 }
 
 // ToolCalls returns the answer's tool_use blocks, in order.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,16 +70,19 @@ func ValidID(s string) bool {
 
 // Inbound is a decoded client frame. Only the fields of its Type are set.
 type Inbound struct {
-	Type        string          `json:"type"`
-	RequestID   string          `json:"request_id,omitempty"`
-	Messages    []Message       `json:"messages,omitempty"`
-	System      string          `json:"system,omitempty"`
-	Model       string          `json:"model,omitempty"`
-	MaxTokens   int             `json:"max_tokens,omitempty"`
-	Temperature *float64        `json:"temperature,omitempty"`
-	Tools       []Tool          `json:"tools,omitempty"`
-	ToolChoice  *ToolChoice     `json:"tool_choice,omitempty"`
-	Reasoning   *Reasoning      `json:"reasoning,omitempty"`
+	Type        string      `json:"type"`
+	RequestID   string      `json:"request_id,omitempty"`
+	Messages    []Message   `json:"messages,omitempty"`
+	System      string      `json:"system,omitempty"`
+	Model       string      `json:"model,omitempty"`
+	MaxTokens   int         `json:"max_tokens,omitempty"`
+	Temperature *float64    `json:"temperature,omitempty"`
+	Tools       []Tool      `json:"tools,omitempty"`
+	ToolChoice  *ToolChoice `json:"tool_choice,omitempty"`
+	Reasoning   *Reasoning  `json:"reasoning,omitempty"`
+	// ServiceTier is the Bedrock service tier a request asks for
+	// (call.Tiers); "": the app's (docs/protocol.md, "Service tier").
+	ServiceTier string          `json:"service_tier,omitempty"`
 	AfterSeq    int             `json:"after_seq,omitempty"`
 	Token       string          `json:"token,omitempty"`
 	T           json.RawMessage `json:"t,omitempty"`
@@ -270,11 +274,30 @@ func validateRequest(in *Inbound) error {
 	if t := in.Temperature; t != nil && (*t < 0 || *t > 1) {
 		return invalidAt("temperature", " must be between 0 and 1")
 	}
+	if !ValidServiceTier(in.ServiceTier) {
+		return invalidAt("service_tier", " must be %s (absent: the app's tier), got %q", TierList, Clip(in.ServiceTier))
+	}
 	if in.AfterSeq < 0 {
 		return invalidAt("after_seq", " must be >= 0")
 	}
 	return validateBlocks(in)
 }
+
+// ValidServiceTier reports whether tier is "" (the app's) or one of the
+// core's tiers (call.Tiers): what every door hands the core.
+func ValidServiceTier(tier string) bool {
+	return tier == "" || slices.Contains(call.Tiers, tier)
+}
+
+// TierList is the core's tiers as an error message names them:
+// "default", "priority" or "flex".
+var TierList = func() string {
+	q := make([]string, len(call.Tiers))
+	for i, t := range call.Tiers {
+		q[i] = strconv.Quote(t)
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}()
 
 func jsonProblem(err error) string {
 	var se *jsontext.SyntacticError

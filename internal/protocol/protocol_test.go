@@ -56,6 +56,11 @@ func TestDecode(t *testing.T) {
 		{"keys in any case", `{"Type":"request","REQUEST_ID":"abcdefgh","Messages":[{"Role":"user","CONTENT":"x"}]}`, ""},
 		{"repeated keys", `{"type":"ping","type":"request","request_id":"abcdefgh","messages":[{"role":"user","content":"","content":"b"}]}`, ""},
 		{"auth no token", `{"type":"auth"}`, "token"},
+		{"service tier", `{"type":"request","request_id":"abcdefgh","service_tier":"priority","messages":[{"role":"user","content":"a"}]}`, ""},
+		{"service tier flex", `{"type":"request","request_id":"abcdefgh","service_tier":"flex","messages":[{"role":"user","content":"a"}]}`, ""},
+		{"service tier unknown", `{"type":"request","request_id":"abcdefgh","service_tier":"scale","messages":[{"role":"user","content":"a"}]}`, `service_tier must be "default", "priority" or "flex" (absent: the app's tier), got "scale"`},
+		{"service tier auto is no jetway.v1 value", `{"type":"request","request_id":"abcdefgh","service_tier":"auto","messages":[{"role":"user","content":"a"}]}`, "service_tier must be"},
+		{"service tier of the wrong type", `{"type":"request","request_id":"abcdefgh","service_tier":1,"messages":[{"role":"user","content":"a"}]}`, `field "service_tier" has the wrong type`},
 		{"zero max is the default", `{"type":"request","request_id":"abcdefgh","max_tokens":0,"messages":[{"role":"user","content":"a"}]}`, ""},
 		{"ping string t", `{"type":"ping","t":"abc"}`, ""},
 		{"ping null t", `{"type":"ping","t":null}`, ""},
@@ -77,6 +82,36 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// TestServiceTier: a request's service_tier is the core's
+// Options.ServiceTier (absent: "", the app's); another value is an
+// invalid_request naming the field, in the WebSocket's terms.
+func TestServiceTier(t *testing.T) {
+	const frame = `{"type":"request","request_id":"abcdefgh","messages":[{"role":"user","content":"a"}]`
+	for _, tier := range append([]string{""}, call.Tiers...) {
+		body := frame + "}"
+		if tier != "" {
+			body = frame + `,"service_tier":"` + tier + `"}`
+		}
+		in, err := Decode([]byte(body))
+		if err != nil {
+			t.Fatalf("%q: %v", tier, err)
+		}
+		if got := in.Call().ServiceTier; got != tier {
+			t.Errorf("%q: Options.ServiceTier = %q", tier, got)
+		}
+	}
+	in, err := Decode([]byte(frame + `,"service_tier":"Priority"}`))
+	var ce *call.ClientError
+	if !errors.As(err, &ce) || ce.Path.String() != "service_tier" || in.RequestID != "abcdefgh" {
+		t.Fatalf("a tier in another case: %+v, %v", in, err)
+	}
+	// The other doors validate what they build by the same rule.
+	if err := ValidateRequest(&Inbound{Type: TypeRequest, RequestID: "abcdefgh", ServiceTier: "standard",
+		Messages: []Message{{Role: "user", Content: "a"}}}); !errors.As(err, &ce) || ce.Path.String() != "service_tier" {
+		t.Fatalf("ValidateRequest: %v", err)
 	}
 }
 

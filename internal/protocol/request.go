@@ -8,7 +8,8 @@ import "github.com/jetway-gateway/jetway/internal/call"
 // hashed the attachments; the translation shares their bytes.
 func (in *Inbound) Call() call.Request {
 	r := call.Request{System: in.System, Messages: callMessages(in.Messages),
-		Options: call.Options{Model: in.Model, MaxTokens: in.MaxTokens, Temperature: in.Temperature}}
+		Options: call.Options{Model: in.Model, MaxTokens: in.MaxTokens, Temperature: in.Temperature,
+			ServiceTier: in.ServiceTier}}
 	if in.Tools != nil {
 		r.Tools = make([]call.Tool, len(in.Tools))
 		for i, t := range in.Tools {
