@@ -31,9 +31,10 @@ type chatRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	User       string          `json:"user"`
-	Tools      []chatTool      `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	User        string          `json:"user"`
+	Tools       []chatTool      `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
+	ServiceTier *string         `json:"service_tier"`
 
 	// origin names the OpenAI parameters behind the protocol request's fields.
 	origin *origins
@@ -94,8 +95,8 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 var (
 	served = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
 		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "user": true,
-		"tools": true, "tool_choice": true}
-	answerNeutral = map[string]bool{"metadata": true, "store": true, "service_tier": true,
+		"tools": true, "tool_choice": true, "service_tier": true}
+	answerNeutral = map[string]bool{"metadata": true, "store": true,
 		"prompt_cache_key": true, "safety_identifier": true}
 	// neutralValues: values of otherwise unsupported parameters that ask for
 	// nothing Jetway does not do (compact JSON).
@@ -229,6 +230,13 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	} else if problem != "" {
 		return req, in, badParam("stop", "stop[%d]: %s", i, problem)
 	}
+	if req.ServiceTier != nil {
+		tier, err := serviceTier(*req.ServiceTier)
+		if err != nil {
+			return req, in, err
+		}
+		in.ServiceTier = tier
+	}
 	origin, err := translate(&req, &in)
 	req.origin = origin
 	if err != nil {
@@ -238,6 +246,23 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 		return req, in, origin.requestErr(err)
 	}
 	return req, in, nil
+}
+
+// serviceTiers are OpenAI's service_tier values served, as the core's
+// tiers: "auto" is the app's tier ("").
+var serviceTiers = map[string]string{"auto": "", "default": call.TierDefault, "flex": call.TierFlex,
+	"priority": call.TierPriority}
+
+// serviceTier reads service_tier (docs/openai.md, "Service tier").
+func serviceTier(v string) (string, *requestError) {
+	if tier, ok := serviceTiers[v]; ok {
+		return tier, nil
+	}
+	if v == "scale" {
+		return "", &requestError{code: "unsupported_parameter", param: "service_tier",
+			msg: `service_tier "scale" is not supported by this gateway: Bedrock has no scale tier; send "auto", "default", "flex" or "priority"`}
+	}
+	return "", badParam("service_tier", `service_tier must be "auto", "default", "flex" or "priority", got %q`, truncate(v, 64))
 }
 
 // content is a message's content, decoded in one pass over its bytes (an

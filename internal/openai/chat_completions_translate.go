@@ -386,7 +386,7 @@ func (o *origins) Name(p call.Path) (string, bool) {
 		return "", false
 	}
 	switch p[0] {
-	case "temperature", "max_tokens":
+	case "temperature", "max_tokens", "service_tier":
 		return p[0], len(p) == 1
 	case "tool_choice":
 		switch {

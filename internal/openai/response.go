@@ -28,7 +28,7 @@ type eventEncoder struct {
 
 // Accepted sends nothing: it names the model of the chunk events.
 func (e *eventEncoder) Accepted(a *stream.Accepted) []byte {
-	e.prefix = appendHead(nil, e.requestID, e.created, a.Model)
+	e.prefix = appendHead(nil, e.requestID, e.created, a.Model, "")
 	return nil
 }
 
@@ -54,7 +54,7 @@ func (e *eventEncoder) toolCall(block int) int {
 // event (a client counting events knows its Last-Event-ID).
 func (e *eventEncoder) AppendChunk(dst []byte, seq int, c call.Piece) []byte {
 	if e.prefix == nil {
-		e.prefix = appendHead(nil, e.requestID, e.created, "")
+		e.prefix = appendHead(nil, e.requestID, e.created, "", "")
 	}
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, int64(seq), 10)
@@ -98,7 +98,10 @@ func (e *eventEncoder) AppendChunk(dst []byte, seq int, c call.Piece) []byte {
 // one error event carrying what was streamed, then [DONE]. Both carry the
 // answer's last seq as their id: the log's, or fewer when the terminal
 // says the answer has fewer chunks (a Last-Event-ID past the end is never
-// echoed back).
+// echoed back). They carry service_tier, the tier that served, when the
+// model call named one: OpenAI sends it on every chunk, but the tier is
+// known only at the end (an encoder's bytes depend on the log's events
+// alone, and the chunks before come before the terminal).
 func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
 	last := chunks
 	if n := t.Chunks(); n >= 0 {
@@ -114,14 +117,14 @@ func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
 	}
 	done := t.Done
 	dst = append(dst, id...)
-	dst = appendHead(dst, e.requestID, e.created, done.Model)
+	dst = appendHead(dst, e.requestID, e.created, done.Model, done.ServiceTier)
 	dst = append(dst, `{},"finish_reason":`...)
 	dst = appendString(dst, finishReason(done.StopReason))
 	dst = append(dst, "}]}\n\n"...)
 	if e.usage {
 		u, _ := json.Marshal(usageOf(done.Usage))
 		dst = append(dst, id...)
-		head := appendHead(nil, e.requestID, e.created, done.Model)
+		head := appendHead(nil, e.requestID, e.created, done.Model, done.ServiceTier)
 		dst = append(dst, head[:len(head)-len(`{"index":0,"delta":`)]...) // `...,"choices":[`
 		dst = append(dst, `],"usage":`...)
 		dst = append(dst, u...)
@@ -130,14 +133,19 @@ func (e *eventEncoder) Terminal(t *stream.Terminal, chunks int) []byte {
 	return append(dst, "data: [DONE]\n\n"...)
 }
 
-// appendHead appends a chunk object's opening: id, object, created, model, choices[0].
-func appendHead(dst []byte, requestID string, created int64, model string) []byte {
+// appendHead appends a chunk object's opening: id, object, created,
+// model, service_tier (when tier is not ""), choices[0].
+func appendHead(dst []byte, requestID string, created int64, model, tier string) []byte {
 	dst = append(dst, `{"id":"chatcmpl-`...)
 	dst = append(dst, requestID...) // [A-Za-z0-9_-]: nothing to escape
 	dst = append(dst, `","object":"chat.completion.chunk","created":`...)
 	dst = strconv.AppendInt(dst, created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = appendString(dst, model)
+	if tier != "" {
+		dst = append(dst, `,"service_tier":`...)
+		dst = appendString(dst, tier)
+	}
 	return append(dst, `,"choices":[{"index":0,"delta":`...)
 }
 
@@ -200,15 +208,16 @@ func (e completionEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 		Logprobs     *struct{} `json:"logprobs"`
 	}
 	b, _ := json.Marshal(struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-		Usage   usage    `json:"usage"`
+		ID          string   `json:"id"`
+		Object      string   `json:"object"`
+		Created     int64    `json:"created"`
+		Model       string   `json:"model"`
+		ServiceTier string   `json:"service_tier,omitempty"` // the tier that served, when the model call named one
+		Choices     []choice `json:"choices"`
+		Usage       usage    `json:"usage"`
 	}{ID: "chatcmpl-" + e.requestID, Object: "chat.completion", Created: e.created, Model: done.Model,
-		Choices: []choice{{Message: msg, FinishReason: finishReason(done.StopReason)}},
-		Usage:   usageOf(done.Usage)})
+		ServiceTier: done.ServiceTier, Choices: []choice{{Message: msg, FinishReason: finishReason(done.StopReason)}},
+		Usage: usageOf(done.Usage)})
 	return append(b, '\n')
 }
 

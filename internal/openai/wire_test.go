@@ -40,6 +40,8 @@ func TestRefusalWireBodies(t *testing.T) {
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "reasoning", `: model mock-a is not configured with the "reasoning" capability`)
 		case "limit":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
+		case "tier":
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "service_tier", ` "priority" is not allowed for this app (allowed: "default", "flex")`)
 		case "tool limit":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "tools[0].input_schema", " is too deep")
 		case "late":
@@ -113,6 +115,9 @@ func TestRefusalWireBodies(t *testing.T) {
 		{"reasoning (gateway)", ask("reasoning")},
 		{"max_tokens limit (gateway)", ask("limit")},
 		{"tool schema (gateway)", `{"messages":[{"role":"user","content":"tool limit"}],` + tools + `}`},
+		{"service_tier scale", `{` + msgs + `,"service_tier":"scale"}`},
+		{"service_tier value", `{` + msgs + `,"service_tier":"standard_only"}`},
+		{"service_tier (gateway)", ask("tier")},
 		{"image data (gateway)", `{"messages":[{"role":"system","content":"s"},{"role":"assistant","content":"a"},{"role":"user","content":[{"type":"text","text":"see"},` + image("data:image/png;base64,AAAA") + `]}]}`},
 		{"conflict", ask("conflict")},
 		{"busy", ask("busy")},
