@@ -139,24 +139,39 @@ func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 	dst = append(dst, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"...)
 	dst = appendString(dst, stopReason(d.StopReason))
 	dst = append(dst, `,"stop_sequence":null},"usage":`...)
-	u, _ := json.Marshal(usageOf(d.Usage))
+	u, _ := json.Marshal(usageOf(d))
 	dst = append(dst, u...)
 	dst = append(dst, "}\n\n"...)
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }
 
 // usage is Anthropic's usage: input_tokens are those not read from nor
-// written to the prompt cache, as Bedrock's (and the core's) are.
+// written to the prompt cache, as Bedrock's (and the core's) are;
+// service_tier is the tier that served, when the model call named one.
 type usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
+	InputTokens              int64  `json:"input_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	ServiceTier              string `json:"service_tier,omitempty"`
 }
 
-func usageOf(u protocol.Usage) usage {
+func usageOf(d *call.Done) usage {
+	u := d.Usage
 	return usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheWriteInputTokens,
-		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens, ServiceTier: serviceTier(d.ServiceTier)}
+}
+
+// serviceTier is Anthropic's usage.service_tier of the tier that served:
+// the default tier is "standard"; priority is "priority". Flex, which
+// Anthropic's enum (standard, priority, batch) has no value for, is
+// "flex": "batch" would say the Batches API served it, and "standard"
+// would hide the discounted, slower tier the answer came from.
+func serviceTier(tier string) string {
+	if tier == call.TierDefault {
+		return "standard"
+	}
+	return tier
 }
 
 // stopReason maps Bedrock's stop reason to Anthropic's.
@@ -205,7 +220,7 @@ func (e wholeEncoder) Terminal(t *stream.Terminal, _ int) []byte {
 		StopSequence *string `json:"stop_sequence"`
 		Usage        usage   `json:"usage"`
 	}{ID: "msg_" + e.requestID, Type: "message", Role: "assistant", Model: d.Model, Content: content(d),
-		StopReason: stopReason(d.StopReason), Usage: usageOf(d.Usage)})
+		StopReason: stopReason(d.StopReason), Usage: usageOf(d)})
 	return append(b, '\n')
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ type messagesBody struct {
 	Tools         []tool           `json:"tools"`
 	ToolChoice    *toolChoice      `json:"tool_choice"`
 	Thinking      *thinking        `json:"thinking"`
+	ServiceTier   *string          `json:"service_tier"`
 
 	CacheControl      json.RawMessage    `json:"cache_control"`
 	ContextManagement *contextManagement `json:"context_management"`
@@ -104,14 +104,12 @@ type thinking struct {
 	BudgetTokens *int   `json:"budget_tokens"`
 }
 
-// served are the parameters Jetway honours; neutral maps parameters that
-// do not change the answer to the values accepted (nil: any value).
-// Anything else is refused naming it, unless it is null.
+// served are the parameters Jetway honours. Anything else is refused
+// naming it, unless it is null.
 var (
 	served = map[string]bool{"model": true, "max_tokens": true, "messages": true, "system": true, "stop_sequences": true,
 		"temperature": true, "top_p": true, "stream": true, "metadata": true, "tools": true, "tool_choice": true, "thinking": true,
-		"cache_control": true, "context_management": true, "output_config": true}
-	neutral = map[string][]string{"service_tier": {`"auto"`, `"standard_only"`}}
+		"cache_control": true, "context_management": true, "output_config": true, "service_tier": true}
 	// why says why a known Anthropic parameter is refused.
 	why = map[string]string{
 		"top_k":       "Bedrock's Converse API has no top_k (it would need model-specific fields): use temperature or top_p",
@@ -152,15 +150,12 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		if served[k] {
 			continue // checked below: a served value may be megabytes (messages)
 		}
-		if v := door.CompactJSON(raw[k]); v == "null" || slices.Contains(neutral[k], v) {
+		if door.CompactJSON(raw[k]) == "null" {
 			continue
 		}
 		reason, known := why[k]
 		if !known {
 			reason = "it is not a parameter this gateway serves"
-			if _, n := neutral[k]; n {
-				reason = "only " + strings.Join(neutral[k], " or ") + " are served"
-			}
 		}
 		return p, ref(invalid("%s: not supported by this gateway (%s): remove it", protocol.Clip(k), reason))
 	}
@@ -197,6 +192,13 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 		return p, ref(invalid("stop_sequences[%d]: %s", i, problem))
 	}
 	p.stop = b.StopSequences
+	if b.ServiceTier != nil {
+		tier, ok := serviceTiers[*b.ServiceTier]
+		if !ok {
+			return p, ref(invalid(`service_tier: must be "auto" or "standard_only" (or Jetway's "priority" or "flex"), got %q`, protocol.Clip(*b.ServiceTier)))
+		}
+		p.in.ServiceTier = tier
+	}
 	if b.Metadata != nil {
 		var md map[string]json.RawMessage
 		if json.Unmarshal(*b.Metadata, &md) != nil {
@@ -266,6 +268,13 @@ func parseRequest(data []byte, requestID string, count bool) (parsed, *apiError)
 }
 
 func ref(e apiError) *apiError { return &e }
+
+// serviceTiers are the service_tier values served, as the core's tiers:
+// Anthropic's "auto" (the app's tier) and "standard_only" (the default
+// tier), and Jetway's "priority" and "flex" (docs/anthropic.md, "Service
+// tier").
+var serviceTiers = map[string]string{"auto": "", "standard_only": call.TierDefault, "priority": call.TierPriority,
+	"flex": call.TierFlex}
 
 // Request is the core's request.
 func (p *parsed) Request() gateway.Request {
@@ -757,7 +766,8 @@ func blockName(from string, b protocol.Block, rest call.Path) (string, bool) {
 // rename names the protocol field an invalid request names (its path,
 // call.ClientError.Path) as the Anthropic field it came from, followed
 // by the problem; reasoning is thinking. A field names does not know has
-// the same name here (tools, tool_choice, max_tokens, temperature).
+// the same name here (tools, tool_choice, max_tokens, temperature,
+// service_tier).
 func rename(n door.Namer, e apiError) apiError {
 	if n == nil || e.code != protocol.CodeInvalidRequest || e.path == nil {
 		return e

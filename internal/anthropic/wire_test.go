@@ -38,6 +38,8 @@ func TestRefusalWireBodies(t *testing.T) {
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "reasoning.budget_tokens", " 4000 must be less than this app's max_tokens limit of 2000")
 		case "limit":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "max_tokens", " 9000 is over this app's limit of 4096")
+		case "tier":
+			return nil, 0, call.FieldErrorf(call.ErrInvalid, "service_tier", ` "priority" is not allowed for this app (allowed: "default", "flex")`)
 		case "unnamed":
 			return nil, 0, call.FieldErrorf(call.ErrInvalid, "messages[0].content[0].bogus", " is wrong")
 		case "late":
@@ -67,7 +69,7 @@ func TestRefusalWireBodies(t *testing.T) {
 		{"not an object", `[1]`},
 		{"syntax", `{"max_tokens":`},
 		{"unknown parameter", `{"max_tokens":1,` + msgs + `,"top_k":5}`},
-		{"neutral parameter value", `{"max_tokens":1,` + msgs + `,"service_tier":"priority"}`},
+		{"service_tier value", `{"max_tokens":1,` + msgs + `,"service_tier":"batch"}`},
 		{"type error", `{"max_tokens":"many",` + msgs + `}`},
 		{"type error nested", `{` + mt + `"messages":[{"role":"user","content":"q","x":1}],"metadata":{"user_id":1}}`},
 		{"max_tokens required", `{` + msgs + `}`},
@@ -94,6 +96,7 @@ func TestRefusalWireBodies(t *testing.T) {
 		{"reasoning budget (gateway)", ask("reasoning")},
 		{"max_tokens limit (gateway)", ask("limit")},
 		{"unknown field (gateway)", ask("unnamed")},
+		{"service_tier (gateway)", ask("tier")},
 		{"conflict", ask("conflict")},
 		{"busy", ask("busy")},
 		{"draining", ask("draining")},
