@@ -29,6 +29,7 @@ type blockTranscript struct {
 	blocks    []int32 // contentBlockIndex of each delta
 	stop      types.StopReason
 	usage     *types.TokenUsage
+	tier      *types.ServiceTier
 }
 
 func converseBlocks(ctx context.Context, client *bedrockruntime.Client, modelID string, in *bedrockruntime.ConverseStreamInput) (blockTranscript, error) {
@@ -79,6 +80,7 @@ func converseBlocks(ctx context.Context, client *bedrockruntime.Client, modelID 
 			tr.stop = v.Value.StopReason
 		case *types.ConverseStreamOutputMemberMetadata:
 			tr.usage = v.Value.Usage
+			tr.tier = v.Value.ServiceTier
 		default:
 			return tr, fmt.Errorf("unexpected event %T", ev)
 		}

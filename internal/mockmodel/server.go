@@ -38,6 +38,63 @@
 // token is TTFT + PerInputToken x the input tokens not read from the cache
 // (those it writes are read like any other), so caching shows in TTFT.
 //
+// # Regions, placements and fault knobs
+//
+// One endpoint serves every region: the region of a call is the third
+// element of the SigV4 signing scope of its Authorization header
+// (Credential=AKID/20261204/us-west-2/bedrock/aws4_request), or
+// Options.DefaultRegion (us-east-1) without one. A client per region, all
+// with the same base URL, each signing with its region, reach one Server.
+//
+// A fault knob (Fault) on a region, optionally narrowed to one model id,
+// fails the calls of that placement before the stream, deterministically:
+// Unavailable answers every call with ServiceUnavailableException (HTTP
+// 503); ThrottlePercent P answers call n of the knob (from 1) with
+// ThrottlingException (HTTP 429) when floor(n*P/100) > floor((n-1)*P/100),
+// so P=50 throttles calls 2, 4, 6... Knobs are set in Go (SetFault,
+// ClearFaults, Faults) or over HTTP:
+//
+//	PUT    /faults   {"region":"us-east-1","model":"","throttle_percent":50,"unavailable":false}
+//	                 model "" is every model of the region; throttle_percent 0
+//	                 and unavailable false remove the knob; 204, or 400
+//	                 {"message":...} for bad JSON, an empty region or a
+//	                 percent outside 0..100
+//	GET    /faults   {"faults":[{"region":...,"model":...,"throttle_percent":50,"unavailable":false,"calls":4}]}
+//	DELETE /faults   remove every knob; 204
+//
+// # Inference profiles
+//
+// A model id may be an application inference profile ARN
+// (arn:aws:bedrock:<region>:<account>:application-inference-profile/<id>),
+// resolved to its base model id through a registry (Options.Profiles,
+// AddProfile, or PUT /profiles {"arn":...,"model":"mock-a"}; GET /profiles
+// lists it as {"profiles":{"<arn>":"mock-a"}}). The call then behaves as a
+// call to the base model in every way (text, faults, caching, tools,
+// tiers); the counts name the ARN. An unknown profile ARN, or one of
+// another region than the call is signed for, is a ValidationException
+// (HTTP 400, "The provided model identifier is invalid.").
+//
+// A system-defined cross-region profile id (a geo prefix us., eu., apac.,
+// global., jp., au., ca. or us-gov.; us.mock-throttle), and the ARN of a
+// foundation model or of a system-defined profile, behave as the model id
+// without prefix or ARN (BaseModelID), but the answer's words stay a
+// function of the id as named, as they always were (Tokens("us.mock-a", ...)).
+//
+// # Service tiers
+//
+// A request's serviceTier ({"type":"priority"|"default"|"flex"|"reserved"})
+// must be one the model takes (Options.Tiers; by default default, priority
+// and flex), else a ValidationException naming serviceTier. The metadata
+// event echoes it ("serviceTier":{"type":"flex"}; nothing when the request
+// named none), and Options.TierPace may give a tier its own pace.
+//
+// # Stats
+//
+// GET /stats (Stats) counts the requests by model id as named, by region
+// and model id, the throttled and unavailable answers by region, the
+// requests by service tier named and by profile; POST /stats/reset zeroes
+// them.
+//
 // It is shared by the gateway's dev mode, tests and load tests.
 package mockmodel
 
@@ -46,7 +103,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +158,20 @@ type Options struct {
 	// not in it refuses cache points with a ValidationException, as
 	// Bedrock does. Nil means DefaultCaching().
 	Caching map[string]CacheRule
+	// DefaultRegion is the region of a call whose Authorization header
+	// has no SigV4 signing scope (default DefaultRegion, us-east-1).
+	DefaultRegion string
+	// Profiles maps application inference profile ARNs to base model ids
+	// (see AddProfile).
+	Profiles map[string]string
+	// Tiers maps a base model id to the service tiers it takes; a model
+	// not in it takes DefaultTiers() (default, priority, flex). A request
+	// naming another tier is a ValidationException.
+	Tiers map[string][]string
+	// TierPace maps a service tier to the pace of its calls, instead of
+	// TTFT and PerToken (PerInputToken still applies); a request naming no
+	// tier is paced as TierDefault. Default none: one pace for every tier.
+	TierPace map[string]Pace
 }
 
 // RealisticPerInputToken is a prefill pace close to Claude's on Bedrock
@@ -108,14 +181,22 @@ const RealisticPerInputToken = 100 * time.Microsecond
 
 // Server is the mock Bedrock runtime endpoint, an http.Handler:
 //
-//	POST /model/{modelId}/converse-stream   ConverseStream
-//	GET  /stats                             {"requests":{"mock-a":3},"active":0,"abandoned":0}
-//	POST /stats/reset                       zero the request counts
+//	POST   /model/{modelId}/converse-stream   ConverseStream
+//	GET    /stats                             counts (see Stats)
+//	POST   /stats/reset                       zero the counts
+//	PUT    /faults                            set or remove a fault knob (Fault)
+//	GET    /faults                            the knobs in force (FaultList)
+//	DELETE /faults                            remove every knob
+//	PUT    /profiles                          register a profile (Profile)
+//	GET    /profiles                          the registry (ProfileList)
 type Server struct {
 	ttft, perToken time.Duration
 	perInputToken  time.Duration
 	tokens         int
 	caching        map[string]CacheRule
+	defaultRegion  string
+	tiers          map[string][]string
+	tierPace       map[string]resolvedPace
 	cache          *promptCache
 	frames         *frames
 	mux            *http.ServeMux
@@ -124,8 +205,17 @@ type Server struct {
 	active    atomic.Int64  // streams in progress
 	abandoned atomic.Int64  // streams the client left before their end
 
-	mu       sync.Mutex
-	requests map[string]int64 // by model id
+	mu          sync.Mutex
+	requests    map[string]int64            // by model id as named
+	byRegion    map[string]map[string]int64 // by region, then model id as named
+	throttled   map[string]int64            // ThrottlingExceptions by region
+	unavailable map[string]int64            // ServiceUnavailableExceptions by region
+	byTier      map[string]int64            // by the service tier named
+	byProfile   map[string]int64            // by profile ARN
+
+	ctlMu    sync.Mutex
+	knobs    map[knobKey]*knob
+	profiles map[string]string // ARN -> base model id
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -141,6 +231,29 @@ func New(o Options) *Server {
 		frames:   newFrames(),
 		mux:      http.NewServeMux(),
 		requests: make(map[string]int64),
+
+		defaultRegion: o.DefaultRegion,
+		tiers:         make(map[string][]string, len(o.Tiers)),
+		tierPace:      make(map[string]resolvedPace, len(o.TierPace)),
+		byRegion:      make(map[string]map[string]int64),
+		throttled:     make(map[string]int64),
+		unavailable:   make(map[string]int64),
+		byTier:        make(map[string]int64),
+		byProfile:     make(map[string]int64),
+		knobs:         make(map[knobKey]*knob),
+		profiles:      make(map[string]string, len(o.Profiles)),
+	}
+	if s.defaultRegion == "" {
+		s.defaultRegion = DefaultRegion
+	}
+	for m, t := range o.Tiers {
+		s.tiers[m] = slices.Clone(t)
+	}
+	for t, p := range o.TierPace {
+		s.tierPace[t] = resolvedPace{resolveDelay(p.TTFT, DefaultTTFT), resolveDelay(p.PerToken, DefaultPerToken)}
+	}
+	for arn, m := range o.Profiles {
+		s.profiles[arn] = m
 	}
 	if s.tokens <= 0 {
 		s.tokens = DefaultTokens
@@ -152,6 +265,11 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /model/{modelId}/converse-stream", s.converseStream)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.HandleFunc("POST /stats/reset", s.resetStats)
+	s.mux.HandleFunc("PUT /faults", s.putFault)
+	s.mux.HandleFunc("GET /faults", s.getFaults)
+	s.mux.HandleFunc("DELETE /faults", s.deleteFaults)
+	s.mux.HandleFunc("PUT /profiles", s.putProfile)
+	s.mux.HandleFunc("GET /profiles", s.getProfiles)
 	return s
 }
 
@@ -178,6 +296,50 @@ func (s *Server) Requests(modelID string) int64 {
 	return s.requests[modelID]
 }
 
+// RequestsIn returns how many ConverseStream requests signed for region
+// named modelID (as Requests names it) since start or the last reset.
+func (s *Server) RequestsIn(region, modelID string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byRegion[region][modelID]
+}
+
+// ThrottledIn returns how many requests signed for region were answered
+// with a ThrottlingException (by a knob or by mock-throttle) since start or
+// the last reset.
+func (s *Server) ThrottledIn(region string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled[region]
+}
+
+// UnavailableIn returns how many requests signed for region were answered
+// with a ServiceUnavailableException (by a knob or by mock-unavailable)
+// since start or the last reset.
+func (s *Server) UnavailableIn(region string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unavailable[region]
+}
+
+// RequestsInTier returns how many requests named service tier tier since
+// start or the last reset, refused ones too (a request naming no tier is
+// in no tier's count).
+func (s *Server) RequestsInTier(tier string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byTier[tier]
+}
+
+// ProfileRequests returns how many requests named the profile arn (a
+// registered one, or any application inference profile ARN, refused ones
+// too) since start or the last reset.
+func (s *Server) ProfileRequests(arn string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byProfile[arn]
+}
+
 // Active returns the number of ConverseStream requests being served now.
 func (s *Server) Active() int64 { return s.active.Load() }
 
@@ -186,28 +348,68 @@ func (s *Server) Active() int64 { return s.active.Load() }
 // calls the gateway stopped early (a cancel, a timeout, a stall given up on).
 func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
 
-// ResetStats zeroes the request counts and the abandoned streams.
+// ResetStats zeroes every count of Stats but Active (the abandoned streams
+// included). The fault knobs and their counts are left as they are.
 func (s *Server) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.requests)
+	clear(s.byRegion)
+	clear(s.throttled)
+	clear(s.unavailable)
+	clear(s.byTier)
+	clear(s.byProfile)
 	s.abandoned.Store(0)
 }
 
-// Stats is the JSON document of GET /stats.
+// Stats is the JSON document of GET /stats, counts since start or the last
+// reset; a model id is as the request named it (unescaped):
+//
+//	{"requests":{"mock-a":3,"arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/p1":1},
+//	 "active":0,"abandoned":0,
+//	 "by_region":{"us-east-1":{"mock-a":3},"us-west-2":{"arn:...:application-inference-profile/p1":1}},
+//	 "throttled_by_region":{"us-east-1":1},"unavailable_by_region":{},
+//	 "by_tier":{"flex":2},
+//	 "by_profile":{"arn:...:application-inference-profile/p1":1}}
 type Stats struct {
+	// Requests counts the requests by model id, failed ones too.
 	Requests  map[string]int64 `json:"requests"`
 	Active    int64            `json:"active"`
 	Abandoned int64            `json:"abandoned"`
+	// ByRegion counts them by signing region, then model id.
+	ByRegion map[string]map[string]int64 `json:"by_region"`
+	// ThrottledByRegion and UnavailableByRegion count the
+	// ThrottlingExceptions and ServiceUnavailableExceptions answered, by
+	// region (knobs and fault models alike).
+	ThrottledByRegion   map[string]int64 `json:"throttled_by_region"`
+	UnavailableByRegion map[string]int64 `json:"unavailable_by_region"`
+	// ByTier counts the requests that named a service tier, by tier
+	// (refused ones too); a request naming none is not in it.
+	ByTier map[string]int64 `json:"by_tier"`
+	// ByProfile counts the requests naming a registered profile or any
+	// application inference profile ARN, refused ones too.
+	ByProfile map[string]int64 `json:"by_profile"`
+}
+
+// Stats returns a copy of the counts GET /stats reports.
+func (s *Server) Stats() Stats {
+	st := Stats{Active: s.active.Load(), Abandoned: s.abandoned.Load()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.Requests = maps.Clone(s.requests)
+	st.ByRegion = make(map[string]map[string]int64, len(s.byRegion))
+	for r, m := range s.byRegion {
+		st.ByRegion[r] = maps.Clone(m)
+	}
+	st.ThrottledByRegion = maps.Clone(s.throttled)
+	st.UnavailableByRegion = maps.Clone(s.unavailable)
+	st.ByTier = maps.Clone(s.byTier)
+	st.ByProfile = maps.Clone(s.byProfile)
+	return st
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
-	st := Stats{Requests: make(map[string]int64), Active: s.active.Load(), Abandoned: s.abandoned.Load()}
-	s.mu.Lock()
-	for k, v := range s.requests {
-		st.Requests[k] = v
-	}
-	s.mu.Unlock()
+	st := s.Stats()
 	w.Header().Set("Content-Type", contentTypeJSON)
 	_ = json.NewEncoder(w).Encode(st)
 }
@@ -285,6 +487,7 @@ type converseRequest struct {
 		GuardrailVersion     string `json:"guardrailVersion"`
 		StreamProcessingMode string `json:"streamProcessingMode"`
 	} `json:"guardrailConfig"`
+	ServiceTier *serviceTier `json:"serviceTier"`
 }
 
 type textBlock struct {
@@ -327,17 +530,23 @@ func joinText[B textBlock | contentBlock](blocks []B) string {
 	return b.String()
 }
 
-// decodeRequest reads and validates the body; its errors become a
-// ValidationException, as Bedrock's would.
-func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (request, error) {
-	var body converseRequest
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+// readRequest reads and parses the body; its error (a ValidationException,
+// as Bedrock's would be) is answered after the faults that come first.
+func readRequest(w http.ResponseWriter, r *http.Request) (body converseRequest, data []byte, err error) {
+	data, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
-		return request{}, fmt.Errorf("malformed request body: %v", err)
+		return body, nil, fmt.Errorf("malformed request body: %v", err)
 	}
 	if err := json.Unmarshal(data, &body); err != nil {
-		return request{}, fmt.Errorf("malformed request body: %v", err)
+		return converseRequest{}, nil, fmt.Errorf("malformed request body: %v", err)
 	}
+	return body, data, nil
+}
+
+// decodeRequest validates the body read from data for model modelID (the
+// base model id); its errors become a ValidationException, as Bedrock's would.
+func decodeRequest(body converseRequest, data []byte, modelID string) (request, error) {
+	var err error
 	if len(body.Messages) == 0 {
 		return request{}, fmt.Errorf("messages: at least one message is required")
 	}
@@ -391,31 +600,86 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, modelID string) (requ
 	return req, nil
 }
 
-func (s *Server) count(modelID string) {
+// count counts a request signed for region naming modelID, in tier ("" for
+// none named), a profile or not.
+func (s *Server) count(region, modelID, tier string, profile bool) {
 	s.mu.Lock()
 	s.requests[modelID]++
+	m := s.byRegion[region]
+	if m == nil {
+		m = make(map[string]int64)
+		s.byRegion[region] = m
+	}
+	m[modelID]++
+	if tier != "" {
+		s.byTier[tier]++
+	}
+	if profile {
+		s.byProfile[modelID]++
+	}
+	s.mu.Unlock()
+}
+
+// countFault counts a ThrottlingException or ServiceUnavailableException
+// answered in region.
+func (s *Server) countFault(region string, f fault) {
+	s.mu.Lock()
+	if f == faultThrottle {
+		s.throttled[region]++
+	} else {
+		s.unavailable[region]++
+	}
 	s.mu.Unlock()
 }
 
 func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
-	modelID := r.PathValue("modelId")
-	s.count(modelID)
+	named := r.PathValue("modelId")
+	region := signingRegion(r.Header.Get("Authorization"))
+	if region == "" {
+		region = s.defaultRegion
+	}
+	body, data, bodyErr := readRequest(w, r)
+	namedTier := ""
+	if body.ServiceTier != nil {
+		namedTier = body.ServiceTier.Type
+	}
+	tg, refusal := s.resolve(region, named)
+	s.count(region, named, namedTier, tg.profile)
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	w.Header().Set("X-Amzn-Requestid", "mock-"+strconv.FormatUint(s.seq.Add(1), 10))
+	if refusal != "" {
+		writeError(w, http.StatusBadRequest, "ValidationException", refusal)
+		return
+	}
+	modelID := tg.base // picks the behaviour; tg.text the words
 
 	f, failAfter := parseFault(modelID)
+	if pf := s.placementFault(region, named, modelID); pf != faultNone {
+		f = pf
+	}
 	switch f {
 	case faultThrottle:
+		s.countFault(region, f)
 		writeError(w, http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
 		return
 	case faultUnavailable:
+		s.countFault(region, f)
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "The service is temporarily unable to handle the request.")
 		return
 	}
-	req, err := decodeRequest(w, r, modelID)
+	if bodyErr != nil {
+		writeError(w, http.StatusBadRequest, "ValidationException", bodyErr.Error())
+		return
+	}
+	req, err := decodeRequest(body, data, modelID)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
+		return
+	}
+	tier, err := s.checkTier(body.ServiceTier, named, modelID)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 		return
@@ -423,7 +687,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	var cached cacheUsage
 	if req.cachePoints {
 		rule, caches := s.caching[modelID]
-		if cached, err = s.cache.use(modelID, rule, caches, req.body, start); err != nil {
+		if cached, err = s.cache.use(tg.text, rule, caches, req.body, start); err != nil {
 			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 			return
 		}
@@ -468,13 +732,14 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	// write instead of paying a syscall each.
 	// The model reads every input token it does not find in its cache
 	// (tokens it writes to the cache included) before the first token.
-	p := pacer{start: start, ttft: s.ttft + time.Duration(req.inputTokens-cached.read)*s.perInputToken, perToken: s.perToken, flush: rc.Flush}
+	ttft, perToken := s.pace(tier)
+	p := pacer{start: start, ttft: ttft + time.Duration(req.inputTokens-cached.read)*s.perInputToken, perToken: perToken, flush: rc.Flush}
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
 		return
 	}
 	if f == faultNone && (modelID == modelReasoning || req.tool != "") {
-		sent, stop, ok := s.streamBlocks(ctx, w, &p, modelID, req, planBlocks(modelID, req, limit), stop)
+		sent, stop, ok := s.streamBlocks(ctx, w, &p, tg.text, req, planBlocks(modelID, req, limit), stop)
 		if !ok {
 			return
 		}
@@ -482,13 +747,13 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var buf [160]byte
-		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], usage, sent, time.Since(start))) == nil {
+		if writeEvent(eventstream.NewEncoder(), w, "metadata", metadataPayload(buf[:0], usage, sent, time.Since(start), tier)) == nil {
 			ended = true
 			_ = rc.Flush()
 		}
 		return
 	}
-	words := newWordSource(modelID, req.system, req.messages)
+	words := newWordSource(tg.text, req.system, req.messages)
 	for i := range send {
 		if p.wait(ctx, i) != nil {
 			return
@@ -509,7 +774,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		payload := mustJSON(map[string]any{
-			"message":            fmt.Sprintf("mock model %s failed after %d tokens", modelID, send),
+			"message":            fmt.Sprintf("mock model %s failed after %d tokens", named, send),
 			"originalStatusCode": http.StatusInternalServerError,
 			"originalMessage":    "mock failure",
 		})
@@ -526,7 +791,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf [160]byte
-	payload := metadataPayload(buf[:0], usage, send, time.Since(start))
+	payload := metadataPayload(buf[:0], usage, send, time.Since(start), tier)
 	if writeEvent(enc, w, "metadata", payload) == nil {
 		ended = true
 		_ = rc.Flush()

@@ -58,7 +58,8 @@ type transcript struct {
 	stop     types.StopReason
 	usage    *types.TokenUsage
 	latency  int64
-	firstAt  time.Duration // from the call to the first delta
+	firstAt  time.Duration      // from the call to the first delta
+	tier     *types.ServiceTier // the metadata event's serviceTier
 	streamEr error
 }
 
@@ -115,6 +116,7 @@ func converse(ctx context.Context, client *bedrockruntime.Client, modelID string
 		case *types.ConverseStreamOutputMemberMetadata:
 			tr.events = append(tr.events, "metadata")
 			tr.usage = v.Value.Usage
+			tr.tier = v.Value.ServiceTier
 			if v.Value.Metrics != nil && v.Value.Metrics.LatencyMs != nil {
 				tr.latency = *v.Value.Metrics.LatencyMs
 			}

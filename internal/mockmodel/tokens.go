@@ -95,7 +95,7 @@ func Tokens(modelID string, system string, messages []string, n int) []string {
 	if n <= 0 {
 		return nil
 	}
-	if modelID == modelMarkdown {
+	if BaseModelID(modelID) == modelMarkdown {
 		md := markdownPieces()
 		return append([]string(nil), md[:min(n, len(md))]...)
 	}

@@ -120,7 +120,8 @@ type tokenUsage struct {
 }
 
 // metadataPayload is the metadata event's JSON, built without reflection.
-func metadataPayload(buf []byte, u tokenUsage, outputTokens int, latency time.Duration) []byte {
+// tier is the service tier echoed ("" for none: the request named none).
+func metadataPayload(buf []byte, u tokenUsage, outputTokens int, latency time.Duration, tier string) []byte {
 	buf = append(buf, `{"usage":{"inputTokens":`...)
 	buf = strconv.AppendInt(buf, int64(u.input), 10)
 	buf = append(buf, `,"outputTokens":`...)
@@ -135,7 +136,14 @@ func metadataPayload(buf []byte, u tokenUsage, outputTokens int, latency time.Du
 	buf = strconv.AppendInt(buf, int64(u.input+u.cacheRead+u.cacheWrite+outputTokens), 10)
 	buf = append(buf, `},"metrics":{"latencyMs":`...)
 	buf = strconv.AppendInt(buf, latency.Milliseconds(), 10)
-	buf = append(buf, `}}`...)
+	buf = append(buf, '}')
+	if tier != "" {
+		// tier is one of the known tier types: no escaping needed.
+		buf = append(buf, `,"serviceTier":{"type":"`...)
+		buf = append(buf, tier...)
+		buf = append(buf, `"}`...)
+	}
+	buf = append(buf, '}')
 	return buf
 }
 

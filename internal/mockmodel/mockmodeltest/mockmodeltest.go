@@ -34,10 +34,17 @@ func Start(tb testing.TB, o mockmodel.Options) (*mockmodel.Server, string) {
 // that router.Bedrock applies (see internal/router/bedrock.go).
 func Client(tb testing.TB, url string) *bedrockruntime.Client {
 	tb.Helper()
+	return ClientIn(tb, url, "us-east-1")
+}
+
+// ClientIn is Client for region: its calls are signed for region, which is
+// how the mock tells the regions apart on its one endpoint.
+func ClientIn(tb testing.TB, url, region string) *bedrockruntime.Client {
+	tb.Helper()
 	tr := &http.Transport{MaxIdleConns: 2000, MaxIdleConnsPerHost: 2000}
 	tb.Cleanup(tr.CloseIdleConnections)
 	return bedrockruntime.New(bedrockruntime.Options{
-		Region:           "us-east-1",
+		Region:           region,
 		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint:     aws.String(url),
 		HTTPClient:       &http.Client{Transport: tr},
