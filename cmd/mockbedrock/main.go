@@ -12,9 +12,26 @@
 //	mockbedrock --tls --tls-cert-out /tmp/mockbedrock.pem
 //	JETWAY_BEDROCK_CA_FILE=/tmp/mockbedrock.pem AWS_ENDPOINT_URL_BEDROCK_RUNTIME=https://127.0.0.1:8090 go run ./cmd/gateway
 //
+// One endpoint serves every region (the region of a call is its SigV4
+// signing scope, --region without one). Application inference profiles are
+// registered with --profile ARN=MODEL (repeatable), and a service tier gets
+// its own pace with --tier-pace TIER=TTFT[/PER-TOKEN] (repeatable; 0 is
+// none, PER-TOKEN defaults to --per-token):
+//
+//	mockbedrock --profile arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/p1=mock-a \
+//	    --tier-pace flex=2s/20ms --tier-pace priority=100ms
+//
+// Fault knobs per region and model, and more profiles, are set at run time
+// over HTTP (PUT/GET/DELETE /faults, PUT/GET /profiles; see
+// internal/mockmodel), and GET /stats reports the calls by region, tier and
+// profile.
+//
 // Every flag can also be set in the environment (MOCKBEDROCK_LISTEN,
 // MOCKBEDROCK_TTFT, MOCKBEDROCK_PER_TOKEN, MOCKBEDROCK_PER_INPUT_TOKEN, MOCKBEDROCK_TOKENS, MOCKBEDROCK_TLS,
-// MOCKBEDROCK_TLS_CERT_OUT); flags win.
+// MOCKBEDROCK_TLS_CERT_OUT, MOCKBEDROCK_REGION; MOCKBEDROCK_PROFILES and
+// MOCKBEDROCK_TIER_PACE hold comma-separated lists of what the repeatable
+// flags take); flags win (a repeatable flag given once replaces its
+// variable's whole list).
 package main
 
 import (
@@ -27,7 +44,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -84,6 +103,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	useTLS := fs.Bool("tls", getenv("MOCKBEDROCK_TLS") == "true", "serve HTTPS with a fresh self-signed certificate")
 	certOut := fs.String("tls-cert-out", envOr(getenv, "MOCKBEDROCK_TLS_CERT_OUT", "mockbedrock-cert.pem"),
 		"with --tls: file the certificate (PEM) is written to, for clients to trust")
+	region := fs.String("region", envOr(getenv, "MOCKBEDROCK_REGION", mockmodel.DefaultRegion), "region of calls without a SigV4 signing scope")
+	profiles := newListFlag(getenv("MOCKBEDROCK_PROFILES"))
+	fs.Var(profiles, "profile", "application inference profile `ARN=MODEL` (repeatable)")
+	tierPaces := newListFlag(getenv("MOCKBEDROCK_TIER_PACE"))
+	fs.Var(tierPaces, "tier-pace", "pace of a service tier, `TIER=TTFT[/PER-TOKEN]` (repeatable; 0: none; PER-TOKEN defaults to --per-token)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -98,12 +122,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	// On the command line 0 means none; in mockmodel.Options it means default.
-	o := mockmodel.Options{TTFT: ttft, PerToken: perToken, Tokens: tokens, PerInputToken: perInputToken}
-	if o.TTFT == 0 {
-		o.TTFT = mockmodel.NoDelay
+	o := mockmodel.Options{TTFT: none(ttft), PerToken: none(perToken), Tokens: tokens, PerInputToken: perInputToken, DefaultRegion: *region}
+	if o.Profiles, err = parseProfiles(profiles.items); err != nil {
+		return err
 	}
-	if o.PerToken == 0 {
-		o.PerToken = mockmodel.NoDelay
+	if o.TierPace, err = parseTierPaces(tierPaces.items, perToken); err != nil {
+		return err
 	}
 
 	ln, err := net.Listen("tcp", *listen)
@@ -166,4 +190,96 @@ func envDuration(getenv func(string) string, key string, def time.Duration) (tim
 		return 0, fmt.Errorf("%s: %w", key, err)
 	}
 	return d, nil
+}
+
+// none maps the command line's 0 (no delay) to mockmodel.NoDelay.
+func none(d time.Duration) time.Duration {
+	if d == 0 {
+		return mockmodel.NoDelay
+	}
+	return d
+}
+
+// listFlag is a repeatable flag whose default is a comma-separated list
+// from the environment; the first use of the flag replaces that list.
+type listFlag struct {
+	items []string
+	set   bool
+}
+
+func newListFlag(env string) *listFlag {
+	l := &listFlag{}
+	for item := range strings.SplitSeq(env, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			l.items = append(l.items, item)
+		}
+	}
+	return l
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.items, ",")
+}
+
+func (l *listFlag) Set(v string) error {
+	if !l.set {
+		l.items, l.set = nil, true
+	}
+	l.items = append(l.items, v)
+	return nil
+}
+
+// parseProfiles reads ARN=MODEL items.
+func parseProfiles(items []string) (map[string]string, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(items))
+	for _, item := range items {
+		arn, model, _ := strings.Cut(item, "=")
+		p := mockmodel.Profile{ARN: arn, Model: model}
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("--profile %q (ARN=MODEL): %v", item, err)
+		}
+		out[arn] = model
+	}
+	return out, nil
+}
+
+// parseTierPaces reads TIER=TTFT[/PER-TOKEN] items (0: none; PER-TOKEN
+// defaults to perToken).
+func parseTierPaces(items []string, perToken time.Duration) (map[string]mockmodel.Pace, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	tiers := []string{mockmodel.TierDefault, mockmodel.TierPriority, mockmodel.TierFlex, mockmodel.TierReserved}
+	out := make(map[string]mockmodel.Pace, len(items))
+	for _, item := range items {
+		bad := func(why string) error {
+			return fmt.Errorf("--tier-pace %q (TIER=TTFT[/PER-TOKEN]): %s", item, why)
+		}
+		tier, pace, ok := strings.Cut(item, "=")
+		if !ok || !slices.Contains(tiers, tier) {
+			return nil, bad("the tier must be one of " + strings.Join(tiers, ", "))
+		}
+		ttftText, perTokenText, hasPerToken := strings.Cut(pace, "/")
+		ttft, err := time.ParseDuration(ttftText)
+		if err != nil {
+			return nil, bad(err.Error())
+		}
+		pt := perToken
+		if hasPerToken {
+			if pt, err = time.ParseDuration(perTokenText); err != nil {
+				return nil, bad(err.Error())
+			}
+		}
+		if ttft < 0 || pt < 0 {
+			return nil, bad("durations must not be negative")
+		}
+		out[tier] = mockmodel.Pace{TTFT: none(ttft), PerToken: none(pt)}
+	}
+	return out, nil
 }

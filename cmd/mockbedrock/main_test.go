@@ -142,6 +142,13 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{nil, map[string]string{"MOCKBEDROCK_TTFT": "later"}, "MOCKBEDROCK_TTFT"},
 		{nil, map[string]string{"MOCKBEDROCK_TOKENS": "many"}, "MOCKBEDROCK_TOKENS"},
 		{[]string{"--listen", "127.0.0.1:-5"}, nil, "127.0.0.1:-5"},
+		{[]string{"--profile", "mock-a=mock-b"}, nil, "--profile"},
+		{[]string{"--profile", "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/p"}, nil, "--profile"},
+		{nil, map[string]string{"MOCKBEDROCK_PROFILES": "nonsense"}, "--profile"},
+		{[]string{"--tier-pace", "turbo=1s"}, nil, "--tier-pace"},
+		{[]string{"--tier-pace", "flex=soon"}, nil, "--tier-pace"},
+		{[]string{"--tier-pace", "flex=1s/-1s"}, nil, "--tier-pace"},
+		{nil, map[string]string{"MOCKBEDROCK_TIER_PACE": "flex"}, "--tier-pace"},
 	}
 	for _, c := range cases {
 		err := run(t.Context(), c.args, env(c.env), chanWriter(make(chan string, 16)))
@@ -210,3 +217,92 @@ func TestRunServesTLS(t *testing.T) {
 type doFunc func(*http.Request) (*http.Response, error)
 
 func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Profiles and tier paces from flags and the environment, and the control
+// endpoints, through the command.
+func TestRunProfilesTierPacesAndFaults(t *testing.T) {
+	const (
+		fromFlag = "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/flag"
+		fromEnv  = "arn:aws:bedrock:us-west-2:123456789012:application-inference-profile/env"
+		slow     = 300 * time.Millisecond
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	url, done := startRun(t, ctx, []string{"--listen", "127.0.0.1:0", "--ttft", "0", "--per-token", "0", "--tokens", "4",
+		"--profile", fromFlag + "=mock-throttle", "--tier-pace", "flex=300ms"},
+		env(map[string]string{"MOCKBEDROCK_PROFILES": fromEnv + "=mock-a", "MOCKBEDROCK_TIER_PACE": "priority=1h/1h", "MOCKBEDROCK_REGION": "eu-west-1"}))
+
+	west := router.NewBedrock(mockmodeltest.ClientIn(t, url, "us-west-2"))
+	hi := []router.Message{{Role: "user", Content: "hi"}}
+	if _, err := west.Stream(t.Context(), router.Call{ModelID: fromFlag, Messages: hi}, func(string) {}); err == nil {
+		t.Error("the --profile of mock-throttle answered")
+	}
+	// The flag replaced the environment's list.
+	if _, err := west.Stream(t.Context(), router.Call{ModelID: fromEnv, Messages: hi}, func(string) {}); err == nil {
+		t.Error("MOCKBEDROCK_PROFILES applied despite --profile")
+	}
+	start := time.Now()
+	var first time.Duration
+	res, err := west.Stream(t.Context(), router.Call{ModelID: "mock-a", Messages: hi, ServiceTier: "flex"}, func(string) {
+		if first == 0 {
+			first = time.Since(start)
+		}
+	})
+	if err != nil || res.ServiceTier != "flex" || first < slow {
+		t.Errorf("flex: %+v, %v, first token after %v (want at least %v)", res, err, first, slow)
+	}
+	// --tier-pace replaced MOCKBEDROCK_TIER_PACE: priority is not an hour away.
+	callCtx, cancelCall := context.WithTimeout(t.Context(), time.Minute)
+	defer cancelCall()
+	if _, err := west.Stream(callCtx, router.Call{ModelID: "mock-a", Messages: hi, ServiceTier: "priority"}, func(string) {}); err != nil {
+		t.Errorf("priority: %v", err)
+	}
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, url+"/faults", strings.NewReader(`{"region":"us-west-2","model":"mock-a","unavailable":true}`))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT /faults: %d", resp.StatusCode)
+	}
+	if _, err := west.Stream(t.Context(), router.Call{ModelID: "mock-a", Messages: hi}, func(string) {}); err == nil {
+		t.Error("mock-a in us-west-2 answered despite an unavailable knob")
+	}
+	if _, err := router.NewBedrock(mockmodeltest.ClientIn(t, url, "us-east-1")).Stream(t.Context(), router.Call{ModelID: "mock-a", Messages: hi}, func(string) {}); err != nil {
+		t.Errorf("mock-a in us-east-1: %v", err)
+	}
+	// An unsigned call is in --region (here from MOCKBEDROCK_REGION).
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/model/mock-b/converse-stream",
+		strings.NewReader(`{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`))
+	if resp, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	resp, err = hc.Get(url + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st mockmodel.Stats
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.ByRegion["us-west-2"]["mock-a"] != 3 || st.ByRegion["us-east-1"]["mock-a"] != 1 ||
+		st.ByRegion["eu-west-1"]["mock-b"] != 1 || st.ByTier["flex"] != 1 || st.ByProfile[fromFlag] != 1 || st.UnavailableByRegion["us-west-2"] != 1 {
+		t.Errorf("stats %+v (err %v)", st, err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the context ended")
+	}
+}
