@@ -57,7 +57,8 @@ type encoder struct {
 	requestID string
 	created   int64
 	model     string
-	seq       int // the next event's sequence_number
+	tier      string // the service tier that served (the terminal's)
+	seq       int    // the next event's sequence_number
 	accepted  bool
 
 	items []json.RawMessage // the finished output items
@@ -283,6 +284,7 @@ func (e *encoder) Terminal(t *stream.Terminal, _ int) []byte {
 		if e.model == "" {
 			e.model = d.Model
 		}
+		e.tier = d.ServiceTier
 		usage = &d.Usage
 		switch d.StopReason {
 		case "max_tokens":
@@ -376,7 +378,7 @@ func (e *encoder) answerItems(t *stream.Terminal, status string) []json.RawMessa
 // object is the response object as the log knows it.
 func (e *encoder) object(status string, u *call.Usage, incomplete *incompleteDetails, failure *responseError) response {
 	r := response{ID: ResponseID(e.requestID), Object: "response", CreatedAt: e.created, Status: status, Model: e.model,
-		Output: e.items, Error: failure, IncompleteDetails: incomplete}
+		Output: e.items, ServiceTier: e.tier, Error: failure, IncompleteDetails: incomplete}
 	if r.Output == nil {
 		r.Output = []json.RawMessage{}
 	}
@@ -415,6 +417,9 @@ type response struct {
 	Model             string             `json:"model"`
 	Output            []json.RawMessage  `json:"output"`
 	Usage             *usage             `json:"usage"`
+	// ServiceTier is the tier that served, known at the end and only when
+	// the model call named one.
+	ServiceTier string `json:"service_tier,omitempty"`
 }
 
 type responseError struct {

@@ -34,8 +34,11 @@ type body struct {
 	Background         bool              `json:"background"`
 	Include            []string          `json:"include"`
 	PreviousResponseID string            `json:"previous_response_id"`
+	ServiceTier        *string           `json:"service_tier"`
 	// Generate false is WebSocket mode's warm-up: nothing is generated.
 	Generate *bool `json:"generate"`
+
+	tier string // ServiceTier as the core's tier ("": the app's)
 }
 
 type reasoningParam struct {
@@ -51,9 +54,9 @@ var (
 	served = map[string]bool{"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true,
 		"parallel_tool_calls": true, "max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true,
 		"metadata": true, "user": true, "store": true, "stream": true, "background": true, "include": true,
-		"previous_response_id": true, "generate": true}
+		"previous_response_id": true, "generate": true, "service_tier": true}
 	ignored = map[string]bool{"prompt_cache_key": true, "client_metadata": true, "safety_identifier": true,
-		"prompt_cache_retention": true, "stream_options": true, "service_tier": true, "text": true, "truncation": true,
+		"prompt_cache_retention": true, "stream_options": true, "text": true, "truncation": true,
 		"top_logprobs": true, "type": true, "event_id": true, "stream_id": true}
 	// why says why a known Responses parameter is refused.
 	why = map[string]string{
@@ -169,7 +172,32 @@ func decodeBody(data []byte, ws bool) (body, error) {
 	if b.Background && b.Store != nil && !*b.Store {
 		return body{}, badParam("background", "background responses must be stored: remove store:false")
 	}
+	if b.ServiceTier != nil {
+		tier, err := serviceTier(*b.ServiceTier)
+		if err != nil {
+			return body{}, err
+		}
+		b.tier = tier
+	}
 	return b, nil
+}
+
+// serviceTiers are the service_tier values served, as the core's tiers:
+// "auto" is the app's tier ("").
+var serviceTiers = map[string]string{"auto": "", "default": call.TierDefault, "flex": call.TierFlex,
+	"priority": call.TierPriority}
+
+// serviceTier reads service_tier as OpenAI's Responses API defines it
+// (docs/responses.md, "Service tier").
+func serviceTier(v string) (string, error) {
+	if tier, ok := serviceTiers[v]; ok {
+		return tier, nil
+	}
+	if v == "scale" {
+		return "", &requestError{code: "unsupported_parameter", param: "service_tier",
+			msg: `service_tier "scale" is not supported by this gateway: Bedrock has no scale tier; send "auto", "default", "flex" or "priority"`}
+	}
+	return "", badParam("service_tier", `service_tier must be "auto", "default", "flex" or "priority", got %q`, protocol.Clip(v))
 }
 
 // items reads input: a string (one user message) or a list of items.
@@ -658,8 +686,8 @@ func (n *names) Name(p call.Path) (string, bool) {
 		return "", false
 	}
 	switch p[0] {
-	case "temperature":
-		return "temperature", len(p) == 1
+	case "temperature", "service_tier":
+		return p[0], len(p) == 1
 	case "max_tokens":
 		return "max_output_tokens", len(p) == 1
 	case "reasoning":

@@ -254,6 +254,7 @@ func (d *Door) prepareWith(ctx context.Context, c gateway.Caller, p *parsed, mem
 		in.MaxTokens = *p.b.MaxOutputTokens
 	}
 	in.Temperature = p.b.Temperature
+	in.ServiceTier = p.b.tier // a continuation asks for its own: the tier is not the chain's
 	var err error
 	if p.dropped, err = tools(in, p.b.Tools, p.b.ToolChoice, policy.UnsupportedTools == config.ResponsesToolsRefuse, p.names); err != nil {
 		return err

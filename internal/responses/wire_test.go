@@ -81,6 +81,12 @@ func (fakeConfig) Model(id string) (*config.Model, bool) {
 
 // answered is a finished log of text pieces.
 func answered(req gateway.Request, pieces ...string) *stream.Log {
+	return answeredBy(req, "", pieces...)
+}
+
+// answeredBy is a finished log of text pieces served by tier ("": the
+// model call named none).
+func answeredBy(req gateway.Request, tier string, pieces ...string) *stream.Log {
 	log := stream.NewLog("alice", req.RequestID, "h", time.Unix(1700000000, 0))
 	log.Accept(stream.NewAccepted(call.Accepted{RequestID: req.RequestID, Model: "mock-a"}))
 	for _, p := range pieces {
@@ -88,7 +94,7 @@ func answered(req gateway.Request, pieces ...string) *stream.Log {
 	}
 	text, n := log.Text()
 	log.Finish(stream.DoneTerminal(call.Done{RequestID: req.RequestID, Chunks: n, Text: text, Model: "mock-a",
-		Usage: call.Usage{InputTokens: 7, OutputTokens: int64(n)}, StopReason: "end_turn"}), time.Now())
+		Usage: call.Usage{InputTokens: 7, OutputTokens: int64(n)}, StopReason: "end_turn", ServiceTier: tier}), time.Now())
 	return log
 }
 
@@ -101,8 +107,13 @@ func TestWire(t *testing.T) {
 		if l, err, ok := doortest.GatewayRefusal(text, log); ok {
 			return l, err
 		}
-		if text == "capability" {
+		switch text {
+		case "capability":
 			return nil, call.FieldErrorf(call.ErrInvalid, "tools", `: model mock-a is not configured with the "tools" capability`)
+		case "tier":
+			return nil, call.FieldErrorf(call.ErrInvalid, "service_tier", ` "priority" is not allowed for app support (its tier is default)`)
+		case "tiered":
+			return answeredBy(req, req.ServiceTier, "Hello", " there"), nil
 		}
 		return answered(req, "Hello", " there"), nil
 	}}
@@ -139,6 +150,11 @@ func TestWire(t *testing.T) {
 		{"background without store", `{"input":"x","background":true,"store":false}`},
 		{"temperature (protocol)", `{"input":"x","temperature":7}`},
 		{"capability (gateway)", ask("capability")},
+		{"service_tier scale", `{"input":"x","service_tier":"scale"}`},
+		{"service_tier value", `{"input":"x","service_tier":"standard_only"}`},
+		{"service_tier (gateway)", `{"model":"mock-a","input":"tier","service_tier":"priority"}`},
+		{"answer with a service tier", `{"model":"mock-a","input":"tiered","service_tier":"flex"}`},
+		{"answer with a service tier streamed", `{"model":"mock-a","input":"tiered","service_tier":"priority","stream":true}`},
 		{"conflict", ask("conflict")},
 		{"busy", ask("busy")},
 		{"draining", ask("draining")},
