@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +23,11 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -245,7 +248,7 @@ func modelIDs(cfg *config.Config) []string {
 // pipeline builds the gateway (srv.gw) over what it uses: quotas,
 // request records, the response cache, the usage sink, the stream logs
 // and the tracer.
-func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *bedrockruntime.Client, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
+func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *router.Bedrock, liveness gateway.Fleet, metrics *telemetry.Metrics) error {
 	s, logger := srv.s, srv.logger
 	dynamo := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.Retryer = dynamoRetryer(s.DynamoDBMaxAttempts) })
 	srv.quotas = quota.New(quotaStore(s, dynamo, metrics), quota.Options{Logger: logger, Lease: s.quotaLease(srv.instance)})
@@ -286,7 +289,7 @@ func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *bedroc
 	gwo := s.Gateway
 	gwo.Instance = srv.instance
 	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs, Alerts: srv.notifier,
-		Router: router.New(router.NewBedrock(bedrock), router.Options{Metrics: metrics, Logger: logger,
+		Router: router.New(bedrock, router.Options{Metrics: metrics, Logger: logger,
 			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
 		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
 	return nil
@@ -355,9 +358,13 @@ func (srv *server) tracer(metrics *telemetry.Metrics) (trace.Tracer, error) {
 	return srv.traces.Tracer(), nil
 }
 
-// bedrock is the model's client: the real Bedrock client, pointed at an
-// in-process mock (srv.mock, served by Run) when the settings ask for one.
-func (srv *server) bedrock(awsCfg aws.Config, cfg *config.Config) (*bedrockruntime.Client, error) {
+// bedrock is the model's adapter over the real Bedrock client, pointed at
+// an in-process mock (srv.mock, served by Run) when the settings ask for
+// one. A placement in another account is reached with the role it names,
+// assumed from the task role through STS (credentials cached and renewed
+// by the SDK); with the in-process mock no role is assumed (it checks no
+// credentials).
+func (srv *server) bedrock(awsCfg aws.Config, cfg *config.Config) (*router.Bedrock, error) {
 	s := srv.s
 	opts := []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
 		o.RetryMaxAttempts = max(s.BedrockMaxAttempts, 1)
@@ -380,12 +387,36 @@ func (srv *server) bedrock(awsCfg aws.Config, cfg *config.Config) (*bedrockrunti
 		endpoint := "http://" + ln.Addr().String()
 		srv.logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", mo.TTFT),
 			zap.Duration("per_token", mo.PerToken), zap.Duration("per_input_token", mo.PerInputToken))
+		dev := credentials.NewStaticCredentialsProvider("dev", "dev", "")
 		opts = append(opts, func(o *bedrockruntime.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
-			o.Credentials = credentials.NewStaticCredentialsProvider("dev", "dev", "")
+			o.Credentials = dev
 		})
+		b := router.NewBedrock(bedrockruntime.NewFromConfig(awsCfg, opts...))
+		b.AssumeRoles(func(string) aws.CredentialsProvider { return dev })
+		return b, nil
 	}
-	return bedrockruntime.NewFromConfig(awsCfg, opts...), nil
+	b := router.NewBedrock(bedrockruntime.NewFromConfig(awsCfg, opts...))
+	roles := sts.NewFromConfig(awsCfg)
+	session := "jetway-" + sessionName(s.Gateway.ServerID)
+	b.AssumeRoles(func(role string) aws.CredentialsProvider {
+		return aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(roles, role, func(o *stscreds.AssumeRoleOptions) {
+			o.RoleSessionName = session
+		}))
+	})
+	return b, nil
+}
+
+// sessionName is a server id as an STS role session name (2-64 of
+// [\w+=,.@-]; the caller prefixes 7 characters).
+func sessionName(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_+=,.@-", c) >= 0) {
+			b[i] = '-'
+		}
+	}
+	return string(b[:min(len(b), 57)])
 }
 
 // usageSink is where usage records go: Firehose (through a local spool

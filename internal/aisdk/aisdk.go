@@ -42,7 +42,6 @@ type Gateway interface {
 	Rejoin(ctx context.Context, c gateway.Caller, requestID string) (*stream.Log, error)
 	Cancel(ctx context.Context, c gateway.Caller, requestID string) error
 	Refuse(ctx context.Context, c gateway.Caller, req gateway.Request, err error) error
-	Costs
 }
 
 // Options bound the door.
@@ -77,7 +76,7 @@ func New(gw Gateway, chats Chats, o Options) *Door {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
 	}
-	return &Door{gw: gw, chats: chats, opts: o, codec: codec{costs: gw}}
+	return &Door{gw: gw, chats: chats, opts: o, codec: codec{}}
 }
 
 // Subprotocol is jetway.ai-sdk.v1.

@@ -32,24 +32,17 @@ const (
 	lineEnd   = 'n'
 )
 
-// Costs is what the codec asks of the core: the price of an answer's
-// usage (the usage record's cost_usd).
-type Costs interface {
-	CostMicroUSD(model string, u call.Usage) int64
-}
-
 // codec is the AI SDK door's stream.Codec.
-type codec struct{ costs Costs }
+type codec struct{}
 
 func (c codec) NewEncoder(l *stream.Log) stream.Encoder {
-	return &encoder{costs: c.costs, requestID: l.RequestID, open: -1}
+	return &encoder{requestID: l.RequestID, open: -1}
 }
 
 // encoder keeps, from one event to the next, the block the answer is in
 // (its chunks are opened and closed around it), a tool call's input so
 // far, and the accepted event's quota for the metadata.
 type encoder struct {
-	costs     Costs
 	requestID string
 	quota     *call.Quota
 
@@ -218,11 +211,11 @@ func appendFailure(b []byte, f *call.Failure) []byte {
 // facts are the Jetway facts of an answer (PROTOCOL.md, "The AI SDK door").
 func (e *encoder) facts(d *call.Done) facts {
 	u := d.Usage
-	cost := float64(e.costs.CostMicroUSD(d.Model, u)) / 1e6
+	cost := float64(d.CostMicroUSD) / 1e6 // the usage record's cost_usd
 	return facts{RequestID: d.RequestID, Model: d.Model, Cached: &d.Cached, TTFTMs: &d.TTFTMs, LatencyMs: &d.LatencyMs,
 		Usage: &usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			CacheReadInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens},
-		CostUSD: &cost, Quota: e.quota}
+		CostUSD: &cost, Quota: e.quota, ServiceTier: d.ServiceTier}
 }
 
 type metadataChunk struct {
@@ -243,7 +236,9 @@ type facts struct {
 	Usage     *usage      `json:"usage,omitempty"`
 	CostUSD   *float64    `json:"cost_usd,omitempty"`
 	Quota     *call.Quota `json:"quota,omitempty"`
-	Error     *errorFacts `json:"error,omitempty"`
+	// ServiceTier is the tier that served, when the model call named one.
+	ServiceTier string      `json:"service_tier,omitempty"`
+	Error       *errorFacts `json:"error,omitempty"`
 }
 
 type usage struct {

@@ -11,10 +11,6 @@ import (
 	"github.com/jetway-gateway/jetway/internal/stream"
 )
 
-type fixedCosts struct{}
-
-func (fixedCosts) CostMicroUSD(string, call.Usage) int64 { return 1500 }
-
 // deliver is every frame one delivery of l writes for requestId.
 func deliver(t *testing.T, l *stream.Log, requestID string, lastSequence int) []string {
 	t.Helper()
@@ -25,7 +21,7 @@ func deliverAs(t *testing.T, l *stream.Log, requestID string, lastSequence int, 
 	t.Helper()
 	fr := newFrames(requestID, lastSequence, messageID)
 	var out []string
-	c := codec{costs: fixedCosts{}}
+	c := codec{}
 	for b := range l.Follow(context.Background(), c, 0) {
 		for _, f := range fr.build(&b) {
 			out = append(out, string(f))
@@ -51,7 +47,7 @@ func answer() *stream.Log {
 	} {
 		l.Append(call.Encode(p))
 	}
-	l.Finish(stream.DoneTerminal(call.Done{RequestID: "req12345678", Chunks: 7, Text: "Hello <world>", Model: "mock-tools",
+	l.Finish(stream.DoneTerminal(call.Done{RequestID: "req12345678", CostMicroUSD: 1500, Chunks: 7, Text: "Hello <world>", Model: "mock-tools",
 		Usage: call.Usage{InputTokens: 10, OutputTokens: 20}, StopReason: "tool_use", TTFTMs: 5, LatencyMs: 9}), time.Now())
 	return l
 }

@@ -67,6 +67,9 @@ type Done struct {
 	// ServiceTier is the Bedrock service tier that served the answer (as
 	// Bedrock reported it, else as asked); "": the call named none.
 	ServiceTier string
+	// CostMicroUSD is the answer's one price (the gateway's price: model,
+	// placement and tier), what its quota was charged, in micro-USD.
+	CostMicroUSD int64
 }
 
 // Failure is the outcome of a request that failed, or was refused.

@@ -156,6 +156,8 @@ type (
 		Blocks     []blockV1 `json:"blocks,omitempty"`
 		// ServiceTier is set only when the call named a tier.
 		ServiceTier string `json:"service_tier,omitempty"`
+		// CostMicroUSD is the price charged; not a wire field of any door.
+		CostMicroUSD int64 `json:"cost_micro_usd,omitempty"`
 	}
 	failureV1 struct {
 		Type         string  `json:"type"`
@@ -196,7 +198,7 @@ func DecodeAccepted(b []byte) Accepted {
 func EncodeDone(d *Done) []byte {
 	v := doneV1{Type: typeDone, RequestID: d.RequestID, Chunks: d.Chunks, Text: d.Text, Model: d.Model,
 		Cached: d.Cached, Usage: d.Usage, StopReason: d.StopReason, TTFTMs: d.TTFTMs, LatencyMs: d.LatencyMs,
-		ServiceTier: d.ServiceTier}
+		ServiceTier: d.ServiceTier, CostMicroUSD: d.CostMicroUSD}
 	if d.Blocks != nil {
 		v.Blocks = make([]blockV1, len(d.Blocks))
 		for i, b := range d.Blocks {
@@ -226,7 +228,7 @@ func DecodeTerminal(b []byte) (*Done, *Failure) {
 		if json.Unmarshal(b, &v) == nil {
 			d := &Done{RequestID: v.RequestID, Chunks: v.Chunks, Text: v.Text, Model: v.Model, Cached: v.Cached,
 				Usage: v.Usage, StopReason: v.StopReason, TTFTMs: v.TTFTMs, LatencyMs: v.LatencyMs,
-				ServiceTier: v.ServiceTier}
+				ServiceTier: v.ServiceTier, CostMicroUSD: v.CostMicroUSD}
 			if v.Blocks != nil {
 				d.Blocks = make([]Block, len(v.Blocks))
 				for i, b := range v.Blocks {

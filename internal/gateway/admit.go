@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -127,16 +129,23 @@ func (f *flight) policy() error {
 			ids = append(ids, id)
 		}
 	}
-	for _, id := range ids {
+	tier, err := f.tier()
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
 		m, ok := f.g.cfg.Model(id)
 		if !ok {
 			return fmt.Errorf("model %q is not configured", id)
 		}
-		ftt := time.Duration(m.FirstTokenTimeout)
-		if ftt <= 0 {
-			ftt = f.g.opts.FirstTokenTimeout
+		if !m.Takes(tier) {
+			if i == 0 {
+				return call.FieldErrorf(call.ErrInvalid, "service_tier", " %q is not a tier model %s takes (%s)",
+					tier, m.ID, tiersOf(m))
+			}
+			continue // a fallback without the tier: a request never changes tier
 		}
-		f.chain = append(f.chain, router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt, Cache: cacheLimits(m)})
+		f.chain = append(f.chain, f.target(m, tier))
 	}
 	f.maxTokens = app.MaxTokens
 	if f.req.MaxTokens > 0 {
@@ -150,6 +159,69 @@ func (f *flight) policy() error {
 		return err
 	}
 	return f.checkCachePoints()
+}
+
+// tier is the service tier the request runs in: the one it asks for,
+// if its app allows it, else the app's.
+func (f *flight) tier() (string, error) {
+	app, tier := f.app, f.req.ServiceTier
+	switch {
+	case tier == "" || tier == app.ServiceTier:
+		return app.ServiceTier, nil
+	case !slices.Contains(config.ServiceTiers, tier):
+		return "", call.FieldErrorf(call.ErrInvalid, "service_tier", " %q is not a service tier (%s)", call.Clip(tier),
+			strings.Join(config.ServiceTiers, ", "))
+	case !slices.Contains(app.ServiceTiers, tier):
+		return "", call.FieldErrorf(call.ErrInvalid, "service_tier", " %q is not allowed for app %s (its tier is %s)",
+			tier, app.ID, app.ServiceTier)
+	}
+	return tier, nil
+}
+
+func tiersOf(m *config.Model) string {
+	if len(m.ServiceTiers) == 0 {
+		return "it takes only the default"
+	}
+	return "it takes " + strings.Join(m.ServiceTiers, ", ")
+}
+
+// target is model m as the router calls it for this request: its
+// placements, or the tenant's or app's application inference profile for
+// it, and the tier it is called in (named only to a model that lists tiers).
+func (f *flight) target(m *config.Model, tier string) router.Target {
+	ftt := time.Duration(m.FirstTokenTimeout)
+	if ftt <= 0 {
+		ftt = f.g.opts.FirstTokenTimeout
+	}
+	t := router.Target{ID: m.ID, BedrockID: m.BedrockID, FirstTokenTimeout: ftt, Cache: cacheLimits(m)}
+	if len(m.ServiceTiers) > 0 {
+		t.Tier = tier
+	}
+	if arn := config.ProfileFor(f.tenant, f.app, m.ID); arn != "" {
+		prof, _ := config.ParseProfile(arn) // validated with the configuration
+		p := router.Place{Name: prof.Region, Region: prof.Region, BedrockID: arn, Profile: arn}
+		for _, pl := range m.Placements {
+			if pl.RoleARN != "" && pl.Account() == prof.Account {
+				// The profile lives in that placement's account: reach it the same way.
+				p.Name, p.RoleARN = prof.Region+"/"+prof.Account, pl.RoleARN
+				break
+			}
+		}
+		t.Places = []router.Place{p}
+		return t
+	}
+	for _, pl := range m.Placements {
+		id := pl.BedrockID
+		if id == "" {
+			id = m.BedrockID
+		}
+		p := router.Place{Name: pl.Name(), Region: pl.Region, RoleARN: pl.RoleARN, BedrockID: id}
+		if _, ok := config.ParseProfile(id); ok {
+			p.Profile = id
+		}
+		t.Places = append(t.Places, p)
+	}
+	return t
 }
 
 // reserve takes the request's worst case from every quota that applies and
@@ -214,18 +286,31 @@ func contents(ms []call.Message) []string {
 	return out
 }
 
-// maxCostMicroUSD bounds the cost at the most expensive model of the
-// chain, every input token at the dearer of the input and cache-write
-// prices when the model caches prompts.
+// maxCostMicroUSD bounds the cost at the most expensive model and
+// placement of the chain, in the request's tier, every input token at
+// the dearer of the input and cache-write prices when the model caches
+// prompts.
 func (f *flight) maxCostMicroUSD() int64 {
 	var worst int64
-	for _, t := range f.chain {
-		worst = max(worst, f.g.price(t.ID, call.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
-		if t.Cache != nil {
-			worst = max(worst, f.g.price(t.ID, call.Usage{CacheWriteInputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+	for i := range f.chain {
+		t := &f.chain[i]
+		for _, p := range placesOf(t) {
+			at := priced{model: t.ID, place: priceAt(p), tier: t.Tier}
+			worst = max(worst, f.g.price(at, call.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+			if t.Cache != nil {
+				worst = max(worst, f.g.price(at, call.Usage{CacheWriteInputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
+			}
 		}
 	}
 	return worst
+}
+
+// placesOf is a target's placements, or its one implicit place.
+func placesOf(t *router.Target) []router.Place {
+	if len(t.Places) > 0 {
+		return t.Places
+	}
+	return []router.Place{{}}
 }
 
 // fromLease reports whether a reservation was admitted from a quota

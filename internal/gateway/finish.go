@@ -11,6 +11,7 @@ import (
 	"github.com/jetway-gateway/jetway/internal/backoff"
 	"github.com/jetway-gateway/jetway/internal/call"
 	"github.com/jetway-gateway/jetway/internal/quota"
+	"github.com/jetway-gateway/jetway/internal/router"
 	"github.com/jetway-gateway/jetway/internal/stream"
 	"github.com/jetway-gateway/jetway/internal/telemetry"
 	"github.com/jetway-gateway/jetway/internal/tracing"
@@ -46,7 +47,9 @@ type outcome struct {
 	// chunks is the last seq; usage is what is charged, on model's price.
 	chunks       int
 	usage        call.Usage
-	model        string // the model that answered (else the one asked for)
+	model        string       // the model that answered (else the one asked for)
+	place        router.Place // the placement that answered (or was called last); zero: none
+	tier         string       // the service tier that served ("": none named)
 	fallbackFrom string
 	stopReason   string
 	cached       bool
@@ -105,7 +108,9 @@ func (f *flight) requestedModel() string {
 // ctx carries the span the ending's spans are children of.
 func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 	defer endRequest(o.span, &o)
-	terminal := o.terminal()
+	at := priced{model: o.model, place: priceAt(o.place), tier: o.tier}
+	charge := g.charge(at, o.usage)
+	terminal := o.terminal(charge.MicroUSD)
 	if o.how == endInterrupted && !g.persistInterrupt(o, terminal.Stored()) {
 		return false
 	}
@@ -139,8 +144,7 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 			return true
 		}
 	}
-	charge := g.charge(o.model, o.usage)
-	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(o.model, o.usage), g.opts.ServerID)
+	rec := o.usageRecord(charge.MicroUSD, g.cacheSavedMicroUSD(at, o.usage), g.opts.ServerID)
 	if g.usage != nil {
 		_, span := g.start(ctx, "jetway.usage.record")
 		g.usage.Record(rec)
@@ -157,12 +161,13 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 	return true
 }
 
-// terminal is the outcome's terminal event (for a rejection: the only one).
-func (o *outcome) terminal() *stream.Terminal {
+// terminal is the outcome's terminal event (for a rejection: the only
+// one); costMicroUSD is its price.
+func (o *outcome) terminal(costMicroUSD int64) *stream.Terminal {
 	if o.err == nil {
 		return stream.DoneTerminal(call.Done{RequestID: o.facts.RequestID, Chunks: o.chunks,
 			Text: o.text, Model: o.model, Cached: o.cached, Usage: o.usage, StopReason: o.stopReason,
-			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks})
+			TTFTMs: o.ttft, LatencyMs: o.latency, Blocks: o.blocks, ServiceTier: o.tier, CostMicroUSD: costMicroUSD})
 	}
 	return errorTerminal(o.facts.RequestID, o.err, o.how != endRejected, o.text, o.chunks)
 }
@@ -192,14 +197,29 @@ func (o *outcome) usageRecord(costMicroUSD, savedMicroUSD int64, server string) 
 		CacheReadInputTokens: o.usage.CacheReadInputTokens, CacheWriteInputTokens: o.usage.CacheWriteInputTokens,
 		CostUSD: float64(costMicroUSD) / 1e6, CacheSavedUSD: float64(savedMicroUSD) / 1e6, TTFTMs: o.ttft, LatencyMs: o.latency,
 		Chunks: o.chunks, Server: server, Cached: o.cached, Door: o.facts.Door,
+		Placement: o.place.Name, BedrockProfile: o.place.Profile, ServiceTier: serviceTier(o.tier),
 		Images: o.facts.Images, Documents: o.facts.Documents, ToolCalls: o.toolCalls, TraceID: o.facts.TraceID,
 	}
+}
+
+// serviceTier is the usage record's tier: the one that served, else default.
+func serviceTier(tier string) string {
+	if tier == "" {
+		return call.TierDefault
+	}
+	return tier
 }
 
 // logEnding writes the request's one ending line.
 func (g *Gateway) logEnding(o outcome) {
 	fields := []zap.Field{zap.String("model", o.model), zap.Int64("latency_ms", o.latency),
 		zap.Int("chunks", o.chunks)}
+	if o.place.Name != "" {
+		fields = append(fields, zap.String("placement", o.place.Name))
+	}
+	if o.tier != "" {
+		fields = append(fields, zap.String("service_tier", o.tier))
+	}
 	if o.err == nil {
 		o.logger.Info("completed", append(fields, zap.String("fallback_from", o.fallbackFrom),
 			zap.Int64("ttft_ms", o.ttft), zap.Int64("input_tokens", o.usage.InputTokens),

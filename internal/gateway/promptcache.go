@@ -54,39 +54,51 @@ func (f *flight) checkCachePoints() error {
 	return call.FieldErrorf(call.ErrInvalid, "messages", ": %d cache_point blocks, model %s allows at most %d", n, m.ID, m.PromptCache.MaxPoints)
 }
 
+// priced is what a call's price depends on: the model that answered,
+// the placement whose price applies ("": the model's own; an application
+// inference profile is priced as its base model) and the service tier.
+type priced struct{ model, place, tier string }
+
+// priceAt is the placement whose price a call served at p pays.
+func priceAt(p router.Place) string {
+	if p.Profile != "" {
+		return ""
+	}
+	return p.Name
+}
+
 // charge is what a request's usage takes from its quotas: every token
 // against token limits (cached or not: a token limit bounds how much
 // conversation goes through, whether or not the model cached it) and the
 // real price against USD limits.
-func (g *Gateway) charge(model string, u call.Usage) quota.Amount {
-	return quota.Amount{Tokens: u.Total(), Requests: 1, MicroUSD: g.price(model, u)}
+func (g *Gateway) charge(at priced, u call.Usage) quota.Amount {
+	return quota.Amount{Tokens: u.Total(), Requests: 1, MicroUSD: g.price(at, u)}
 }
 
 // cacheSavedMicroUSD is what the prompt cache saved on a request: its
 // price with every cached input token at the input price, less its real
 // price. Negative when it wrote more than it read (a write costs more
 // than input on most models).
-func (g *Gateway) cacheSavedMicroUSD(model string, u call.Usage) int64 {
+func (g *Gateway) cacheSavedMicroUSD(at priced, u call.Usage) int64 {
 	if u.CacheReadInputTokens == 0 && u.CacheWriteInputTokens == 0 {
 		return 0
 	}
 	uncached := call.Usage{InputTokens: u.AllInput(), OutputTokens: u.OutputTokens}
-	return g.price(model, uncached) - g.price(model, u)
+	return g.price(at, uncached) - g.price(at, u)
 }
 
-// CostMicroUSD is what usage costs on model, in micro-USD (price): what
-// the usage record's cost_usd and a door's answer metadata state.
-func (g *Gateway) CostMicroUSD(model string, u call.Usage) int64 { return g.price(model, u) }
-
-// price is the one cost function: what usage costs on model, in micro-USD
-// rounded up; prompt cache reads and writes at the model's cache prices. The quota is charged exactly this and the usage record's
-// cost_usd states it. After a fallback, model is the one that answered.
-func (g *Gateway) price(model string, u call.Usage) int64 {
-	m, ok := g.cfg.Model(model)
+// price is the one cost function: what usage costs on a model at a
+// placement in a tier (config.Model.PriceFor), in micro-USD rounded up;
+// prompt cache reads and writes at the cache prices. The quota is
+// charged exactly this and the usage record's cost_usd and the terminal
+// (call.Done.CostMicroUSD) state it. After a fallback, the model is the
+// one that answered.
+func (g *Gateway) price(at priced, u call.Usage) int64 {
+	m, ok := g.cfg.Model(at.model)
 	if !ok {
 		return 0
 	}
-	p := m.Price
+	p := m.PriceFor(at.place, at.tier)
 	usd := float64(u.InputTokens)/1000*p.InputPer1K + float64(u.OutputTokens)/1000*p.OutputPer1K +
 		float64(u.CacheReadInputTokens)/1000*p.CacheRead() + float64(u.CacheWriteInputTokens)/1000*p.CacheWrite()
 	return int64(math.Ceil(usd*1e6 - 1e-6)) // the epsilon keeps float noise from adding a micro-dollar

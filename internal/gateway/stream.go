@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -109,11 +110,44 @@ func (f *flight) call() router.Call {
 	if c.Messages == nil {
 		c.Messages = routerMessages(f.req.Messages)
 	}
+	if f.placed() {
+		c.Affinity = f.conversation()
+	}
 	f.tools(&c)
 	if gr := f.app.Guardrail; gr != nil {
 		c.Guardrail = &router.Guardrail{ID: gr.ID, Version: gr.Version, StreamMode: gr.StreamMode}
 	}
 	return c
+}
+
+// placed reports whether a model of the chain has placements to choose among.
+func (f *flight) placed() bool {
+	for i := range f.chain {
+		if len(f.chain[i].Places) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// conversation is the request's conversation key, which keeps a
+// conversation on one placement (router.Call.Affinity): the owner
+// (tenant, app, user), the system prompt and the first message. Every
+// turn of a conversation shares them on every door (an HTTP client has
+// no session; a chat id is not on every wire), and they begin the prefix
+// Bedrock's prompt cache reads, so a conversation that stays put keeps
+// its cache. Two conversations of one user that open alike share a
+// placement, as they would share a cached prefix.
+func (f *flight) conversation() string {
+	h := sha256.New()
+	for _, s := range []string{f.caller.Principal.Owner(), f.req.System} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if len(f.req.Messages) > 0 {
+		h.Write([]byte(f.req.Messages[0].Text()))
+	}
+	return string(h.Sum(nil)[:16])
 }
 
 // routerMessages converts messages for the model call, blocks included
@@ -295,6 +329,7 @@ func (f *flight) owned(out router.Outcome, err error) outcome {
 		o.blocks = answer.Blocks
 	}
 	o.fallbackFrom, o.stopReason, o.end = out.FallbackFrom, out.StopReason, end
+	o.place, o.tier = out.Place, out.ServiceTier
 	o.ttft, o.latency = ttft, end.Sub(f.req.ReceivedAt).Milliseconds()
 	o.checkpoints = f.checkpoints
 	o.settledElsewhere = f.lostLease.Load()

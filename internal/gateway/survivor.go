@@ -94,7 +94,7 @@ func (c survivorCore) Charged(rec *stream.Record) (quota.Amount, bool) {
 	if rec.State != stream.StateDone || d == nil {
 		return quota.Amount{}, false
 	}
-	return c.g.charge(d.Model, d.Usage), true
+	return quota.Amount{Tokens: d.Usage.Total(), Requests: 1, MicroUSD: d.CostMicroUSD}, true
 }
 
 // interrupt ends a record whose owner is gone: the terminal is

@@ -42,7 +42,17 @@ type Guardrail struct {
 
 // Call is one model request.
 type Call struct {
-	ModelID     string // the Bedrock model id (or inference profile / ARN)
+	ModelID string // the Bedrock model id (or inference profile / ARN)
+	// Region and RoleARN say where the call goes: "" is the default
+	// client's region and credentials (the Router sets both from the
+	// target's placement).
+	Region, RoleARN string
+	// ServiceTier is Bedrock's serviceTier for the call; "": none named.
+	ServiceTier string
+	// Affinity is the conversation's key (the gateway's: tenant, app,
+	// user and the conversation's first turn): the Router keeps a
+	// conversation on one placement of a model while it answers.
+	Affinity    string
 	System      string // empty: no system prompt
 	Messages    []Message
 	MaxTokens   int      // 0: the model's default
@@ -86,12 +96,25 @@ type Result struct {
 	// StopReason is Bedrock's: end_turn, max_tokens, stop_sequence,
 	// guardrail_intervened, content_filtered, ...
 	StopReason string
+	// ServiceTier is the tier Bedrock reported serving the call in (its
+	// metadata event's serviceTier); "": it reported none.
+	ServiceTier string
 }
 
-// Bedrock calls models through the Bedrock runtime ConverseStream API.
+// Bedrock calls models through the Bedrock runtime ConverseStream API,
+// with one client per region and account (role), each made once, on
+// first use, from the default client's options.
 type Bedrock struct {
 	client *bedrockruntime.Client
+	roles  func(roleARN string) aws.CredentialsProvider
+
+	mu      sync.Mutex
+	clients map[clientKey]*bedrockruntime.Client
+	creds   map[string]aws.CredentialsProvider // by role ARN, shared by its regions
 }
+
+// clientKey names a client: a region and a role ("" for the defaults).
+type clientKey struct{ region, role string }
 
 // NewBedrock returns an adapter over client, which the caller builds (cmd
 // wiring: config.LoadDefaultConfig, so AWS_ENDPOINT_URL_BEDROCK_RUNTIME can
@@ -104,7 +127,45 @@ type Bedrock struct {
 // remove. With one attempt a throttled model fails at once with ErrThrottled
 // and the router falls back to the next model, or tells the client.
 func NewBedrock(client *bedrockruntime.Client) *Bedrock {
-	return &Bedrock{client: client}
+	return &Bedrock{client: client, clients: map[clientKey]*bedrockruntime.Client{{}: client},
+		creds: map[string]aws.CredentialsProvider{}}
+}
+
+// AssumeRoles sets how a call with a RoleARN gets its credentials
+// (cmd wiring: stscreds.NewAssumeRoleProvider over the task role, in a
+// credentials cache). Unset, such a call fails with ErrAccessDenied. Call
+// it before the first Stream.
+func (b *Bedrock) AssumeRoles(f func(roleARN string) aws.CredentialsProvider) { b.roles = f }
+
+// errNoRoles is the error of a call to another account without AssumeRoles.
+var errNoRoles = errors.New("no role credentials: the gateway cannot assume roles")
+
+// clientFor is the client of a region and role, made once.
+func (b *Bedrock) clientFor(region, role string) (*bedrockruntime.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := clientKey{region, role}
+	if c, ok := b.clients[k]; ok {
+		return c, nil
+	}
+	o := b.client.Options()
+	if region != "" {
+		o.Region = region
+	}
+	if role != "" {
+		if b.roles == nil {
+			return nil, errNoRoles
+		}
+		cp, ok := b.creds[role]
+		if !ok {
+			cp = b.roles(role)
+			b.creds[role] = cp
+		}
+		o.Credentials = cp
+	}
+	c := bedrockruntime.New(o)
+	b.clients[k] = c
+	return c, nil
 }
 
 // errNoStop is the error of a stream that ended without a messageStop event:
@@ -128,8 +189,12 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 	if err != nil {
 		return Result{}, &ModelError{Kind: KindValidation, Model: c.ModelID, Err: fmt.Errorf("%w: %w", ErrValidation, err)}
 	}
+	client, err := b.clientFor(c.Region, c.RoleARN)
+	if err != nil {
+		return Result{}, &ModelError{Kind: KindAccessDenied, Model: c.ModelID, Err: fmt.Errorf("%w: %w", ErrAccessDenied, err)}
+	}
 	tap := &bodyTap{}
-	out, err := b.client.ConverseStream(ctx, in, sdkWorkarounds, tap.install)
+	out, err := client.ConverseStream(ctx, in, sdkWorkarounds, tap.install)
 	if err != nil {
 		return Result{}, classify(ctx, c.ModelID, false, err)
 	}
@@ -273,6 +338,9 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 					CacheReadInputTokens  int `json:"cacheReadInputTokens"`
 					CacheWriteInputTokens int `json:"cacheWriteInputTokens"`
 				} `json:"usage"`
+				ServiceTier *struct {
+					Type string `json:"type"`
+				} `json:"serviceTier"`
 			}
 			if err := json.Unmarshal(msg.Payload, &meta); err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event metadata: %w", err))
@@ -281,6 +349,9 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 				res.UsageReported = true
 				res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 					CacheReadInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens}
+			}
+			if st := meta.ServiceTier; st != nil {
+				res.ServiceTier = st.Type
 			}
 		}
 	}
@@ -392,6 +463,9 @@ func converseInput(c Call) (*bedrockruntime.ConverseStreamInput, error) {
 			ic.TopP = aws.Float32(float32(*c.TopP))
 		}
 		in.InferenceConfig = ic
+	}
+	if c.ServiceTier != "" {
+		in.ServiceTier = &types.ServiceTier{Type: types.ServiceTierType(c.ServiceTier)}
 	}
 	if g := c.Guardrail; g != nil {
 		in.GuardrailConfig = &types.GuardrailStreamConfiguration{

@@ -3,7 +3,9 @@ package router
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
@@ -38,11 +40,14 @@ type breakers struct {
 
 	mu sync.Mutex
 	m  map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]
+	// recoveries counts, by breaker name, the times it closed again
+	// after opening (the affinity's signal that a placement is back).
+	recoveries sync.Map // string -> *atomic.Uint64
 }
 
 func newBreakers(o Options, metrics *telemetry.Metrics, logger *zap.Logger) *breakers {
 	threshold := uint32(o.FailureThreshold)
-	return &breakers{
+	b := &breakers{
 		settings: gobreaker.Settings{
 			MaxRequests: uint32(o.HalfOpenProbes),
 			Timeout:     o.OpenTimeout,
@@ -52,32 +57,51 @@ func newBreakers(o Options, metrics *telemetry.Metrics, logger *zap.Logger) *bre
 			IsExcluded:  func(err error) bool { return errors.Is(err, errNeutral) },
 			// OnStateChange runs under the breaker's lock: it must not call
 			// back into the breaker. Both calls below never block.
-			OnStateChange: func(model string, from, to gobreaker.State) {
-				metrics.SetBreakerState(model, telemetry.BreakerState(to))
-				level := logger.Warn
-				if to == gobreaker.StateClosed {
-					level = logger.Info
-				}
-				level("breaker", zap.String("model", model), zap.String("from", from.String()),
-					zap.String("to", to.String()))
-			},
 		},
 		metrics: metrics,
 		m:       make(map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]),
 	}
+	b.settings.OnStateChange = func(name string, from, to gobreaker.State) {
+		model, place, _ := strings.Cut(name, "@")
+		metrics.SetBreakerState(model, place, telemetry.BreakerState(to))
+		level := logger.Warn
+		if to == gobreaker.StateClosed {
+			level = logger.Info
+			b.recovered(name).Add(1)
+		}
+		fields := []zap.Field{zap.String("model", model), zap.String("from", from.String()), zap.String("to", to.String())}
+		if place != "" {
+			fields = append(fields, zap.String("placement", place))
+		}
+		level("breaker", fields...)
+	}
+	return b
 }
 
-func (b *breakers) get(model string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func (b *breakers) recovered(name string) *atomic.Uint64 {
+	if c, ok := b.recoveries.Load(name); ok {
+		return c.(*atomic.Uint64)
+	}
+	c, _ := b.recoveries.LoadOrStore(name, new(atomic.Uint64))
+	return c.(*atomic.Uint64)
+}
+
+// closes is how many times the named breaker closed after opening.
+func (b *breakers) closes(name string) uint64 { return b.recovered(name).Load() }
+
+// get is the breaker of a model's placement ("": its one implicit place).
+func (b *breakers) get(model, place string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	name := breakerName(model, place)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	cb, ok := b.m[model]
+	cb, ok := b.m[name]
 	if !ok {
 		s := b.settings
-		s.Name = model
+		s.Name = name
 		cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](s)
-		b.m[model] = cb
-		// The gauge exists from the model's first call, at closed.
-		b.metrics.SetBreakerState(model, telemetry.BreakerClosed)
+		b.m[name] = cb
+		// The gauge exists from the placement's first call, at closed.
+		b.metrics.SetBreakerState(model, place, telemetry.BreakerClosed)
 	}
 	return cb
 }
@@ -108,11 +132,12 @@ func healthSignal(ctx context.Context, err error) error {
 }
 
 // BreakerState returns the state of the circuit breaker of a configured
-// model id (closed for a model not called yet). Asking moves an open
-// breaker whose cool-down has passed to half-open.
-func (r *Router) BreakerState(model string) telemetry.BreakerState {
+// model id's placement ("" for a model without placements; closed for
+// one not called yet). Asking moves an open breaker whose cool-down has
+// passed to half-open.
+func (r *Router) BreakerState(model, place string) telemetry.BreakerState {
 	r.breakers.mu.Lock()
-	cb, ok := r.breakers.m[model]
+	cb, ok := r.breakers.m[breakerName(model, place)]
 	r.breakers.mu.Unlock()
 	if !ok {
 		return telemetry.BreakerClosed

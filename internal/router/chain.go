@@ -31,6 +31,15 @@ type Target struct {
 	// Cache is how the model caches prompts; nil: it does not, and no
 	// cache point reaches it.
 	Cache *CacheLimits
+	// Places are the model's placements, tried in turn (in the
+	// conversation's order, see affinity) on throttling or unavailability
+	// before the first token, each behind its own breaker, before the
+	// chain moves to the next target; none: BedrockID in the default
+	// region and account.
+	Places []Place
+	// Tier is the serviceTier every call to this target names; "": none.
+	// A call is never retried in another tier.
+	Tier string
 }
 
 // Outcome says how a routed call ended.
@@ -38,6 +47,11 @@ type Outcome struct {
 	Result
 	Model        string // the target that answered (or failed last)
 	FallbackFrom string // the first target that failed (or was skipped) before this one answered, if any
+	// Place is the placement that answered (or was called last).
+	Place Place
+	// ServiceTier is the tier that served: as Bedrock reported it, else
+	// the one the call named ("" for none).
+	ServiceTier string
 }
 
 // Streamer is one model call: the Bedrock adapter implements it.
@@ -90,6 +104,12 @@ type Options struct {
 	// Tracer makes one span per model call (every retry and fallback),
 	// a child of the span in the call's ctx; nil: none.
 	Tracer trace.Tracer
+	// AffinityTTL is how long this server remembers the placement a
+	// conversation moved to; default DefaultAffinityTTL.
+	AffinityTTL time.Duration
+	// AffinityEntries bounds the conversations remembered; default
+	// DefaultAffinityEntries.
+	AffinityEntries int
 }
 
 func (o *Options) defaults() {
@@ -117,6 +137,12 @@ func (o *Options) defaults() {
 	if o.EstimateTokens == nil {
 		o.EstimateTokens = estimateTokens
 	}
+	if o.AffinityTTL <= 0 {
+		o.AffinityTTL = DefaultAffinityTTL
+	}
+	if o.AffinityEntries <= 0 {
+		o.AffinityEntries = DefaultAffinityEntries
+	}
 }
 
 // Router walks a chain of models: the first target that produces a first
@@ -131,6 +157,7 @@ type Router struct {
 	opts     Options
 	tracing  bool // Options.Tracer was set
 	breakers *breakers
+	affinity *affinity
 }
 
 // New returns a Router over the model client; zero Options fields mean
@@ -138,7 +165,9 @@ type Router struct {
 func New(model Streamer, o Options) *Router {
 	tracing := o.Tracer != nil
 	o.defaults()
-	return &Router{model: model, opts: o, tracing: tracing, breakers: newBreakers(o, o.Metrics, o.Logger)}
+	b := newBreakers(o, o.Metrics, o.Logger)
+	return &Router{model: model, opts: o, tracing: tracing, breakers: b,
+		affinity: newAffinity(o.AffinityTTL, o.AffinityEntries, b.closes)}
 }
 
 // ErrAllUnavailable wraps the last error when every target failed before
@@ -161,8 +190,11 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 		if i > 0 {
 			why = []attribute.KeyValue{tracing.FallbackFrom.String(chain[i-1].ID), tracing.FallbackReason.String(errorKind(lastErr))}
 		}
-		res, err := r.streamTarget(ctx, t, c, onDelta, why)
-		out.Result = res
+		res, place, err := r.streamTarget(ctx, &chain[i], c, onDelta, why)
+		out.Result, out.Place, out.ServiceTier = res, place, t.Tier
+		if res.ServiceTier != "" {
+			out.ServiceTier = res.ServiceTier
+		}
 		if err == nil {
 			return out, nil
 		}
@@ -181,18 +213,39 @@ func (r *Router) Stream(ctx context.Context, chain []Target, c Call, onDelta fun
 	return out, fmt.Errorf("%w: %w", ErrAllUnavailable, lastErr)
 }
 
-// streamTarget calls one target, retrying it as configured.
-func (r *Router) streamTarget(ctx context.Context, t Target, c Call, onDelta func(string), why []attribute.KeyValue) (Result, error) {
+// streamTarget calls one target: its placements in the conversation's
+// order, each once, moving on when one fails retryably before its first
+// token; then, as configured, the round again after a backoff. It
+// returns the placement that answered (or was called last).
+func (r *Router) streamTarget(ctx context.Context, t *Target, c Call, onDelta func(string), why []attribute.KeyValue) (Result, Place, error) {
 	retry := backoff.Policy{Base: r.opts.RetryBackoff, Max: r.opts.MaxRetryBackoff, Jitter: backoff.Equal,
 		Attempts: 1 + max(0, min(t.Retries, r.opts.MaxRetries))}
+	places, first := r.affinity.order(t, c.Affinity)
+	var res Result
+	var err error
+	var place Place
 	for attempt := 1; ; attempt++ {
-		res, err := r.streamOnce(ctx, t, c, onDelta, attempt-1, why)
-		if err == nil || !retrySameModel(err) || ctx.Err() != nil {
-			return res, err
+		for i, p := range places {
+			place = p
+			if i > 0 {
+				why = []attribute.KeyValue{tracing.PlacementFrom.String(places[i-1].Name), tracing.FallbackReason.String(errorKind(err))}
+			}
+			res, err = r.streamOnce(ctx, t, p, c, onDelta, attempt-1, why)
+			if err == nil {
+				r.affinity.answered(t, c.Affinity, first, p)
+				return res, p, nil
+			}
+			var me *ModelError
+			if !errors.As(err, &me) || me.Streamed || !me.Retryable() || ctx.Err() != nil {
+				return res, p, err
+			}
+		}
+		if !retrySameModel(err) || ctx.Err() != nil {
+			return res, place, err
 		}
 		why = []attribute.KeyValue{tracing.RetryReason.String(errorKind(err))}
 		if retry.Wait(ctx, attempt) != nil {
-			return res, err
+			return res, place, err
 		}
 	}
 }
@@ -219,20 +272,29 @@ func errorKind(err error) string {
 // streamOnce makes one call to a target through its breaker, with its
 // first-token deadline, in a span of its own (why: the fallback or retry
 // it is). A call the breaker skips gets a span too, with its error.
-func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(string), attempt int, why []attribute.KeyValue) (res Result, err error) {
+func (r *Router) streamOnce(ctx context.Context, t *Target, p Place, c Call, onDelta func(string), attempt int, why []attribute.KeyValue) (res Result, err error) {
 	span := trace.SpanFromContext(ctx) // tracing off: the caller's span, untouched
 	if r.tracing {
-		ctx, span = r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
-				tracing.RequestModel.String(t.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
-				tracing.MaxTokens.Int(c.MaxTokens))...))
-		defer func() { endAttempt(span, t, res, err) }()
+		attrs := append(why, tracing.GenAIChat, tracing.GenAIBedrock, tracing.GenAISystem,
+			tracing.RequestModel.String(p.BedrockID), tracing.Model.String(t.ID), tracing.Attempt.Int(attempt),
+			tracing.MaxTokens.Int(c.MaxTokens))
+		if p.Name != "" {
+			attrs = append(attrs, tracing.Placement.String(p.Name))
+		}
+		if p.Profile != "" {
+			attrs = append(attrs, tracing.BedrockProfile.String(p.Profile))
+		}
+		if t.Tier != "" {
+			attrs = append(attrs, tracing.ServiceTier.String(t.Tier))
+		}
+		ctx, span = r.opts.Tracer.Start(ctx, "chat "+t.ID, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		defer func() { endAttempt(span, p, res, err) }()
 	}
-	report, berr := r.breakers.get(t.ID).Allow()
+	report, berr := r.breakers.get(t.ID, p.Name).Allow()
 	if berr != nil {
 		return Result{}, &ModelError{Kind: KindUnavailable, Model: t.ID, Err: fmt.Errorf("%w: %w", ErrBreakerOpen, berr)}
 	}
-	c.ModelID = t.BedrockID
+	c.ModelID, c.Region, c.RoleARN, c.ServiceTier = p.BedrockID, p.Region, p.RoleARN, t.Tier
 	c = placeCachePoints(c, t.Cache, r.opts.EstimateTokens)
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -297,7 +359,7 @@ func (r *Router) streamOnce(ctx context.Context, t Target, c Call, onDelta func(
 }
 
 // endAttempt ends a model call's span with what the call reported.
-func endAttempt(span trace.Span, t Target, res Result, err error) {
+func endAttempt(span trace.Span, p Place, res Result, err error) {
 	if !span.IsRecording() {
 		span.End()
 		return
@@ -307,7 +369,7 @@ func endAttempt(span trace.Span, t Target, res Result, err error) {
 		span.SetAttributes(tracing.ErrorType.String(kind))
 		span.SetStatus(codes.Error, kind)
 	} else {
-		span.SetAttributes(tracing.ResponseModel.String(t.BedrockID), tracing.InputTokens.Int(res.Usage.InputTokens),
+		span.SetAttributes(tracing.ResponseModel.String(p.BedrockID), tracing.InputTokens.Int(res.Usage.InputTokens),
 			tracing.OutputTokens.Int(res.Usage.OutputTokens))
 		if res.StopReason != "" {
 			span.SetAttributes(tracing.FinishReasons.StringSlice([]string{res.StopReason}))

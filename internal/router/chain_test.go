@@ -200,7 +200,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 			t.Fatalf("call %d: %+v %v", i, out, err)
 		}
 	}
-	if got := w.r.BreakerState("primary"); got != telemetry.BreakerOpen {
+	if got := w.r.BreakerState("primary", ""); got != telemetry.BreakerOpen {
 		t.Fatalf("breaker %v after %d failures, want open", got, threshold)
 	}
 	if s := state(); s != float64(telemetry.BreakerOpen) {
@@ -225,16 +225,16 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	}
 
 	// After the cool-down, a failing probe reopens it at once.
-	waitFor(t, func() bool { return w.r.BreakerState("primary") == telemetry.BreakerHalfOpen }, "half-open")
+	waitFor(t, func() bool { return w.r.BreakerState("primary", "") == telemetry.BreakerHalfOpen }, "half-open")
 	if s := state(); s != float64(telemetry.BreakerHalfOpen) {
 		t.Errorf("breaker_state{primary} = %v, want 1 (half-open)", s)
 	}
 	if _, out, err := w.stream(t.Context(), failing, call("", "", "probe")); err != nil || out.Model != "second" {
 		t.Fatalf("failing probe: %+v %v", out, err)
 	}
-	if w.srv.Requests("mock-throttle") != threshold+1 || w.r.BreakerState("primary") != telemetry.BreakerOpen {
+	if w.srv.Requests("mock-throttle") != threshold+1 || w.r.BreakerState("primary", "") != telemetry.BreakerOpen {
 		t.Fatalf("after a failed probe: %d calls, breaker %v; want %d and open",
-			w.srv.Requests("mock-throttle"), w.r.BreakerState("primary"), threshold+1)
+			w.srv.Requests("mock-throttle"), w.r.BreakerState("primary", ""), threshold+1)
 	}
 
 	// The model recovers: once the cool-down passes, the next call is a
@@ -253,7 +253,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval
 	}
-	if got := w.r.BreakerState("primary"); got != telemetry.BreakerClosed {
+	if got := w.r.BreakerState("primary", ""); got != telemetry.BreakerClosed {
 		t.Fatalf("breaker %v after a successful probe, want closed", got)
 	}
 	if s := state(); s != float64(telemetry.BreakerClosed) {
@@ -291,7 +291,7 @@ func TestBreakerIgnoresNonHealthFailures(t *testing.T) {
 			t.Fatalf("deadline %d: %v", i, err)
 		}
 	}
-	if got := w.r.BreakerState("primary"); got != telemetry.BreakerClosed {
+	if got := w.r.BreakerState("primary", ""); got != telemetry.BreakerClosed {
 		t.Fatalf("breaker %v, want closed", got)
 	}
 	if w.srv.Requests("mock-b") != 0 {

@@ -124,7 +124,7 @@ type Metrics struct {
 //	dynamodb_call_duration_seconds        histogram table, op
 //	bedrock_call_duration_seconds         histogram model
 //	bedrock_errors_total                  counter   model, kind
-//	breaker_state                         gauge     model (0 closed, 1 half-open, 2 open)
+//	breaker_state                         gauge     model, placement ("" without placements; 0 closed, 1 half-open, 2 open)
 //	usage_records_sent_total              counter   sink
 //	usage_records_failed_total            counter   sink
 //	usage_records_dropped_total           counter   sink, reason (buffer_full|spool_full|spool_error)
@@ -173,7 +173,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bedrockLatency: hist("bedrock_call_duration_seconds", "Bedrock call latency (to the end of the stream).", "model"),
 		bedrockErrors:  counter("bedrock_errors_total", "Bedrock call errors by kind.", "model", "kind"),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state",
-			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open."}, []string{"model"}),
+			Help: "Circuit breaker state per model and placement: 0 closed, 1 half-open, 2 open."}, []string{"model", "placement"}),
 		usageSent:    counter("usage_records_sent_total", "Usage records delivered by the sink.", "sink"),
 		usageFailed:  counter("usage_records_failed_total", "Usage records the sink gave up on.", "sink"),
 		usageDropped: counter("usage_records_dropped_total", "Usage records lost: the sink's buffer was full (no spool), the spool was full (its oldest records) or could not be written.", "sink", "reason"),
@@ -409,12 +409,13 @@ func (m *Metrics) ObserveBedrock(model string, d time.Duration, errKind string) 
 	}
 }
 
-// SetBreakerState records a model's circuit breaker state.
-func (m *Metrics) SetBreakerState(model string, s BreakerState) {
+// SetBreakerState records the circuit breaker state of a model's
+// placement (place "" for a model without placements).
+func (m *Metrics) SetBreakerState(model, place string, s BreakerState) {
 	if m == nil {
 		return
 	}
-	m.breaker.WithLabelValues(m.model(model)).Set(float64(s))
+	m.breaker.WithLabelValues(m.model(model), place).Set(float64(s))
 }
 
 // UsageRecordsSent counts records a sink delivered.

@@ -94,6 +94,17 @@ type UsageRecord struct {
 	// spool after a lost answer) has the same id; queries count distinct
 	// record ids (docs/analytics.md, "Duplicates").
 	RecordID string `json:"record_id"`
+	// The columns added with placements (after the older ones, so a
+	// table made before them keeps its column order).
+	// Placement is the model's placement that answered (its region, or
+	// region/account); empty for a model without placements.
+	Placement string `json:"placement"`
+	// BedrockProfile is the application inference profile ARN the call
+	// went to (the tenant's or app's bedrock_profiles); empty for none.
+	BedrockProfile string `json:"bedrock_profile"`
+	// ServiceTier is the Bedrock service tier that served (as Bedrock
+	// reported it, else as asked): default, priority or flex.
+	ServiceTier string `json:"service_tier"`
 }
 
 // NewRecordID returns a new UsageRecord.RecordID.

@@ -22,6 +22,7 @@ var wantFields = []string{
 	"cached", "outcome", "status", "input_tokens", "output_tokens", "reserved_tokens", "cost_usd",
 	"ttft_ms", "latency_ms", "chunks", "server", "door", "images", "documents", "tool_calls",
 	"cache_read_input_tokens", "cache_write_input_tokens", "cache_saved_usd", "trace_id", "record_id",
+	"placement", "bedrock_profile", "service_tier",
 }
 
 func sampleRecord() UsageRecord {

@@ -45,6 +45,10 @@ const (
 	RetryReason    = attribute.Key("jetway.retry.reason")   // the error kind of the call retried
 	FallbackFrom   = attribute.Key("jetway.fallback.from")  // the model that failed before this one
 	FallbackReason = attribute.Key("jetway.fallback.reason")
+	Placement      = attribute.Key("jetway.placement")       // the model's placement called (region, or region/account)
+	PlacementFrom  = attribute.Key("jetway.placement.from")  // the placement that failed before this one (same model)
+	BedrockProfile = attribute.Key("jetway.bedrock_profile") // the application inference profile ARN called
+	ServiceTier    = attribute.Key("jetway.service_tier")    // the serviceTier the call named
 	Chunks         = attribute.Key("jetway.chunks")
 	Cached         = attribute.Key("jetway.cached")
 )
