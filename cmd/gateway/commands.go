@@ -205,7 +205,7 @@ func usage(args []string, getenv func(string) string, stdout io.Writer) error {
 	dir := flags.String("dir", envOr(getenv, "JETWAY_USAGE_DIR", "usage"), "usage records directory (JETWAY_USAGE_DIR)")
 	since := daysDuration(24 * time.Hour)
 	flags.Var(&since, "since", "how far back: a Go duration (90m, 24h) or whole days (7d)")
-	by := flags.String("by", "tenant,app,model", "group by any of tenant, app, model, user, door")
+	by := flags.String("by", "tenant,app,model", "group by any of tenant, app, model, user, door, placement, profile (application inference profile), tier")
 	if err := parseFlags(flags, args, stdout); err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ type ReportOptions struct {
 	// partitions that overlap the window are read, and only records with
 	// ts in it are counted.
 	Since time.Duration
-	// By lists the grouping keys, any of "tenant", "app", "model", in
+	// By lists the grouping keys, any of reportKeys (tenant, app, model,
+	// user, door, placement, profile, tier), in
 	// column order; nil means tenant, app, model. An empty, non-nil slice
 	// gives one total row.
 	By []string
@@ -37,9 +38,18 @@ type ReportOptions struct {
 // reportKeys are the fields Report can group by; defaultReportKeys those
 // it groups by when none are given.
 var (
-	reportKeys        = []string{"tenant", "app", "model", "user", "door"}
+	reportKeys        = []string{"tenant", "app", "model", "user", "door", "placement", "profile", "tier"}
 	defaultReportKeys = []string{"tenant", "app", "model"}
 )
+
+// serviceTierOf is a record's tier; a record written before tiers were
+// recorded was served in the default tier.
+func serviceTierOf(r UsageRecord) string {
+	if r.ServiceTier == "" {
+		return "default"
+	}
+	return r.ServiceTier
+}
 
 // Report reads the NDJSON usage files under o.Dir (the FileSink layout) and
 // writes an aligned table to w, one row per group plus a total row:
@@ -62,7 +72,7 @@ func Report(w io.Writer, o ReportOptions) error {
 	}
 	for _, k := range o.By {
 		if !slices.Contains(reportKeys, k) {
-			return fmt.Errorf("usage report: cannot group by %q (want tenant, app, model, user or door)", k)
+			return fmt.Errorf("usage report: cannot group by %q (want %s)", k, strings.Join(reportKeys, ", "))
 		}
 	}
 	if o.Now.IsZero() {
@@ -98,6 +108,12 @@ func Report(w io.Writer, o ReportOptions) error {
 					vals[i] = call.Clip(r.User)
 				case "door":
 					vals[i] = call.Clip(r.Door)
+				case "placement":
+					vals[i] = call.Clip(r.Placement)
+				case "profile":
+					vals[i] = call.Clip(r.BedrockProfile)
+				case "tier":
+					vals[i] = call.Clip(serviceTierOf(r))
 				}
 			}
 			key := strings.Join(vals, "\x00")
