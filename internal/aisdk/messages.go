@@ -57,6 +57,9 @@ type options struct {
 	Tools       []protocol.Tool      `json:"tools"`
 	ToolChoice  *protocol.ToolChoice `json:"tool_choice"`
 	Reasoning   *protocol.Reasoning  `json:"reasoning"`
+	// ServiceTier is jetway.v1's: "default", "priority" or "flex"; "":
+	// the app's.
+	ServiceTier string `json:"service_tier"`
 }
 
 // badRequest is a send the door refuses (invalid_request), its field named.
@@ -79,7 +82,7 @@ func translate(requestID string, messages []uiMessage, body json.RawMessage, reg
 		messages = messages[:len(messages)-1]
 	}
 	in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: requestID, Model: o.Model, MaxTokens: o.MaxTokens,
-		Temperature: o.Temperature, Tools: o.Tools, ToolChoice: o.ToolChoice, Reasoning: o.Reasoning}
+		Temperature: o.Temperature, Tools: o.Tools, ToolChoice: o.ToolChoice, Reasoning: o.Reasoning, ServiceTier: o.ServiceTier}
 	var system []string
 	if o.System != "" {
 		system = append(system, o.System)
