@@ -29,7 +29,7 @@
 // Prompt caching works as on Bedrock (promptcache.go): cachePoint blocks
 // in system, messages and tools mark prefixes; for a model that caches
 // (Options.Caching) a point whose prefix has at least MinTokens input
-// tokens writes the prefix (keyed by the model id and the exact bytes of
+// tokens writes the prefix (keyed by the region, the model id and the exact bytes of
 // every block before it, points left out) for CacheTTL, and the longest
 // prefix cached at the point or up to 20 block boundaries before it is
 // read; usage reports cacheReadInputTokens and cacheWriteInputTokens, and
@@ -687,7 +687,9 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	var cached cacheUsage
 	if req.cachePoints {
 		rule, caches := s.caching[modelID]
-		if cached, err = s.cache.use(tg.text, rule, caches, req.body, start); err != nil {
+		// Each region caches on its own, as Bedrock's do: a call moved
+		// to another region reads nothing its first region wrote.
+		if cached, err = s.cache.use(region+"\x00"+tg.text, rule, caches, req.body, start); err != nil {
 			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 			return
 		}
