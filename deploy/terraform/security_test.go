@@ -183,7 +183,9 @@ func checkNoWildcardIAMActions(t *testing.T, s *stack) {
 }
 
 // checkTaskRoleIsLeastPrivilege pins the gateway's task role to exactly what
-// the issue allows: streaming from the configured models, its three tables
+// the issue allows: streaming from the configured models (in the configured
+// regions, and the tenants' application inference profiles with what they
+// copy from), assuming exactly the placements' roles, its three tables
 // (and the members table and the requests table's by_server index, each for
 // exactly what membership and takeovers need; the config table and its two
 // audit indexes for exactly what the control plane needs), publishing to the
@@ -210,6 +212,7 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"UsageStream":       "firehose:PutRecord,firehose:PutRecordBatch",
 		"OwnLogGroup":       "logs:CreateLogStream,logs:PutLogEvents",
 		"XRayTraces":        "xray:PutTraceSegments,xray:PutTelemetryRecords", // only with tracing (the collector sidecar)
+		"PlacementRoles":    "sts:AssumeRole",                                 // only with bedrock_assume_role_arns (placements in other accounts)
 	}
 	if len(got) != len(want) {
 		t.Errorf("task role has %d statements, want %d: %v", len(got), len(want), got)
@@ -231,8 +234,13 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"UsageStream":      "[var.firehose_stream_arn]",
 		"OwnLogGroup":      "[var.log_group_arn, local.log_streams]",
 		"XRayTraces":       `["*"]`, // X-Ray's Put actions have no resource-level permissions
+		"PlacementRoles":   "var.bedrock_assume_role_arns",
 	}
-	for _, b := range nested(doc.Body, "statement") {
+	statements := nested(doc.Body, "statement")
+	for _, d := range nested(doc.Body, "dynamic") {
+		statements = append(statements, nested(d.Body, "content")...)
+	}
+	for _, b := range statements {
 		sid := eval(t, "sid", attr(t, "statement", b.Body, "sid").Expr, nil).AsString()
 		want, ok := resources[sid]
 		if !ok {
@@ -255,6 +263,10 @@ func checkTaskRoleIsLeastPrivilege(t *testing.T, s *stack) {
 		"config_table_arn":             "module.dynamodb.config_table_arn",
 		"config_audit_index_arns":      "module.dynamodb.config_audit_index_arns",
 		"quota_alert_topic_arn":        "module.observability.quota_alert_topic_arn",
+		"bedrock_assume_role_arns":     "var.bedrock_assume_role_arns",
+		"bedrock_regions":              "var.bedrock_regions",
+		"bedrock_tenant_profile_arns":  "[for p in aws_bedrock_inference_profile.tenant : p.arn]",
+		"bedrock_profile_source_arns":  "distinct([for p in var.tenant_inference_profiles : p.source_arn])",
 	} {
 		if got := jw.source(attr(t, "module iam", call.Body, input).Expr.Range()); got != want {
 			t.Errorf("modules/jetway: module iam gets %s = %s, want %s", input, got, want)
@@ -328,5 +340,65 @@ func checkQuotaAlertsTopic(t *testing.T, s *stack) {
 	}
 	if publishers != 1 {
 		t.Errorf("found %d grants of sns:Publish to the task role, want 1", publishers)
+	}
+}
+
+// checkAssumeRoleOnlyPlacementRoles: sts:AssumeRole appears only in trust
+// policies (the *_assume documents, which name a service principal) and in
+// the task role's PlacementRoles statement, on bedrock_assume_role_arns and
+// only when that list is not empty; the tenants' inference profiles are
+// tagged for cost allocation with tags the variable cannot override.
+func checkAssumeRoleOnlyPlacementRoles(t *testing.T, s *stack) {
+	grants := 0
+	for _, d := range s.sortedDirs() {
+		for _, st := range iamStatements(t, d) {
+			for _, a := range st.actions {
+				if !strings.HasPrefix(a, "sts:") {
+					continue
+				}
+				switch {
+				case strings.Contains(st.where, "_assume"):
+				case a == "sts:AssumeRole" && strings.HasSuffix(st.where, "data.aws_iam_policy_document.task (dynamic) sid PlacementRoles"):
+					grants++
+				default:
+					t.Errorf("%s: %s; the task role may only assume bedrock_assume_role_arns (PlacementRoles)", st.where, a)
+				}
+			}
+		}
+	}
+	if grants != 1 {
+		t.Errorf("found %d PlacementRoles grants of sts:AssumeRole, want 1", grants)
+	}
+	iam := s.dir(t, "modules/iam")
+	doc := iam.block(t, "data", "aws_iam_policy_document", "task")
+	found := false
+	for _, d := range nested(doc.Body, "dynamic") {
+		for _, c := range nested(d.Body, "content") {
+			if eval(t, "sid", attr(t, "statement", c.Body, "sid").Expr, nil).AsString() != "PlacementRoles" {
+				continue
+			}
+			found = true
+			if got := iam.source(attr(t, "dynamic statement", d.Body, "for_each").Expr.Range()); got != "length(var.bedrock_assume_role_arns) > 0 ? [1] : []" {
+				t.Errorf("PlacementRoles: for_each = %s; want no statement at all without bedrock_assume_role_arns", got)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("modules/iam: no dynamic PlacementRoles statement")
+	}
+	if def := iam.defaults()["bedrock_assume_role_arns"]; !def.IsKnown() || def.LengthInt() != 0 {
+		t.Errorf("modules/iam: bedrock_assume_role_arns must default to empty")
+	}
+
+	jw := s.dir(t, "modules/jetway")
+	profile := jw.block(t, "resource", "aws_bedrock_inference_profile", "tenant")
+	tags := jw.source(attr(t, "aws_bedrock_inference_profile.tenant", profile.Body, "tags").Expr.Range())
+	for _, want := range []string{`"jetway:tenant" = each.value.tenant`, `"jetway:model"  = each.value.model`} {
+		if !strings.Contains(tags, want) {
+			t.Errorf("aws_bedrock_inference_profile.tenant: tags %s lack %s", tags, want)
+		}
+	}
+	if i, j := strings.Index(tags, "each.value.tags"), strings.Index(tags, `"jetway:tenant"`); i < 0 || j < i {
+		t.Errorf("aws_bedrock_inference_profile.tenant: tags %s: the cost allocation tags must come last (the variable's tags cannot replace them)", tags)
 	}
 }

@@ -22,6 +22,8 @@ func TestStack(t *testing.T) {
 		{"NoWildcardIAMActions", checkNoWildcardIAMActions},
 		{"TaskRoleIsLeastPrivilege", checkTaskRoleIsLeastPrivilege},
 		{"QuotaAlertsTopic", checkQuotaAlertsTopic},
+		{"AssumeRoleOnlyPlacementRoles", checkAssumeRoleOnlyPlacementRoles},
+		{"TenantInferenceProfiles", checkTenantInferenceProfiles},
 		{"TaskEnvironmentIsDocumented", checkTaskEnvironmentIsDocumented},
 		{"PortsAndHealthCheckMatchServer", checkPortsAndHealthCheckMatchServer},
 		{"TimeoutsMatchServer", checkTimeoutsMatchServer},

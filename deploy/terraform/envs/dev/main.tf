@@ -18,6 +18,9 @@ module "jetway" {
   bedrock_model_ids             = var.bedrock_model_ids
   bedrock_inference_profile_ids = var.bedrock_inference_profile_ids
   bedrock_guardrail_ids         = var.bedrock_guardrail_ids
+  bedrock_regions               = var.bedrock_regions
+  bedrock_assume_role_arns      = var.bedrock_assume_role_arns
+  tenant_inference_profiles     = var.tenant_inference_profiles
   apps                          = var.apps
   allowed_origins               = var.allowed_origins
 

@@ -48,6 +48,29 @@ variable "bedrock_guardrail_ids" {
   default     = []
 }
 
+variable "bedrock_regions" {
+  description = "Other regions where placements without role_arn call Bedrock (the task role may invoke the models above there too); empty: this region only."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_assume_role_arns" {
+  description = "Roles in other accounts that placements name as role_arn (sts:AssumeRole on exactly these); empty: none."
+  type        = list(string)
+  default     = []
+}
+
+variable "tenant_inference_profiles" {
+  description = "Application inference profiles for cost per tenant in AWS billing, keyed by a name: tenant, model (the gateway's ids), source_arn (foundation model or system inference profile ARN), tags (optional). See docs/deploy.md, \"Cost per tenant in AWS billing\"."
+  type = map(object({
+    tenant     = string
+    model      = string
+    source_arn = string
+    tags       = optional(map(string), {})
+  }))
+  default = {}
+}
+
 variable "apps" {
   description = "Cognito app clients keyed \"<tenant>/<app>\"; every key the tenants file template uses must be here."
   type = map(object({

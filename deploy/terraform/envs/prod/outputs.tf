@@ -87,3 +87,18 @@ output "quota_alert_topic_arn" {
   description = "SNS topic of the quota threshold events (subscribe here)."
   value       = module.jetway.quota_alert_topic_arn
 }
+
+output "tenant_inference_profile_arns" {
+  description = "ARN of each application inference profile of tenant_inference_profiles, by its key."
+  value       = module.jetway.tenant_inference_profile_arns
+}
+
+output "tenant_bedrock_profiles" {
+  description = "Tenant id -> {model id -> application inference profile ARN}: paste as each tenant's bedrock_profiles."
+  value       = module.jetway.tenant_bedrock_profiles
+}
+
+output "task_role_arn" {
+  description = "The gateway's task role: the principal that placement roles in other accounts trust (docs/deploy.md, \"Placements in other accounts\")."
+  value       = module.jetway.task_role_arn
+}

@@ -44,6 +44,12 @@ locals {
     { name = "cache_saved_usd", type = "double" },
     { name = "trace_id", type = "string" },
     { name = "record_id", type = "string" },
+    # Placements and cost per tenant (issue 35): where the call was served
+    # (region or region/account), the application inference profile ARN,
+    # the service tier.
+    { name = "placement", type = "string" },
+    { name = "bedrock_profile", type = "string" },
+    { name = "service_tier", type = "string" },
   ]
 
   # Zero-padded like telemetry.UsageRecord.PartitionPath (year=2026/month=01/...).

@@ -7,14 +7,26 @@ locals {
   region    = data.aws_region.current.region
   account   = data.aws_caller_identity.current.account_id
 
+  # The regions the gateway calls Bedrock in with its own credentials: this
+  # one (models without placements) and those of the placements.
+  bedrock_regions = distinct(concat([local.region], var.bedrock_regions))
+
+  # The system inference profiles application inference profiles copy from.
+  source_profile_ids = [for arn in var.bedrock_profile_source_arns : split("/", arn)[1] if strcontains(arn, ":inference-profile/")]
+
   # An inference profile id is a geography prefix plus a model id
   # (us.anthropic.claude-...); the profile routes to that model in several regions.
-  profile_model_ids = [for id in var.bedrock_inference_profile_ids : replace(id, "/^[a-z]+\\./", "")]
+  profile_model_ids = distinct([for id in concat(var.bedrock_inference_profile_ids, local.source_profile_ids) : replace(id, "/^[a-z]+\\./", "")])
 
+  # Every model and profile in every region above; an application inference
+  # profile (a tenant's, for cost allocation) with the foundation model or
+  # system profile it copies from, which AWS checks too.
   bedrock_resources = concat(
-    [for id in var.bedrock_model_ids : "arn:${local.partition}:bedrock:${local.region}::foundation-model/${id}"],
-    [for id in var.bedrock_inference_profile_ids : "arn:${local.partition}:bedrock:${local.region}:${local.account}:inference-profile/${id}"],
+    flatten([for r in local.bedrock_regions : [for id in var.bedrock_model_ids : "arn:${local.partition}:bedrock:${r}::foundation-model/${id}"]]),
+    flatten([for r in local.bedrock_regions : [for id in var.bedrock_inference_profile_ids : "arn:${local.partition}:bedrock:${r}:${local.account}:inference-profile/${id}"]]),
     [for id in local.profile_model_ids : "arn:${local.partition}:bedrock:*::foundation-model/${id}"],
+    var.bedrock_profile_source_arns,
+    var.bedrock_tenant_profile_arns,
   )
 
   guardrail_arns = [for id in var.bedrock_guardrail_ids : "arn:${local.partition}:bedrock:${local.region}:${local.account}:guardrail/${id}"]
@@ -63,6 +75,19 @@ data "aws_iam_policy_document" "task" {
     effect    = "Allow"
     actions   = ["bedrock:InvokeModelWithResponseStream"]
     resources = local.bedrock_resources
+  }
+
+  # Placements in other accounts: the gateway assumes exactly these roles
+  # (each trusts this task role); no statement at all without them.
+  dynamic "statement" {
+    for_each = length(var.bedrock_assume_role_arns) > 0 ? [1] : []
+
+    content {
+      sid       = "PlacementRoles"
+      effect    = "Allow"
+      actions   = ["sts:AssumeRole"]
+      resources = var.bedrock_assume_role_arns
+    }
   }
 
   dynamic "statement" {
@@ -183,7 +208,7 @@ resource "aws_iam_role_policy" "task" {
   lifecycle {
     precondition {
       condition     = length(local.bedrock_resources) > 0
-      error_message = "Set bedrock_model_ids or bedrock_inference_profile_ids: the gateway needs at least one model."
+      error_message = "Set bedrock_model_ids, bedrock_inference_profile_ids or application inference profiles: the gateway needs at least one model."
     }
   }
 }

@@ -15,6 +15,35 @@ variable "bedrock_inference_profile_ids" {
   default     = []
 }
 
+variable "bedrock_regions" {
+  description = "Regions besides this one where the gateway calls Bedrock with the task's own credentials (placements without role_arn): every configured model and inference profile is allowed in each. Empty: this region only."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_tenant_profile_arns" {
+  description = "ARNs of the application inference profiles the gateway calls (the tenants' bedrock_profiles)."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_profile_source_arns" {
+  description = "ARNs of the foundation models and system inference profiles those application inference profiles copy from (AWS checks the caller may invoke them too; a system profile's model is allowed in every region it routes to)."
+  type        = list(string)
+  default     = []
+}
+
+variable "bedrock_assume_role_arns" {
+  description = "IAM roles in other accounts the gateway assumes for placements with role_arn (sts:AssumeRole on exactly these). Empty: no AssumeRole permission at all."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.bedrock_assume_role_arns : can(regex("^arn:[a-z-]+:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$", a))])
+    error_message = "bedrock_assume_role_arns: each must be one IAM role ARN (arn:<partition>:iam::<account>:role/<name>), no wildcard."
+  }
+}
+
 variable "bedrock_guardrail_ids" {
   description = "Bedrock guardrail ids the apps use (apps[].guardrail in the tenants file); empty: no guardrail permission."
   type        = list(string)

@@ -133,6 +133,31 @@ module "analytics" {
   tags               = var.tags
 }
 
+# ---------------------------------------------------------------- cost per tenant
+
+# Application inference profiles: the gateway calls a tenant's profile
+# instead of the model (bedrock_profiles in the tenants file or the admin
+# API), so AWS billing splits Bedrock's cost by the profile's tags
+# (docs/deploy.md, "Cost per tenant in AWS billing"). A profile lives in the
+# region of what it copies from.
+resource "aws_bedrock_inference_profile" "tenant" {
+  for_each = var.tenant_inference_profiles
+
+  name        = "${var.name}-${each.key}"
+  description = substr(replace("Jetway ${var.name} tenant ${each.value.tenant} model ${each.value.model}", "/[ _-]{2,}/", "-"), 0, 200)
+  region      = split(":", each.value.source_arn)[3]
+
+  model_source {
+    copy_from = each.value.source_arn
+  }
+
+  # The provider's default tags (Project, Environment, ManagedBy) are added too.
+  tags = merge(var.tags, each.value.tags, {
+    "jetway:tenant" = each.value.tenant
+    "jetway:model"  = each.value.model
+  })
+}
+
 # ---------------------------------------------------------------- compute
 
 module "ecr" {
@@ -163,6 +188,10 @@ module "iam" {
   bedrock_model_ids             = var.bedrock_model_ids
   bedrock_inference_profile_ids = var.bedrock_inference_profile_ids
   bedrock_guardrail_ids         = var.bedrock_guardrail_ids
+  bedrock_regions               = var.bedrock_regions
+  bedrock_assume_role_arns      = var.bedrock_assume_role_arns
+  bedrock_profile_source_arns   = distinct([for p in var.tenant_inference_profiles : p.source_arn])
+  bedrock_tenant_profile_arns   = [for p in aws_bedrock_inference_profile.tenant : p.arn]
   dynamodb_table_arns           = values(module.dynamodb.table_arns)
   members_table_arn             = module.dynamodb.members_table_arn
   requests_by_server_index_arn  = module.dynamodb.requests_by_server_index_arn

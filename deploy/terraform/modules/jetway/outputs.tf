@@ -112,3 +112,22 @@ output "nat_public_ips" {
   description = "Egress addresses of the tasks."
   value       = module.network.nat_public_ips
 }
+
+output "tenant_inference_profile_arns" {
+  description = "ARN of each application inference profile of tenant_inference_profiles, by its key."
+  value       = { for k, p in aws_bedrock_inference_profile.tenant : k => p.arn }
+}
+
+output "tenant_bedrock_profiles" {
+  description = "The same ARNs as each tenant's bedrock_profiles (tenant id -> {model id -> ARN}), ready to paste into the tenants file or the admin API."
+  value = {
+    for t in distinct([for p in var.tenant_inference_profiles : p.tenant]) : t => {
+      for k, p in var.tenant_inference_profiles : p.model => aws_bedrock_inference_profile.tenant[k].arn if p.tenant == t
+    }
+  }
+}
+
+output "task_role_arn" {
+  description = "The gateway's task role: the principal that placement roles in other accounts trust (docs/deploy.md, \"Placements in other accounts\")."
+  value       = module.iam.task_role_arn
+}

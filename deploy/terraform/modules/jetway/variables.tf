@@ -78,6 +78,60 @@ variable "bedrock_guardrail_ids" {
   default     = []
 }
 
+variable "bedrock_regions" {
+  description = "Regions besides this one where placements (the tenants file's models[].placements without role_arn) call Bedrock: the task role may invoke every model and inference profile above in each. Empty: this region only."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for r in var.bedrock_regions : can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]+$", r))])
+    error_message = "bedrock_regions: each must be a region name (for example the one this environment runs in)."
+  }
+}
+
+variable "bedrock_assume_role_arns" {
+  description = "IAM roles in other accounts that placements name as role_arn: the task role may sts:AssumeRole exactly these (each must trust the task role: docs/deploy.md, \"Placements in other accounts\"). Empty: no AssumeRole permission."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.bedrock_assume_role_arns : can(regex("^arn:[a-z-]+:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$", a))])
+    error_message = "bedrock_assume_role_arns: each must be one IAM role ARN (arn:<partition>:iam::<account>:role/<name>), no wildcard."
+  }
+}
+
+variable "tenant_inference_profiles" {
+  description = "Application inference profiles for cost per tenant in AWS billing, keyed by a name (lower case letters, digits, dashes; the profile is <name>-<key>): tenant and model (the gateway's ids), source_arn (the foundation model or system inference profile ARN it copies from; the profile is made in that ARN's region), extra tags. Each gets the tags jetway:tenant and jetway:model. Put the ARNs (output tenant_bedrock_profiles) into the tenants' bedrock_profiles."
+  type = map(object({
+    tenant     = string
+    model      = string
+    source_arn = string
+    tags       = optional(map(string), {})
+  }))
+  default = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.tenant_inference_profiles) : can(regex("^[a-z0-9]+(-[a-z0-9]+)*$", k)) && length(k) <= 40])
+    error_message = "tenant_inference_profiles: each key is at most 40 lower case letters or digits, single dashes between them (the profile name <name>-<key> must fit Bedrock's 64 characters)."
+  }
+  validation {
+    condition     = alltrue([for p in var.tenant_inference_profiles : can(regex("^arn:[a-z-]+:bedrock:[a-z0-9-]+:[0-9]*:(foundation-model|inference-profile)/[A-Za-z0-9._:-]+$", p.source_arn))])
+    error_message = "tenant_inference_profiles: source_arn must be a Bedrock foundation model ARN (arn:<partition>:bedrock:<region>::foundation-model/<model id>) or a system inference profile ARN (arn:<partition>:bedrock:<region>:<account>:inference-profile/<us.|eu.|global....>)."
+  }
+  validation {
+    condition     = alltrue([for p in var.tenant_inference_profiles : can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", p.tenant)) && can(regex("^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", p.model))])
+    error_message = "tenant_inference_profiles: tenant and model must be the gateway's ids of a tenant and a model (docs/configuration.md)."
+  }
+  validation {
+    condition     = length(distinct([for p in var.tenant_inference_profiles : "${p.tenant}/${p.model}"])) == length(var.tenant_inference_profiles)
+    error_message = "tenant_inference_profiles: one profile per tenant and model (bedrock_profiles maps each model to one ARN)."
+  }
+  validation {
+    condition     = alltrue([for p in var.tenant_inference_profiles : !contains(keys(p.tags), "jetway:tenant") && !contains(keys(p.tags), "jetway:model")])
+    error_message = "tenant_inference_profiles: tags may not set jetway:tenant or jetway:model; they come from tenant and model."
+  }
+}
+
 variable "apps" {
   description = "Cognito app clients keyed \"<tenant>/<app>\" (see modules/cognito). The tenants file template reads their ids as client_ids[\"<tenant>/<app>\"]."
   type = map(object({

@@ -24,10 +24,66 @@ variables {
 run "stack" {
   command = plan
 
+  # Two tenants' application inference profiles (cost per tenant in AWS
+  # billing): one copies a system inference profile, one a foundation model.
+  variables {
+    tags = { Owner = "platform" }
+    tenant_inference_profiles = {
+      "contoso-claude-haiku" = {
+        tenant     = "contoso"
+        model      = "claude-haiku"
+        source_arn = "arn:aws:bedrock:us-east-1:111111111111:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"
+        tags       = { CostCenter = "cc-contoso" }
+      }
+      "fabrikam-nova-lite" = {
+        tenant     = "fabrikam"
+        model      = "nova-lite"
+        source_arn = "arn:aws:bedrock:us-west-2::foundation-model/amazon.nova-lite-v1:0"
+      }
+    }
+  }
+
   assert {
     condition     = length(module.cognito.app_client_ids) == length(var.apps) && alltrue([for k in keys(var.apps) : contains(keys(module.cognito.app_client_ids), k)])
     error_message = "want exactly one Cognito app client per configured app"
   }
+  assert {
+    condition     = toset(keys(aws_bedrock_inference_profile.tenant)) == toset(["contoso-claude-haiku", "fabrikam-nova-lite"])
+    error_message = "want one application inference profile per entry of tenant_inference_profiles"
+  }
+  assert {
+    condition = aws_bedrock_inference_profile.tenant["contoso-claude-haiku"].tags == tomap({
+      "jetway:tenant" = "contoso", "jetway:model" = "claude-haiku", CostCenter = "cc-contoso", Owner = "platform"
+      }) && aws_bedrock_inference_profile.tenant["fabrikam-nova-lite"].tags == tomap({
+      "jetway:tenant" = "fabrikam", "jetway:model" = "nova-lite", Owner = "platform"
+    })
+    error_message = "each profile is tagged jetway:tenant and jetway:model (cost allocation), plus the environment's and its own tags"
+  }
+  assert {
+    condition     = alltrue([for k, p in aws_bedrock_inference_profile.tenant : p.name == "jetway-test-${k}" && p.model_source[0].copy_from == var.tenant_inference_profiles[k].source_arn])
+    error_message = "each profile is named <name>-<key> and copies from its source_arn"
+  }
+  assert {
+    condition     = aws_bedrock_inference_profile.tenant["contoso-claude-haiku"].region == "us-east-1" && aws_bedrock_inference_profile.tenant["fabrikam-nova-lite"].region == "us-west-2"
+    error_message = "a profile is made in the region of what it copies from"
+  }
+  assert {
+    condition     = toset(keys(output.tenant_bedrock_profiles)) == toset(["contoso", "fabrikam"]) && keys(output.tenant_bedrock_profiles["contoso"]) == ["claude-haiku"] && keys(output.tenant_bedrock_profiles["fabrikam"]) == ["nova-lite"]
+    error_message = "tenant_bedrock_profiles maps each tenant to {model -> profile ARN}, the shape of bedrock_profiles"
+  }
+}
+
+run "tenant_inference_profiles_validation" {
+  command = plan
+
+  variables {
+    tenant_inference_profiles = {
+      "contoso-a" = { tenant = "contoso", model = "claude-haiku", source_arn = "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0" }
+      "contoso-b" = { tenant = "contoso", model = "claude-haiku", source_arn = "arn:aws:s3:::not-a-model" }
+    }
+  }
+
+  expect_failures = [var.tenant_inference_profiles]
 }
 
 run "cognito" {
@@ -195,7 +251,7 @@ run "dynamodb" {
     error_message = "the members table is keyed by pk and expires a dead server's item by TTL on expires_at"
   }
   assert {
-    condition = [for i in aws_dynamodb_table.this["requests"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]] == [["by_server", "server", "ended_ms", "KEYS_ONLY"]] && alltrue([for k, t in aws_dynamodb_table.this : length(t.global_secondary_index) == 0 if !contains(["requests", "config"], k)])
+    condition     = [for i in aws_dynamodb_table.this["requests"].global_secondary_index : [i.name, i.hash_key, i.range_key, i.projection_type]] == [["by_server", "server", "ended_ms", "KEYS_ONLY"]] && alltrue([for k, t in aws_dynamodb_table.this : length(t.global_secondary_index) == 0 if !contains(["requests", "config"], k)])
     error_message = "the requests table has the by_server index (server, ended_ms; keys only); only it and the config table have indexes"
   }
   assert {
@@ -231,7 +287,7 @@ run "analytics" {
   # The usage record's columns (internal/telemetry.UsageColumns; a Go test
   # checks the full list and types).
   assert {
-    condition = length(setsubtract(["request_id", "tenant", "app", "user", "model", "outcome", "input_tokens", "output_tokens", "cost_usd", "ttft_ms", "latency_ms"],
+    condition = length(setsubtract(["request_id", "tenant", "app", "user", "model", "outcome", "input_tokens", "output_tokens", "cost_usd", "ttft_ms", "latency_ms", "placement", "bedrock_profile", "service_tier"],
     [for c in aws_glue_catalog_table.usage.storage_descriptor[0].columns : c.name])) == 0
     error_message = "the Glue table lacks usage columns"
   }
@@ -274,6 +330,70 @@ run "iam" {
       [toset(["dynamodb:Query"]), toset(var.config_audit_index_arns)],
     ]
     error_message = "the config table: exactly GetItem, PutItem, UpdateItem, DeleteItem, Query, Scan, BatchGetItem; its audit indexes: Query only"
+  }
+  assert {
+    condition     = length([for s in data.aws_iam_policy_document.task.statement : s if length([for a in s.actions : a if startswith(a, "sts:")]) > 0]) == 0
+    error_message = "without bedrock_assume_role_arns the task role may assume no role"
+  }
+  assert {
+    condition = alltrue(flatten([for s in data.aws_iam_policy_document.task.statement : [
+      for r in s.resources : contains([data.aws_region.current.region, "*"], split(":", r)[3])
+    ] if contains(s.actions, "bedrock:InvokeModelWithResponseStream")]))
+    error_message = "by default the models and profiles are allowed in this region only (a cross-region profile's model wherever it routes)"
+  }
+}
+
+# The tenants' application inference profiles, placements in another region
+# and in another account: the policy names each profile and what it copies
+# from, the models in every listed region, and assumes exactly the roles.
+run "iam_placements_and_profiles" {
+  command = plan
+  module {
+    source = "../iam"
+  }
+  variables {
+    bedrock_model_ids             = ["amazon.nova-micro-v1:0"]
+    bedrock_inference_profile_ids = ["us.anthropic.claude-3-5-haiku-20241022-v1:0"]
+    bedrock_regions               = ["us-west-2"]
+    bedrock_assume_role_arns      = ["arn:aws:iam::333333333333:role/jetway-bedrock"]
+    bedrock_tenant_profile_arns = [
+      "arn:aws:bedrock:us-east-1:111111111111:application-inference-profile/contoso0claude",
+      "arn:aws:bedrock:us-west-2:111111111111:application-inference-profile/fabrikam0nova",
+    ]
+    bedrock_profile_source_arns = [
+      "arn:aws:bedrock:us-east-1:111111111111:inference-profile/global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+      "arn:aws:bedrock:us-west-2::foundation-model/amazon.nova-lite-v1:0",
+    ]
+    dynamodb_table_arns          = ["test-table-arn"]
+    members_table_arn            = "test-members-arn"
+    requests_by_server_index_arn = "test-requests-arn/index/by_server"
+    config_table_arn             = "test-config-arn"
+    config_audit_index_arns      = ["test-config-arn/index/audit_tenant", "test-config-arn/index/audit_all"]
+    quota_alert_topic_arn        = "test-quota-alerts-arn"
+    firehose_stream_arn          = "test-firehose-arn"
+    log_group_arn                = "test-log-group-arn"
+    ecr_repository_arn           = "test-ecr-arn"
+  }
+
+  assert {
+    condition = [for s in data.aws_iam_policy_document.task.statement : [toset(s.actions), toset(s.resources)] if contains(s.actions, "bedrock:InvokeModelWithResponseStream")] == [[
+      toset(["bedrock:InvokeModelWithResponseStream"]),
+      toset(concat(
+        [for r in [data.aws_region.current.region, "us-west-2"] : "arn:${data.aws_partition.current.partition}:bedrock:${r}::foundation-model/amazon.nova-micro-v1:0"],
+        [for r in [data.aws_region.current.region, "us-west-2"] : "arn:${data.aws_partition.current.partition}:bedrock:${r}:${data.aws_caller_identity.current.account_id}:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"],
+        [
+          "arn:${data.aws_partition.current.partition}:bedrock:*::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0",
+          "arn:${data.aws_partition.current.partition}:bedrock:*::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ],
+        var.bedrock_profile_source_arns,
+        var.bedrock_tenant_profile_arns,
+      )),
+    ]]
+    error_message = "one Bedrock statement: the models and profiles in this region and bedrock_regions, each tenant profile with what it copies from (a system profile's model in every region)"
+  }
+  assert {
+    condition     = [for s in data.aws_iam_policy_document.task.statement : [toset(s.actions), toset(s.resources)] if length([for a in s.actions : a if startswith(a, "sts:")]) > 0] == [[toset(["sts:AssumeRole"]), toset(var.bedrock_assume_role_arns)]]
+    error_message = "the task role may assume exactly bedrock_assume_role_arns"
   }
 }
 
