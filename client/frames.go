@@ -63,6 +63,9 @@ type Request struct {
 	Tools       []Tool
 	ToolChoice  *ToolChoice
 	Reasoning   *Reasoning
+	// ServiceTier asks for a Bedrock service tier (default, priority,
+	// flex) the app allows; "": the app's (docs/protocol.md, "Service tier").
+	ServiceTier string
 	// Traceparent, if set, is the caller's W3C trace context: the
 	// request's trace on the server joins it (docs/protocol.md, "Tracing").
 	Traceparent string
@@ -80,7 +83,7 @@ type Request struct {
 func (r *Request) frame(afterSeq int) protocol.Inbound {
 	in := protocol.Inbound{Type: protocol.TypeRequest, RequestID: r.RequestID, Messages: r.Messages,
 		System: r.System, Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
-		Tools: r.Tools, ToolChoice: r.ToolChoice, Reasoning: r.Reasoning, AfterSeq: afterSeq}
+		Tools: r.Tools, ToolChoice: r.ToolChoice, Reasoning: r.Reasoning, ServiceTier: r.ServiceTier, AfterSeq: afterSeq}
 	if r.Traceparent != "" {
 		in.Traceparent, _ = json.Marshal(r.Traceparent) // a string always encodes
 	}

@@ -290,7 +290,8 @@ func (srv *server) pipeline(cfg *config.Live, awsCfg aws.Config, bedrock *router
 	gwo.Instance = srv.instance
 	srv.gw = gateway.New(gateway.Deps{Config: cfg, Logs: srv.logs, Alerts: srv.notifier,
 		Router: router.New(bedrock, router.Options{Metrics: metrics, Logger: logger,
-			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer}),
+			EstimateTokens: quota.EstimateTextTokens, Tracer: tracer, FailureThreshold: s.Breaker.FailureThreshold,
+			OpenTimeout: s.Breaker.OpenTimeout, AffinityTTL: s.Breaker.AffinityTTL}),
 		Quotas: srv.quotas, Records: records, Fleet: liveness, Cache: cache, Usage: srv.sink, Metrics: metrics, Tracer: tracer, Logger: logger}, gwo)
 	return nil
 }

@@ -67,6 +67,7 @@ type settings struct {
 	MockBedrock                               string // "", "true", "false" (raw: see useMockBedrock)
 	BedrockMaxAttempts, DynamoDBMaxAttempts   int
 	BedrockCAFile                             string
+	Breaker                                   router.Options // FailureThreshold, OpenTimeout, AffinityTTL
 	Pprof                                     bool
 	QuotaTable, RequestsTable                 string
 	CacheTable, MembersTable                  string
@@ -189,6 +190,9 @@ func (s *settings) settingsTable(getenv func(string) string) []setting {
 		row(&s.Mock.PerToken, "JETWAY_MOCK_PER_TOKEN", mockmodel.DefaultPerToken, "in-process mock: time per token"),
 		row(&s.Mock.PerInputToken, "JETWAY_MOCK_PER_INPUT_TOKEN", mockmodel.RealisticPerInputToken, "in-process mock: time to first token added per input token not read from the prompt cache"),
 		row(&s.BedrockMaxAttempts, "JETWAY_BEDROCK_MAX_ATTEMPTS", 1, "SDK attempts per Bedrock call"),
+		row(&s.Breaker.FailureThreshold, "JETWAY_BREAKER_THRESHOLD", router.DefaultFailureThreshold, "consecutive failures before the first token (throttled, unavailable, first-token timeout) that open the circuit breaker of a model's placement"),
+		row(&s.Breaker.OpenTimeout, "JETWAY_BREAKER_OPEN_TIMEOUT", router.DefaultOpenTimeout, "how long an open breaker skips its placement before a probe is let through"),
+		row(&s.Breaker.AffinityTTL, "JETWAY_PLACEMENT_AFFINITY_TTL", router.DefaultAffinityTTL, "how long a server remembers the placement a conversation moved to after its last answer there"),
 		row(&s.BedrockCAFile, "JETWAY_BEDROCK_CA_FILE", "", "test only: PEM file of the CA the Bedrock endpoint's certificate is signed with (mockbedrock --tls), instead of the system roots"),
 		row(&s.Pprof, "JETWAY_PPROF", false, "serve Go profiles at /debug/pprof/ on the admin listener"),
 		row(&s.DynamoDBMaxAttempts, "JETWAY_DYNAMODB_MAX_ATTEMPTS", 3, "SDK attempts per DynamoDB call"),

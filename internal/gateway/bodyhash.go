@@ -29,8 +29,9 @@ func bodyHash(in Request) string {
 		ToolChoice  *hashToolChoice `json:"tc,omitempty"`
 		Reasoning   *hashReasoning  `json:"r,omitempty"`
 		CachePoint  bool            `json:"pc,omitempty"`
+		ServiceTier string          `json:"sv,omitempty"`
 	}{hashMessages(in.Messages), in.System, in.Model, in.MaxTokens, in.Temperature, in.TopP, in.Stop, hashTools(in.Tools),
-		(*hashToolChoice)(in.ToolChoice), (*hashReasoning)(in.Reasoning), in.PrefixCachePoint})
+		(*hashToolChoice)(in.ToolChoice), (*hashReasoning)(in.Reasoning), in.PrefixCachePoint, in.ServiceTier})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
