@@ -184,6 +184,9 @@ func (c *promptCache) use(modelID string, rule CacheRule, caches bool, body []by
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Every point reads what earlier requests cached, then writes its
+	// prefix: a request never reads what it writes itself.
+	var writes []int
 	for _, p := range points {
 		if p < 0 || bounds[p].tokens < rule.MinTokens {
 			continue // below the minimum: ignored
@@ -196,6 +199,9 @@ func (c *promptCache) use(modelID string, rule CacheRule, caches bool, body []by
 			}
 		}
 		u.cachedPrefix = max(u.cachedPrefix, bounds[p].tokens)
+		writes = append(writes, p)
+	}
+	for _, p := range writes {
 		c.put(bounds[p].key, now.Add(CacheTTL))
 	}
 	u.write = u.cachedPrefix - u.read
