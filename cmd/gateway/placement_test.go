@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -312,4 +313,58 @@ func TestApplicationInferenceProfiles(t *testing.T) {
 		}
 	}
 	t.Logf("gateway usage --by tenant,profile:\n%s", out)
+}
+
+// placedConfig is testdata/jetway.yaml with mock-a and mock-b served in
+// us-east-1 and us-west-2 of the mock; it returns the file's path.
+func placedConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/jetway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, m := range []string{"mock-a", "mock-b"} {
+		head := "  - id: " + m + "\n    bedrock_id: " + m + "\n"
+		if !strings.Contains(s, head) {
+			t.Fatalf("testdata/jetway.yaml has no %q", head)
+		}
+		s = strings.Replace(s, head, head+"    placements: [{region: us-east-1}, {region: us-west-2}]\n", 1)
+	}
+	path := filepath.Join(t.TempDir(), "placed.yaml")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestArticleTestsOneRegionDown (issue 35): the seed's Test 1 and Test 2
+// with mock-a served in two regions, one of them unavailable throughout.
+func TestArticleTestsOneRegionDown(t *testing.T) {
+	t.Run("Test 1", func(t *testing.T) {
+		w := newWorld(t, fastPace())
+		w.env["JETWAY_CONFIG"] = placedConfig(t)
+		if err := w.mock.SetFault(mockmodel.Fault{Region: "us-west-2", Unavailable: true}); err != nil {
+			t.Fatal(err)
+		}
+		g := w.start(nil)
+		r := runTest1(t, w, g, 10, 10)
+		if r.sent != 100 || r.done != 100 || r.lost != 0 || r.incomplete != 0 || r.unfinished != 0 || r.dups != 0 {
+			t.Fatalf("Test 1 with us-west-2 down: %+v", r)
+		}
+		if n := w.mock.Requests("mock-b"); n != 0 {
+			t.Errorf("the fallback model answered %d requests: a region down is absorbed by the other", n)
+		}
+		t.Logf("Test 1 (10x10, us-west-2 down): done=%d lost=%d; calls: us-east-1 %d answered, us-west-2 %d refused (its breaker then skipped it)",
+			r.done, r.lost, w.mock.RequestsIn("us-east-1", "mock-a"), w.mock.UnavailableIn("us-west-2"))
+	})
+	t.Run("Test 2", func(t *testing.T) {
+		r := runTest2With(t, test2Options{regionDown: "us-east-1"})
+		if r.used != r.charged {
+			t.Fatalf("settled usage %d != charged in done frames %d", r.used, r.charged)
+		}
+		if r.calls != r.boarded {
+			t.Fatalf("answering model calls %d != boarded %d", r.calls, r.boarded)
+		}
+	})
 }

@@ -91,6 +91,9 @@ type test2Options struct {
 	kill    bool
 	bins    []string
 	lowerTo int64
+	// regionDown, when set, serves mock-a and mock-b in us-east-1 and
+	// us-west-2 (placedConfig) with this region unavailable throughout.
+	regionDown string
 }
 
 func runTest2With(t *testing.T, o test2Options) test2Result {
@@ -103,6 +106,12 @@ func runTest2With(t *testing.T, o test2Options) test2Result {
 		pace.PerToken = 8 * time.Millisecond
 	}
 	w := newWorld(t, pace)
+	if o.regionDown != "" {
+		w.env["JETWAY_CONFIG"] = placedConfig(t)
+		if err := w.mock.SetFault(mockmodel.Fault{Region: o.regionDown, Unavailable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	endpoint := dynalitetest.Start(t)
 	table := dynalitetest.TableName(t)
 	// The production shape: quota leases, request records and the fleet.
@@ -305,6 +314,9 @@ func runTest2With(t *testing.T, o test2Options) test2Result {
 		t.Fatal(err)
 	}
 	r.used, r.leases, r.calls = st.Used.Tokens, st.Leases, w.mock.Requests("mock-a")
+	if o.regionDown != "" { // the calls that answered: the other region's
+		r.calls = w.mock.RequestsIn(otherRegion(o.regionDown), "mock-a")
+	}
 	for _, p := range survivors {
 		for _, l := range p.logs.Find("quota_lease_reclaimed", "") {
 			t.Logf("reclaimed: owner %v, %v tokens back, %v kept (%v)", l["owner"], l["tokens"], l["kept"], l["why"])
