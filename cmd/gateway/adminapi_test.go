@@ -337,10 +337,40 @@ func TestAdminAPIRolesAndBadInput(t *testing.T) {
 		{"bad prompt_cache", app(func(a map[string]any) { a["prompt_cache"] = "sometimes" }), "apps[0].prompt_cache"},
 		{"max_tokens over its limit", app(func(a map[string]any) { a["max_tokens"] = 9000 }), "apps[0].max_tokens"},
 		{"another id in the body", map[string]any{"id": "other", "apps": []any{}}, "id"},
+		{"a profile ARN that is not one", map[string]any{"bedrock_profiles": map[string]any{"mock-a": "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.x"},
+			"apps": app(func(map[string]any) {})["apps"]}, "bedrock_profiles.mock-a"},
+		{"an app's tier its model lacks", app(func(a map[string]any) { a["service_tier"] = "flex" }), "apps[0].service_tier"},
 	} {
 		r := ops.do(g, "PUT", "/v1/admin/tenants/acme", c.body, "If-Match", before.ETag)
 		if r.Status != 400 || r.code() != "invalid_request" || r.field() != c.field {
 			t.Errorf("%s: %d field %q %s, want 400 invalid_request naming %s", c.name, r.Status, r.field(), r.Raw, c.field)
+		}
+	}
+	// The model catalogue's placements and tiers, by the file's rules.
+	model := func(mod func(m map[string]any)) map[string]any {
+		m := map[string]any{"bedrock_id": "mock-z", "price": map[string]any{"input_per_1k": 0.001, "output_per_1k": 0.002}}
+		mod(m)
+		return m
+	}
+	for _, c := range []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"a placement with an unknown region", model(func(m map[string]any) {
+			m["placements"] = []any{map[string]any{"region": "us-east-1"}, map[string]any{"region": "moon-1"}}
+		}), "placements[1].region"},
+		{"a duplicate placement", model(func(m map[string]any) {
+			m["placements"] = []any{map[string]any{"region": "us-east-1"}, map[string]any{"region": "us-east-1", "bedrock_id": "us.mock-z"}}
+		}), "placements[1]"},
+		{"a tier price missing for a tier in use", model(func(m map[string]any) { m["service_tiers"] = []string{"default", "priority"} }), "price.tiers"},
+		{"a role that is not one", model(func(m map[string]any) {
+			m["placements"] = []any{map[string]any{"region": "eu-west-1", "role_arn": "arn:aws:iam::111122223333:user/x"}}
+		}), "placements[0].role_arn"},
+	} {
+		r := ops.do(g, "PUT", "/v1/admin/models/mock-z", c.body, "If-None-Match", "*")
+		if r.Status != 400 || r.code() != "invalid_request" || r.field() != c.field {
+			t.Errorf("model: %s: %d field %q %s, want 400 invalid_request naming %s", c.name, r.Status, r.field(), r.Raw, c.field)
 		}
 	}
 	for _, c := range []struct {
