@@ -383,7 +383,7 @@ func (srv *server) bedrock(awsCfg aws.Config, cfg *config.Config) (*router.Bedro
 			return nil, fmt.Errorf("mock bedrock listen: %w", err)
 		}
 		mo := s.Mock
-		mo.Caching = mockCaching(cfg)
+		mo.Caching, mo.Profiles = mockCaching(cfg), mockProfiles(cfg)
 		srv.mock, srv.mockLn = &http.Server{Handler: mockmodel.New(mo), ReadHeaderTimeout: 10 * time.Second}, ln
 		endpoint := "http://" + ln.Addr().String()
 		srv.logger.Info("mock_bedrock", zap.String("endpoint", endpoint), zap.Duration("ttft", mo.TTFT),
@@ -883,6 +883,27 @@ func pprofHandler() http.Handler {
 // every Bedrock id the tenants file gives prompt_cache, with that rule, so a
 // tenants file written for Bedrock (docs/anthropic.md's Claude Code recipe)
 // runs in dev mode as it would on Bedrock.
+// mockProfiles registers the tenants file's application inference
+// profiles with the in-process mock, each resolving to its model's
+// bedrock_id (as a profile created from that model would).
+func mockProfiles(cfg *config.Config) map[string]string {
+	profiles := map[string]string{}
+	add := func(byModel map[string]string) {
+		for model, arn := range byModel {
+			if m, ok := cfg.Model(model); ok {
+				profiles[arn] = mockmodel.BaseModelID(m.BedrockID)
+			}
+		}
+	}
+	for _, t := range cfg.Tenants {
+		add(t.BedrockProfiles)
+		for _, a := range t.Apps {
+			add(a.BedrockProfiles)
+		}
+	}
+	return profiles
+}
+
 func mockCaching(cfg *config.Config) map[string]mockmodel.CacheRule {
 	rules := mockmodel.DefaultCaching()
 	for _, m := range cfg.Models {
