@@ -112,6 +112,15 @@ func endRequest(span trace.Span, o *outcome) {
 	if o.fallbackFrom != "" {
 		span.SetAttributes(tracing.FallbackFrom.String(o.fallbackFrom))
 	}
+	if o.place.Name != "" {
+		span.SetAttributes(tracing.Placement.String(o.place.Name))
+	}
+	if o.place.Profile != "" {
+		span.SetAttributes(tracing.BedrockProfile.String(o.place.Profile))
+	}
+	if o.tier != "" {
+		span.SetAttributes(tracing.ServiceTier.String(o.tier))
+	}
 	if o.err != nil {
 		span.SetAttributes(tracing.ErrorType.String(code))
 		span.SetStatus(codes.Error, code)
