@@ -235,3 +235,56 @@ func TestEveryServerRanksAlike(t *testing.T) {
 		t.Errorf("first choices %v: conversations should spread over both placements", first)
 	}
 }
+
+// BenchmarkPlacementTTFT is issue 35's cost, side by side on one mock
+// answering at once over loopback HTTP with the real SDK: the time to the
+// first token of a model without placements, of one with two placements
+// and a conversation key (its rank and the affinity lookup), and of a
+// failover (the first choice throttles, the second answers; its breaker
+// never opens, so every iteration pays the throttled round trip).
+func BenchmarkPlacementTTFT(b *testing.B) {
+	srv, bed := start(b, mockmodel.Options{TTFT: mockmodel.NoDelay, PerToken: mockmodel.NoDelay, Tokens: 1})
+	r := router.New(bed, router.Options{FailureThreshold: 1 << 30})
+	msgs := []router.Message{{Role: "user", Content: "hi"}}
+	// A conversation whose first choice is us-east-1.
+	conv := ""
+	for i := 0; conv == ""; i++ {
+		k := fmt.Sprintf("bench-%d", i)
+		out, err := r.Stream(context.Background(), []router.Target{twoRegions()}, router.Call{Affinity: k, Messages: msgs}, func(string) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.Place.Name == "us-east-1" {
+			conv = k
+		}
+	}
+	run := func(b *testing.B, tgt router.Target, affinity string) {
+		var ttft time.Duration
+		for b.Loop() {
+			start := time.Now()
+			first := true
+			_, err := r.Stream(context.Background(), []router.Target{tgt}, router.Call{Affinity: affinity, Messages: msgs}, func(string) {
+				if first {
+					ttft += time.Since(start)
+					first = false
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(ttft.Microseconds())/float64(b.N), "ttft-µs")
+	}
+	b.Run("no placements", func(b *testing.B) { run(b, target("claude", "mock-a"), "") })
+	b.Run("two placements", func(b *testing.B) { run(b, twoRegions(), conv) })
+	b.Run("failover", func(b *testing.B) {
+		if err := srv.SetFault(mockmodel.Fault{Region: "us-east-1", ThrottlePercent: 100}); err != nil {
+			b.Fatal(err)
+		}
+		defer srv.ClearFaults()
+		// A fresh conversation each time would be moved once and then
+		// stay; "" keeps the configured order, us-east-1 first, so every
+		// call is a failover.
+		run(b, twoRegions(), "")
+	})
+}
