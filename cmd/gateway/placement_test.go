@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,4 +370,98 @@ func TestArticleTestsOneRegionDown(t *testing.T) {
 			t.Fatalf("answering model calls %d != boarded %d", r.calls, r.boarded)
 		}
 	})
+}
+
+// TestPlacementInAnotherAccount (issue 35): a placement with a role_arn is
+// called with the credentials STS's AssumeRole gives the task for that
+// role, assumed once and cached; the gateway's own placement keeps the
+// task's credentials. STS is a local endpoint speaking its Query protocol.
+func TestPlacementInAnotherAccount(t *testing.T) {
+	w := newWorld(t, fastPace())
+	const role = "arn:aws:iam::111122223333:role/jetway-bedrock"
+	var mu sync.Mutex
+	var assumed []url.Values
+	sts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "AssumeRole" {
+			http.Error(rw, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		assumed = append(assumed, r.Form)
+		mu.Unlock()
+		rw.Header().Set("Content-Type", "text/xml")
+		fmt.Fprintf(rw, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult>
+<Credentials><AccessKeyId>ASIAPLACEMENT</AccessKeyId><SecretAccessKey>secret</SecretAccessKey><SessionToken>session</SessionToken>
+<Expiration>%s</Expiration></Credentials>
+<AssumedRoleUser><Arn>arn:aws:sts::111122223333:assumed-role/jetway-bedrock/s</Arn><AssumedRoleId>AROAEXAMPLE:s</AssumedRoleId></AssumedRoleUser>
+</AssumeRoleResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></AssumeRoleResponse>`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	}))
+	t.Cleanup(sts.Close)
+	// The Bedrock endpoint records which access key signed each region's calls.
+	keys := map[string]map[string]int{}
+	bedrock := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		if _, cred, ok := strings.Cut(auth, "Credential="); ok {
+			parts := strings.Split(strings.SplitN(cred, ",", 2)[0], "/")
+			if len(parts) == 5 {
+				mu.Lock()
+				if keys[parts[2]] == nil {
+					keys[parts[2]] = map[string]int{}
+				}
+				keys[parts[2]][parts[0]]++
+				mu.Unlock()
+			}
+		}
+		w.mock.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(bedrock.Close)
+	cfg := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(cfg, []byte(`models:
+  - id: claude
+    bedrock_id: mock-a
+    price: {input_per_1k: 0.003, output_per_1k: 0.015}
+    placements:
+      - region: us-east-1
+      - region: eu-west-1
+        role_arn: `+role+`
+tenants:
+  - id: acme
+    apps:
+      - id: chat
+        client_ids: [acme-chat]
+        models: {default: claude}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	g := w.start(map[string]string{"JETWAY_CONFIG": cfg, "JETWAY_USAGE_DIR": dir, "JETWAY_SERVER_ID": "task/7",
+		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": bedrock.URL, "AWS_ENDPOINT_URL_STS": sts.URL})
+	if err := w.mock.SetFault(mockmodel.Fault{Region: "us-east-1", Unavailable: true}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 4 {
+		c := w.dialApp(g, fmt.Sprintf("account-user-%d", i), "acme", "acme-chat")
+		id := fmt.Sprintf("account-%d", i)
+		if _, err := sendOn(t, c, client.Request{RequestID: id, Messages: []client.Message{{Role: "user", Content: "hi"}}, MaxTokens: 5}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	for id, r := range usageOf(t, dir, ids...) {
+		if r.Placement != "eu-west-1/111122223333" {
+			t.Errorf("%s answered at %q, want eu-west-1/111122223333", id, r.Placement)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(assumed) != 1 || assumed[0].Get("RoleArn") != role || assumed[0].Get("RoleSessionName") != "jetway-task-7" {
+		t.Errorf("AssumeRole calls %v, want one for %s with session jetway-task-7", assumed, role)
+	}
+	if keys["eu-west-1"]["ASIAPLACEMENT"] != 4 || len(keys["eu-west-1"]) != 1 {
+		t.Errorf("eu-west-1 calls by access key %v, want 4 with the role's", keys["eu-west-1"])
+	}
+	if keys["us-east-1"]["test"] == 0 || keys["us-east-1"]["ASIAPLACEMENT"] != 0 {
+		t.Errorf("us-east-1 calls by access key %v, want the task's own", keys["us-east-1"])
+	}
 }
