@@ -143,7 +143,7 @@ func TestCodexCLI(t *testing.T) {
 		rec := newConverseRecorder(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 10 * time.Millisecond})
 		w := rec.w
 		cl := w.cluster(2, map[string]string{"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": rec.URL,
-			"JETWAY_RESPONSES_REASONING_KEY": responsesNodeKey})
+			"JETWAY_RESPONSES_REASONING_KEY": responsesNodeKey, "JETWAY_LOG_LEVEL": "debug"}) // debug: the first_token line
 		// Server 1 is registered once the turn streams on server 0, so
 		// Codex's socket is on server 0.
 		lb := startHAProxy(t, cl.servers, map[int]bool{1: true})

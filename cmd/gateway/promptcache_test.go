@@ -44,7 +44,8 @@ var longSystem = strings.Repeat("You are the airline's support assistant; be pre
 func TestPromptCacheThroughTheGateway(t *testing.T) {
 	w := newWorld(t, mockmodel.Options{TTFT: time.Millisecond, PerToken: 100 * time.Microsecond})
 	dir := t.TempDir()
-	g := w.start(map[string]string{"JETWAY_USAGE_DIR": dir})
+	// debug: the quota_settled lines say what each settlement charged.
+	g := w.start(map[string]string{"JETWAY_USAGE_DIR": dir, "JETWAY_LOG_LEVEL": "debug"})
 	dialApp := func(sub, clientID string) *client.Client {
 		tok := w.token(sub, "contoso", clientID, time.Hour)
 		return w.dial(g, sub, func(o *client.Options) { o.Token = func(context.Context) (string, error) { return tok, nil } })

@@ -130,15 +130,42 @@ func TestReadyAndOrderedStream(t *testing.T) {
 		done["model"] != "mock-a" || done["latency_ms"] == nil || done["ttft_ms"] == nil {
 		t.Fatalf("done = %v", done)
 	}
-	// The tracking number: one log line per step, each with the request id.
+	// The tracking number: at info, one line per request, with the request
+	// id and everything the steps' debug lines say.
 	g.logs.Await("completed", "req-order-1", 1, 10*time.Second) // the log is read as it comes
-	for _, msg := range []string{"received", "admitted", "quota_reserved", "model_started", "first_token", "completed"} {
-		if len(g.logs.Find(msg, "req-order-1")) != 1 {
-			t.Errorf("log line %q for the request: %d, want 1", msg, len(g.logs.Find(msg, "req-order-1")))
+	for _, msg := range []string{"received", "admitted", "quota_reserved", "model_started", "first_token", "quota_settled"} {
+		if n := len(g.logs.Find(msg, "req-order-1")); n != 0 {
+			t.Errorf("log line %q at info: %d, want it at debug only", msg, n)
 		}
 	}
-	if l := g.logs.Find("completed", "req-order-1"); len(l) == 1 && (l[0]["tenant"] != "contoso" || l[0]["user"] != "alice" || l[0]["session_id"] == nil) {
-		t.Errorf("completed line lacks identity: %v", l[0])
+	if l := g.logs.Find("completed", "req-order-1"); len(l) != 1 {
+		t.Errorf("completed lines %v, want one", l)
+	} else {
+		for _, k := range []string{"session_id", "door", "model", "ttft_ms", "latency_ms", "chunks", "input_tokens", "output_tokens",
+			"reserved", "window", "used", "limit", "micro_usd", "status"} {
+			if l[0][k] == nil {
+				t.Errorf("completed line lacks %s: %v", k, l[0])
+			}
+		}
+		if l[0]["tenant"] != "contoso" || l[0]["app"] != "support-assistant" || l[0]["user"] != "alice" {
+			t.Errorf("completed line lacks identity: %v", l[0])
+		}
+	}
+	// At debug, one line per step.
+	dg := w.start(map[string]string{"JETWAY_LOG_LEVEL": "debug"})
+	dc := w.dial(dg, "alice", nil)
+	call, err := dc.Send(context.Background(), client.Request{RequestID: "req-order-debug", Messages: []client.Message{{Role: "user", Content: "hello there"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitCall(t, call, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dg.logs.Await("quota_settled", "req-order-debug", 1, 10*time.Second)
+	for _, msg := range []string{"received", "admitted", "quota_reserved", "model_started", "first_token", "completed", "quota_settled"} {
+		if n := len(dg.logs.Find(msg, "req-order-debug")); n != 1 {
+			t.Errorf("log line %q at debug: %d, want 1", msg, n)
+		}
 	}
 	if strings.Contains(g.logs.String(), "hello there") {
 		t.Errorf("the prompt text appears in the logs")

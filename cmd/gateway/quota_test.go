@@ -353,7 +353,7 @@ func runTest2With(t *testing.T, o test2Options) test2Result {
 		t.Logf("limit lowered to %d: used %d (charged %d) once every server applied it, %d at the end", o.lowerTo, usedAtChange, chargedAtChange, r.used)
 		for i, p := range survivors {
 			n, maxUsed := 0, 0.0
-			for _, l := range p.logs.Find("quota_reserved", "") {
+			for _, l := range p.logs.Find("completed", "") { // its window, used and limit are admission's
 				if l["limit"] == float64(o.lowerTo) {
 					n++
 					maxUsed = max(maxUsed, l["used"].(float64))

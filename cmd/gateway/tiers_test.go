@@ -147,8 +147,8 @@ func TestServiceTiersOnEveryDoor(t *testing.T) {
 		t.Errorf("a refused request reached the model: calls %v, then %v", calls, after)
 	}
 	for _, id := range []string{"tier-refused-ws", "tier-refused-app"} {
-		if l := g.logs.Find("quota_reserved", id); len(l) != 0 {
-			t.Errorf("%s reserved quota: %v", id, l)
+		if l := g.logs.Find("rejected", id); len(l) != 1 || l[0]["reserved"] != nil {
+			t.Errorf("%s: rejected lines %v, want one that reserved nothing", id, l)
 		}
 	}
 }

@@ -223,7 +223,8 @@ func gatewayUsageRecords(t *testing.T) string {
 		"JETWAY_AUTH_ISSUER":               issuer.URL,
 		"JETWAY_USAGE_DIR":                 usage,
 		"JETWAY_SERVER_ID":                 "analytics-task",
-		"JETWAY_DRAIN_TIMEOUT":             "2s", // then the stalled request is interrupted
+		"JETWAY_DRAIN_TIMEOUT":             "2s",    // then the stalled request is interrupted
+		"JETWAY_LOG_LEVEL":                 "debug", // the model_started line tells when the stalled call began
 		"AWS_REGION":                       "us-east-1",
 		"AWS_ACCESS_KEY_ID":                "test",
 		"AWS_SECRET_ACCESS_KEY":            "test",

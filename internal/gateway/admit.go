@@ -108,7 +108,7 @@ func (f *flight) admission(ctx context.Context) (acc call.Accepted, err error) {
 	}
 	f.admitted = true
 	g.metrics.RequestStarted()
-	f.logger.Info("admitted", zap.String("model", f.chain[0].ID))
+	f.logger.Debug("admitted", zap.String("model", f.chain[0].ID))
 	return f.reserve(ctx, tctx)
 }
 
@@ -257,7 +257,7 @@ func (f *flight) reserve(ctx, tctx context.Context) (call.Accepted, error) {
 		acc.Quota = &call.Quota{Window: string(w), Limit: limit, Remaining: remaining}
 		fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
 	}
-	f.logger.Info("quota_reserved", fields...)
+	f.logger.Debug("quota_reserved", fields...)
 	return acc, nil
 }
 
@@ -344,7 +344,7 @@ func (f *flight) lookupCache(ctx context.Context) {
 	defer cancel()
 	if a, ok := f.g.cache.Get(ctx, f.cacheKey); ok {
 		f.cached = a
-		f.logger.Info("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
+		f.logger.Debug("cache_hit", zap.String("model", a.Model), zap.Int("chunks", len(a.Chunks)))
 	}
 	endSpan(span, nil, tracing.CacheHit.Bool(f.cached != nil), none)
 }

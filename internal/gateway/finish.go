@@ -115,7 +115,7 @@ func (g *Gateway) finish(ctx context.Context, o outcome) bool {
 		return false
 	}
 	if !o.settledElsewhere {
-		g.logEnding(o) // before the client can see the terminal, so the log line is never behind it
+		g.logEnding(o, charge.MicroUSD) // before the client can see the terminal, so the log line is never behind it
 	}
 	switch o.how {
 	case endRejected:
@@ -210,8 +210,14 @@ func serviceTier(tier string) string {
 	return tier
 }
 
-// logEnding writes the request's one ending line.
-func (g *Gateway) logEnding(o outcome) {
+// logEnding writes the request's one ending line at info: with the
+// request id, session, tenant, app, user and door of its logger, it holds
+// what the debug lines before it said (the model asked and the one that
+// answered, where and in which tier, the quota's reservation and its
+// tightest window at admission, the first token's time) and what the
+// settlement will charge (tokens and micro-USD; a settlement that fails
+// is logged apart, at error).
+func (g *Gateway) logEnding(o outcome, costMicroUSD int64) {
 	fields := []zap.Field{zap.String("model", o.model), zap.Int64("latency_ms", o.latency),
 		zap.Int("chunks", o.chunks)}
 	if o.place.Name != "" {
@@ -220,11 +226,21 @@ func (g *Gateway) logEnding(o outcome) {
 	if o.tier != "" {
 		fields = append(fields, zap.String("service_tier", o.tier))
 	}
+	if o.cached {
+		fields = append(fields, zap.Bool("cached", true))
+	}
+	if o.reservation != nil {
+		fields = append(fields, zap.Int64("reserved", o.reserved))
+		if w, limit, remaining := o.reservation.Tightest(); w != "" {
+			fields = append(fields, zap.String("window", string(w)), zap.Int64("used", limit-remaining), zap.Int64("limit", limit))
+		}
+	}
 	if o.err == nil {
 		o.logger.Info("completed", append(fields, zap.String("fallback_from", o.fallbackFrom),
 			zap.Int64("ttft_ms", o.ttft), zap.Int64("input_tokens", o.usage.InputTokens),
 			zap.Int64("output_tokens", o.usage.OutputTokens), zap.Int64("cache_read_input_tokens", o.usage.CacheReadInputTokens),
-			zap.Int64("cache_write_input_tokens", o.usage.CacheWriteInputTokens), zap.Int("status", 200))...)
+			zap.Int64("cache_write_input_tokens", o.usage.CacheWriteInputTokens), zap.Int64("micro_usd", costMicroUSD),
+			zap.Int("status", 200))...)
 		return
 	}
 	pe := Failure(o.err)
@@ -254,7 +270,7 @@ func (g *Gateway) settleQuota(tctx context.Context, logger *zap.Logger, res *quo
 			logger.Error("quota_settle_failed", zap.Int64("tokens", actual.Tokens), zap.Error(err))
 			return
 		}
-		logger.Info("quota_settled", zap.Int64("charged", actual.Tokens),
+		logger.Debug("quota_settled", zap.Int64("charged", actual.Tokens),
 			zap.Int64("refunded", res.Amount().Tokens-actual.Tokens), zap.Int64("micro_usd", actual.MicroUSD))
 	}()
 }

@@ -242,7 +242,7 @@ func (g *Gateway) Submit(ctx context.Context, c Caller, req Request) (log *strea
 		return log, req.AfterSeq, nil
 	}
 	f := g.newFlight(ctx, c, req, log)
-	f.logger.Info("received")
+	f.logger.Debug("received")
 	ctx = context.WithoutCancel(ctx)
 	accepted, err := f.admit(ctx)
 	if err != nil {

@@ -45,7 +45,7 @@ func (f *flight) run(ctx context.Context) {
 // there is nothing to finish.
 func (f *flight) stream(ctx context.Context) (o outcome, landed bool) {
 	g := f.g
-	f.logger.Info("model_started", zap.String("model", f.chain[0].ID))
+	f.logger.Debug("model_started", zap.String("model", f.chain[0].ID))
 	var out router.Outcome
 	var err error
 	if f.cached != nil {
@@ -175,7 +175,7 @@ func (f *flight) appendPiece(piece string) {
 	if f.first.IsZero() {
 		f.first = f.g.opts.Now()
 		f.root.AddEvent("first_token")
-		f.logger.Info("first_token", zap.Int64("ttft_ms", ttftMs(f.first.Sub(f.req.ReceivedAt))))
+		f.logger.Debug("first_token", zap.Int64("ttft_ms", ttftMs(f.first.Sub(f.req.ReceivedAt))))
 	}
 }
 
