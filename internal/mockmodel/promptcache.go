@@ -99,12 +99,15 @@ func isCachePoint(raw json.RawMessage) bool {
 // MinTokens writes its prefix; the longest cached prefix found at or up
 // to cacheLookback boundaries before any such point is read. body is the
 // request, already validated.
-func (c *promptCache) use(modelID string, rule CacheRule, caches bool, body []byte, now time.Time) (cacheUsage, error) {
+//
+// Each region caches on its own, as Bedrock's do: a call moved to another
+// region reads nothing its first region wrote.
+func (c *promptCache) use(region, modelID string, rule CacheRule, caches bool, body []byte, now time.Time) (cacheUsage, error) {
 	var raw rawRequest
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return cacheUsage{}, fmt.Errorf("malformed request body: %v", err)
 	}
-	h := sha256.Sum256([]byte(modelID))
+	h := sha256.Sum256([]byte(region + "\x00" + modelID))
 	var bounds []boundary
 	var points []int // indexes into bounds: the prefix each point marks
 	sysText, msgTokens, attachBytes := 0, 0, 0

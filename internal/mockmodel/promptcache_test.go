@@ -21,7 +21,7 @@ func TestPromptCacheLivesFiveMinutesFromItsLastUse(t *testing.T) {
 		at          time.Duration
 		read, write int
 	}{{0, 0, 1500}, {4 * time.Minute, 1500, 0}, {8 * time.Minute, 1500, 0}, {14 * time.Minute, 0, 1500}} {
-		u, err := c.use("mock-a", rule, true, body, t0.Add(step.at))
+		u, err := c.use("us-east-1", "mock-a", rule, true, body, t0.Add(step.at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,11 +30,11 @@ func TestPromptCacheLivesFiveMinutesFromItsLastUse(t *testing.T) {
 		}
 	}
 	// Another model never reads this model's prefix.
-	if u, _ := c.use("mock-b", rule, true, body, t0.Add(15*time.Minute)); u.read != 0 || u.write != 1500 {
+	if u, _ := c.use("us-east-1", "mock-b", rule, true, body, t0.Add(15*time.Minute)); u.read != 0 || u.write != 1500 {
 		t.Errorf("mock-b: %+v, want its own write", u)
 	}
 	// Refusals: a model that does not cache, more points than allowed.
-	if _, err := c.use("mock-cheap", CacheRule{}, false, body, t0); err == nil {
+	if _, err := c.use("us-east-1", "mock-cheap", CacheRule{}, false, body, t0); err == nil {
 		t.Error("a point to a model without caching was accepted")
 	}
 	if _, err := c.use("mock-a", CacheRule{MinTokens: 1024, MaxPoints: 0}, true, body, t0); err == nil {

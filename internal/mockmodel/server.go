@@ -686,10 +686,13 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	}
 	var cached cacheUsage
 	if req.cachePoints {
-		rule, caches := s.caching[modelID]
-		// Each region caches on its own, as Bedrock's do: a call moved
-		// to another region reads nothing its first region wrote.
-		if cached, err = s.cache.use(region+"\x00"+tg.text, rule, caches, req.body, start); err != nil {
+		// A rule names the model as called (a geo-prefixed profile id
+		// too), else its base model.
+		rule, caches := s.caching[tg.text]
+		if !caches {
+			rule, caches = s.caching[modelID]
+		}
+		if cached, err = s.cache.use(region, tg.text, rule, caches, req.body, start); err != nil {
 			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
 			return
 		}

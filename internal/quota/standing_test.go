@@ -11,7 +11,10 @@ import (
 // is what was reserved and charged.
 func TestStandings(t *testing.T) {
 	ctx := context.Background()
-	now := time.Date(2026, 12, 2, 17, 30, 0, 0, time.UTC)
+	// Half past the current hour: the memory store forgets items by the
+	// wall clock (Item.Expires), so a fixed date would expire them.
+	hour := time.Now().UTC().Truncate(time.Hour)
+	now := hour.Add(30 * time.Minute)
 	clock := func() time.Time { return now }
 	store := NewMemoryStore()
 	a := New(store, Options{Now: clock, Lease: LeaseOptions{Owner: "a"}})
@@ -33,7 +36,7 @@ func TestStandings(t *testing.T) {
 	if got := st[0].Used; got != (Amount{Tokens: 300, Requests: 1}) {
 		t.Errorf("own server: used %+v, want what it spent", got)
 	}
-	if end := st[0].Item.End(); !end.Equal(time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)) {
+	if end := st[0].Item.End(); !end.Equal(hour.Add(time.Hour)) {
 		t.Errorf("resets at %v", end)
 	}
 	item, _ := store.ReadItem(ctx, st[0].Item)
