@@ -37,7 +37,7 @@ func TestPromptCacheLivesFiveMinutesFromItsLastUse(t *testing.T) {
 	if _, err := c.use("us-east-1", "mock-cheap", CacheRule{}, false, body, t0); err == nil {
 		t.Error("a point to a model without caching was accepted")
 	}
-	if _, err := c.use("mock-a", CacheRule{MinTokens: 1024, MaxPoints: 0}, true, body, t0); err == nil {
+	if _, err := c.use("us-east-1", "mock-a", CacheRule{MinTokens: 1024, MaxPoints: 0}, true, body, t0); err == nil {
 		t.Error("more points than allowed were accepted")
 	}
 }
