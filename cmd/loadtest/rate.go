@@ -81,7 +81,8 @@ func (p *rateSamples) result(seconds float64) (RatePath, map[string]int64) {
 
 // rate sends non-streaming requests at --rate per second through the door
 // at --path (POST, the same JSON body for the OpenAI and the Anthropic
-// door: model, max_tokens, one user message) and --rate per second
+// door: model, max_tokens, one user message; for /v1/responses its own:
+// model, max_output_tokens, input, store false) and --rate per second
 // straight to the mock endpoint through the Bedrock SDK (the call the
 // gateway makes for them), interleaved on one schedule so both paths see
 // the same machine at the same moments. Requests are sent on schedule
@@ -117,6 +118,9 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 		}
 		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
 			"messages": []map[string]string{{"role": "user", "content": s.prompt(n)}}})
+		if strings.HasSuffix(s.Path, "/v1/responses") {
+			body, _ = json.Marshal(map[string]any{"model": model, "max_output_tokens": maxTokens, "input": s.prompt(n), "store": false})
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, doorURL, bytes.NewReader(body))
 		if err != nil {
 			return err

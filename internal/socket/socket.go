@@ -187,6 +187,13 @@ func NewHub(v door.Verifier, metrics *telemetry.Metrics, logger *zap.Logger, o O
 			perUser: o.AttachmentBytesPerUser}}
 }
 
+// idleReadBuffer is a socket's read buffer: what an idle session holds
+// while it waits for a frame (the hijacked connection's 4 KiB reader is
+// let go). A frame larger than it is read straight into the message,
+// past the buffer, so only small frames (pings, pongs, short requests)
+// go through it.
+const idleReadBuffer = 1024
+
 // writeBuffers are every socket's write buffers, pooled: an idle socket holds none.
 var writeBuffers = &sync.Pool{}
 
@@ -196,7 +203,7 @@ func (h *Hub) Handler(d Dialect, doorName string) http.Handler {
 	return &endpoint{hub: h, dialect: d, signIn: &door.SignIn{Verifier: h.verifier, Door: doorName, Metrics: h.metrics},
 		upgrader: websocket.Upgrader{
 			Subprotocols:      []string{d.Subprotocol()},
-			ReadBufferSize:    0, // reuse the hijacked connection's 4 KiB reader
+			ReadBufferSize:    idleReadBuffer,
 			WriteBufferPool:   writeBuffers,
 			HandshakeTimeout:  10 * time.Second,
 			EnableCompression: false,
