@@ -186,10 +186,9 @@ func stopReason(s string) string {
 	}
 }
 
-func appendString(dst []byte, v string) []byte {
-	b, _ := json.Marshal(v)
-	return append(dst, b...)
-}
+// appendString appends v as JSON (json.Marshal's bytes, without its
+// allocation per chunk).
+func appendString(dst []byte, v string) []byte { return call.AppendJSONString(dst, v) }
 
 // wholeMessage is the door's codec of a whole answer: the terminal of a done
 // answer is the message body; nothing else is sent (an error is answered

@@ -149,10 +149,9 @@ func appendHead(dst []byte, requestID string, created int64, model, tier string)
 	return append(dst, `,"choices":[{"index":0,"delta":`...)
 }
 
-func appendString(dst []byte, v string) []byte {
-	b, _ := json.Marshal(v)
-	return append(dst, b...)
-}
+// appendString appends v as JSON (json.Marshal's bytes, without its
+// allocation per chunk).
+func appendString(dst []byte, v string) []byte { return call.AppendJSONString(dst, v) }
 
 // completion is the door's codec of a whole answer: only the terminal, as
 // one chat.completion body (nil for an error, which the door answers with

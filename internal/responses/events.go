@@ -507,7 +507,6 @@ func appendField(dst []byte, name string, v any) []byte {
 	return append(dst, b...)
 }
 
-func appendString(dst []byte, v string) []byte {
-	b, _ := json.Marshal(v)
-	return append(dst, b...)
-}
+// appendString appends v as JSON (json.Marshal's bytes, without its
+// allocation per chunk).
+func appendString(dst []byte, v string) []byte { return call.AppendJSONString(dst, v) }

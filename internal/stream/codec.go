@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jetway-gateway/jetway/internal/call"
 	"iter"
@@ -49,6 +50,7 @@ const chunkRoom = 56
 // prepared is a log's events in one codec's bytes.
 type prepared struct {
 	codec Codec
+	users int // followers using it, under the log's mu (see Follow)
 	mu    sync.Mutex
 	enc   Encoder
 
@@ -124,18 +126,43 @@ func (c Chunks) Bytes() int {
 	return n
 }
 
-// prepare returns the log's prepared events for codec c.
+// prepare returns the log's prepared events for codec c, counting the
+// follower that uses them until it calls release.
 func (l *Log) prepare(c Codec) *prepared {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, p := range l.prepared {
 		if p.codec == c {
+			p.users++
 			return p
 		}
 	}
-	p := &prepared{codec: c}
+	p := &prepared{codec: c, users: 1}
 	l.prepared = append(l.prepared, p)
 	return p
+}
+
+// release ends a follower's use of p. The last follower of a finished
+// log lets p go: the answer is kept for its resume window as pieces
+// (about a byte per byte of text), and a later resume encodes them again,
+// to the same bytes (an encoding is a function of the pieces, as another
+// server's from the request record is), instead of every codec's frames
+// (tens of bytes per chunk) staying for ten minutes.
+func (l *Log) release(p *prepared) {
+	l.mu.Lock()
+	p.users--
+	drop := p.users == 0 && l.terminal != nil
+	if drop {
+		i := slices.Index(l.prepared, p)
+		l.prepared = slices.Delete(l.prepared, i, i+1)
+	}
+	l.mu.Unlock()
+	if drop {
+		p.mu.Lock()
+		size := p.size()
+		p.mu.Unlock()
+		l.grew(-size)
+	}
 }
 
 // Batch is what a follower delivers at once: events after its cursor, in
@@ -161,10 +188,12 @@ func (b *Batch) Last() int { return b.First - 1 + len(b.Pieces) }
 // Follow yields the log's events after seq `after` in codec c's bytes, a
 // batch whenever something new is there, and ends after the terminal's
 // batch, or when ctx ends (then with no batch). Every chunk of the log is
-// encoded once for c, however many follow it.
+// encoded once for c, however many follow it at once; a finished log's
+// encodings go with its last follower (see release).
 func (l *Log) Follow(ctx context.Context, c Codec, after int) iter.Seq[Batch] {
 	return func(yield func(Batch) bool) {
 		p := l.prepare(c)
+		defer l.release(p)
 		cursor, sentAccepted := after, false
 		for {
 			snap := l.Read(cursor)
@@ -230,6 +259,12 @@ func (p *prepared) fill(l *Log, b *Batch) int64 {
 	}
 	if b.Terminal != nil {
 		if !p.hasTerminal {
+			// The encoder's state runs from seq 1 to the terminal (a block
+			// still open is closed there): a follower that joined after
+			// the last chunk has the chunks encoded first.
+			if n := p.chunks.len(); n < len(l.Pieces()) {
+				p.appendChunks(l.Pieces()[n:], len(l.RequestID))
+			}
 			// A finished log's chunks are final: every follower sees this count.
 			p.terminal, p.hasTerminal = p.enc.Terminal(b.Terminal, len(l.Pieces())), true
 			p.bytes += int64(len(p.terminal))
