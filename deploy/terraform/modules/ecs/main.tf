@@ -32,6 +32,13 @@ locals {
     JETWAY_EMF                     = "stdout"
     JETWAY_MAX_INFLIGHT            = tostring(var.max_inflight)
     AWS_REGION                     = data.aws_region.current.region
+    # The Go runtime's soft memory limit, 70% of the task's memory (the
+    # collector sidecar and the page cache share the rest): without it the
+    # heap may grow to twice what is live, and a task streaming to 200
+    # sessions (70 answers a second) reached 945 MiB of RSS in 10 minutes as
+    # answers filled the resume window's budget (docs/benchmarks.md, "Soak
+    # at 200 sessions").
+    GOMEMLIMIT = "${floor(var.memory * 0.7)}MiB"
     # Tracing (docs/operations.md, "Tracing"): spans go to the collector
     # sidecar on the task's loopback; an empty endpoint leaves tracing off.
     OTEL_EXPORTER_OTLP_ENDPOINT = local.tracing ? "http://127.0.0.1:4318" : ""
