@@ -248,21 +248,13 @@ func parseChat(body []byte, requestID string) (chatRequest, protocol.Inbound, er
 	return req, in, nil
 }
 
-// serviceTiers are OpenAI's service_tier values served, as the core's
-// tiers: "auto" is the app's tier ("").
-var serviceTiers = map[string]string{"auto": "", "default": call.TierDefault, "flex": call.TierFlex,
-	"priority": call.TierPriority}
-
-// serviceTier reads service_tier (docs/openai.md, "Service tier").
+// serviceTier reads service_tier as OpenAI defines it (door.OpenAIServiceTier).
 func serviceTier(v string) (string, *requestError) {
-	if tier, ok := serviceTiers[v]; ok {
-		return tier, nil
+	tier, code, msg := door.OpenAIServiceTier(v)
+	if code != "" {
+		return "", &requestError{code: code, param: "service_tier", msg: msg}
 	}
-	if v == "scale" {
-		return "", &requestError{code: "unsupported_parameter", param: "service_tier",
-			msg: `service_tier "scale" is not supported by this gateway: Bedrock has no scale tier; send "auto", "default", "flex" or "priority"`}
-	}
-	return "", badParam("service_tier", `service_tier must be "auto", "default", "flex" or "priority", got %q`, truncate(v, 64))
+	return tier, nil
 }
 
 // content is a message's content, decoded in one pass over its bytes (an

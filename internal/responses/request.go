@@ -182,22 +182,13 @@ func decodeBody(data []byte, ws bool) (body, error) {
 	return b, nil
 }
 
-// serviceTiers are the service_tier values served, as the core's tiers:
-// "auto" is the app's tier ("").
-var serviceTiers = map[string]string{"auto": "", "default": call.TierDefault, "flex": call.TierFlex,
-	"priority": call.TierPriority}
-
-// serviceTier reads service_tier as OpenAI's Responses API defines it
-// (docs/responses.md, "Service tier").
+// serviceTier reads service_tier as OpenAI defines it (door.OpenAIServiceTier).
 func serviceTier(v string) (string, error) {
-	if tier, ok := serviceTiers[v]; ok {
-		return tier, nil
+	tier, code, msg := door.OpenAIServiceTier(v)
+	if code != "" {
+		return "", &requestError{code: code, param: "service_tier", msg: msg}
 	}
-	if v == "scale" {
-		return "", &requestError{code: "unsupported_parameter", param: "service_tier",
-			msg: `service_tier "scale" is not supported by this gateway: Bedrock has no scale tier; send "auto", "default", "flex" or "priority"`}
-	}
-	return "", badParam("service_tier", `service_tier must be "auto", "default", "flex" or "priority", got %q`, protocol.Clip(v))
+	return tier, nil
 }
 
 // items reads input: a string (one user message) or a list of items.
