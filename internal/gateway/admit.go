@@ -294,7 +294,7 @@ func (f *flight) maxCostMicroUSD() int64 {
 	var worst int64
 	for i := range f.chain {
 		t := &f.chain[i]
-		for _, p := range placesOf(t) {
+		for _, p := range t.Placements() {
 			at := priced{model: t.ID, place: priceAt(p), tier: t.Tier}
 			worst = max(worst, f.g.price(at, call.Usage{InputTokens: f.estimate, OutputTokens: int64(f.maxTokens)}))
 			if t.Cache != nil {
@@ -303,14 +303,6 @@ func (f *flight) maxCostMicroUSD() int64 {
 		}
 	}
 	return worst
-}
-
-// placesOf is a target's placements, or its one implicit place.
-func placesOf(t *router.Target) []router.Place {
-	if len(t.Places) > 0 {
-		return t.Places
-	}
-	return []router.Place{{}}
 }
 
 // fromLease reports whether a reservation was admitted from a quota

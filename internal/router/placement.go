@@ -22,8 +22,9 @@ type Place struct {
 	Profile string
 }
 
-// places is the target's placements, or its one implicit place.
-func (t *Target) places() []Place {
+// Placements is the target's placements, or its one implicit place (its
+// BedrockID in the default region and account, named "").
+func (t *Target) Placements() []Place {
 	if len(t.Places) > 0 {
 		return t.Places
 	}
@@ -76,7 +77,7 @@ func newAffinity(ttl time.Duration, entries int, closes func(string) uint64) *af
 // order is the placements of target t in the order a call with
 // conversation key conv tries them, and the conversation's first choice.
 func (a *affinity) order(t *Target, conv string) (order []Place, first Place) {
-	ps := t.places()
+	ps := t.Placements()
 	if len(ps) == 1 || conv == "" {
 		return ps, ps[0] // one place, or no conversation: the configured order
 	}
