@@ -327,10 +327,7 @@ func (s *Server) streamBlocks(ctx context.Context, w io.Writer, p *pacer, modelI
 			return i, stop, false
 		}
 		for in := a.toolInput; in != ""; {
-			n := min(toolInputFragment, len(in))
-			for n < len(in) && !utf8.RuneStart(in[n]) {
-				n++ // a fragment is whole UTF-8
-			}
+			n := toolFragment(in)
 			if p.wait(ctx, i) != nil || !event("contentBlockDelta", delta{"contentBlockIndex": block, "delta": delta{"toolUse": delta{"input": in[:n]}}}) {
 				return i, stop, false
 			}
@@ -343,4 +340,24 @@ func (s *Server) streamBlocks(ctx context.Context, w io.Writer, p *pacer, modelI
 		stop = stopToolUse
 	}
 	return i, stop, true
+}
+
+// toolFragment returns the length of the first toolUse input delta of in
+// (non-empty): toolInputFragment bytes, more to end on a whole UTF-8 rune.
+func toolFragment(in string) int {
+	n := min(toolInputFragment, len(in))
+	for n < len(in) && !utf8.RuneStart(in[n]) {
+		n++
+	}
+	return n
+}
+
+// toolFragments is how many toolUse input deltas stream in: an output
+// token each.
+func toolFragments(in string) int {
+	n := 0
+	for ; in != ""; n++ {
+		in = in[toolFragment(in):]
+	}
+	return n
 }

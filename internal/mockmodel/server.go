@@ -1,6 +1,8 @@
 // Package mockmodel is a fake Amazon Bedrock runtime that speaks the
-// ConverseStream wire protocol (REST JSON request, AWS event stream response)
-// so that the real aws-sdk-go-v2 bedrockruntime client talks to it unchanged.
+// ConverseStream wire protocol (REST JSON request, AWS event stream response),
+// and the non-streaming Converse (the same request, one JSON answer when the
+// stream would have ended), so that the real aws-sdk-go-v2 bedrockruntime
+// client talks to it unchanged.
 // It answers at a steady, configurable pace with text that is a pure function
 // of the model id and the prompt (see Tokens), and it fails on demand: the
 // Bedrock model id picks the behaviour.
@@ -182,6 +184,7 @@ const RealisticPerInputToken = 100 * time.Microsecond
 // Server is the mock Bedrock runtime endpoint, an http.Handler:
 //
 //	POST   /model/{modelId}/converse-stream   ConverseStream
+//	POST   /model/{modelId}/converse          Converse (non-streaming; see converse)
 //	GET    /stats                             counts (see Stats)
 //	POST   /stats/reset                       zero the counts
 //	PUT    /faults                            set or remove a fault knob (Fault)
@@ -202,8 +205,8 @@ type Server struct {
 	mux            *http.ServeMux
 
 	seq       atomic.Uint64 // request ids
-	active    atomic.Int64  // streams in progress
-	abandoned atomic.Int64  // streams the client left before their end
+	active    atomic.Int64  // streams and Converse calls in progress
+	abandoned atomic.Int64  // streams and Converse calls the client left before their end
 
 	mu          sync.Mutex
 	requests    map[string]int64            // by model id as named
@@ -263,6 +266,7 @@ func New(o Options) *Server {
 	}
 	s.perInputToken = max(o.PerInputToken, 0)
 	s.mux.HandleFunc("POST /model/{modelId}/converse-stream", s.converseStream)
+	s.mux.HandleFunc("POST /model/{modelId}/converse", s.converse)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.HandleFunc("POST /stats/reset", s.resetStats)
 	s.mux.HandleFunc("PUT /faults", s.putFault)
@@ -288,16 +292,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Requests returns how many ConverseStream requests named modelID (the
-// unescaped Bedrock model id) since start or the last reset, failed ones too.
+// Requests returns how many Converse and ConverseStream requests named
+// modelID (the unescaped Bedrock model id) since start or the last reset,
+// failed ones too.
 func (s *Server) Requests(modelID string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[modelID]
 }
 
-// RequestsIn returns how many ConverseStream requests signed for region
-// named modelID (as Requests names it) since start or the last reset.
+// RequestsIn returns how many Converse and ConverseStream requests signed
+// for region named modelID (as Requests names it) since start or the last
+// reset.
 func (s *Server) RequestsIn(region, modelID string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -340,12 +346,14 @@ func (s *Server) ProfileRequests(arn string) int64 {
 	return s.byProfile[arn]
 }
 
-// Active returns the number of ConverseStream requests being served now.
+// Active returns the number of Converse and ConverseStream requests being
+// served now.
 func (s *Server) Active() int64 { return s.active.Load() }
 
-// Abandoned returns how many streams, since start or the last reset,
-// ended because the client went away before the answer's last event: model
-// calls the gateway stopped early (a cancel, a timeout, a stall given up on).
+// Abandoned returns how many streams and Converse calls, since start or
+// the last reset, ended because the client went away before the answer's
+// last event (a Converse call: before its answer): model calls the gateway
+// stopped early (a cancel, a timeout, a stall given up on).
 func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
 
 // ResetStats zeroes every count of Stats but Active (the abandoned streams
@@ -632,10 +640,30 @@ func (s *Server) countFault(region string, f fault) {
 	s.mu.Unlock()
 }
 
-func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	ctx := r.Context()
-	named := r.PathValue("modelId")
+// call is a Converse or ConverseStream request validated and ready to be
+// answered: what both answer from.
+type call struct {
+	start  time.Time
+	named  string // the model id as the request named it
+	tg     target
+	f      fault
+	fail   int // the N of mock-fail-after-N
+	req    request
+	tier   string // the service tier named ("" for none)
+	usage  tokenUsage
+	cached cacheUsage
+	// limit is the answer's length in output tokens and stop its stop
+	// reason; send is how many of them are sent (fewer for the faults).
+	limit, send int
+	stop        string
+}
+
+// prepare counts a Converse or ConverseStream request, reads and checks
+// it, and answers the refusals and faults that come before any output
+// (ok false: it answered).
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (c call, ok bool) {
+	c.start = time.Now()
+	c.named = r.PathValue("modelId")
 	region := signingRegion(r.Header.Get("Authorization"))
 	if region == "" {
 		region = s.defaultRegion
@@ -645,75 +673,94 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	if body.ServiceTier != nil {
 		namedTier = body.ServiceTier.Type
 	}
-	tg, refusal := s.resolve(region, named)
-	s.count(region, named, namedTier, tg.profile)
-	s.active.Add(1)
-	defer s.active.Add(-1)
+	tg, refusal := s.resolve(region, c.named)
+	c.tg = tg
+	s.count(region, c.named, namedTier, tg.profile)
 	w.Header().Set("X-Amzn-Requestid", "mock-"+strconv.FormatUint(s.seq.Add(1), 10))
 	if refusal != "" {
 		writeError(w, http.StatusBadRequest, "ValidationException", refusal)
-		return
+		return c, false
 	}
 	modelID := tg.base // picks the behaviour; tg.text the words
 
-	f, failAfter := parseFault(modelID)
-	if pf := s.placementFault(region, named, modelID); pf != faultNone {
-		f = pf
+	c.f, c.fail = parseFault(modelID)
+	if pf := s.placementFault(region, c.named, modelID); pf != faultNone {
+		c.f = pf
 	}
-	switch f {
+	switch c.f {
 	case faultThrottle:
-		s.countFault(region, f)
+		s.countFault(region, c.f)
 		writeError(w, http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
-		return
+		return c, false
 	case faultUnavailable:
-		s.countFault(region, f)
+		s.countFault(region, c.f)
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "The service is temporarily unable to handle the request.")
-		return
+		return c, false
 	}
 	if bodyErr != nil {
 		writeError(w, http.StatusBadRequest, "ValidationException", bodyErr.Error())
-		return
+		return c, false
 	}
-	req, err := decodeRequest(body, data, modelID)
-	if err != nil {
+	var err error
+	if c.req, err = decodeRequest(body, data, modelID); err != nil {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
-		return
+		return c, false
 	}
-	tier, err := s.checkTier(body.ServiceTier, named, modelID)
-	if err != nil {
+	if c.tier, err = s.checkTier(body.ServiceTier, c.named, modelID); err != nil {
 		writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
-		return
+		return c, false
 	}
-	var cached cacheUsage
-	if req.cachePoints {
+	if c.req.cachePoints {
 		// A rule names the model as called (a geo-prefixed profile id
 		// too), else its base model.
 		rule, caches := s.caching[tg.text]
 		if !caches {
 			rule, caches = s.caching[modelID]
 		}
-		if cached, err = s.cache.use(region, tg.text, rule, caches, req.body, start); err != nil {
+		if c.cached, err = s.cache.use(region, tg.text, rule, caches, c.req.body, c.start); err != nil {
 			writeError(w, http.StatusBadRequest, "ValidationException", err.Error())
-			return
+			return c, false
 		}
-		req.body = nil
+		c.req.body = nil
 	}
-	usage := tokenUsage{input: req.inputTokens - cached.cachedPrefix, cacheRead: cached.read, cacheWrite: cached.write, cache: cached.points}
+	c.usage = tokenUsage{input: c.req.inputTokens - c.cached.cachedPrefix, cacheRead: c.cached.read, cacheWrite: c.cached.write, cache: c.cached.points}
 
-	limit, stop := s.tokens, stopEndTurn
+	c.limit, c.stop = s.tokens, stopEndTurn
 	if modelID == modelMarkdown {
-		limit = len(s.frames.markdown)
+		c.limit = len(s.frames.markdown)
 	}
-	if req.maxTokens > 0 && req.maxTokens < limit {
-		limit, stop = req.maxTokens, stopMaxTokens
+	if c.req.maxTokens > 0 && c.req.maxTokens < c.limit {
+		c.limit, c.stop = c.req.maxTokens, stopMaxTokens
 	}
-	send := limit
-	switch f {
+	c.send = c.limit
+	switch c.f {
 	case faultFailAfter:
-		send = min(failAfter, limit)
+		c.send = min(c.fail, c.limit)
 	case faultGuardrail:
-		send, stop = min(guardrailTokens, limit), stopGuardrail
+		c.send, c.stop = min(guardrailTokens, c.limit), stopGuardrail
 	}
+	return c, true
+}
+
+// pacer returns the pacer of c's answer: the model reads every input
+// token it does not find in its cache (tokens it writes to the cache
+// included) before the first token.
+func (s *Server) pacer(c *call, flush func() error) pacer {
+	ttft, perToken := s.pace(c.tier)
+	return pacer{start: c.start, ttft: ttft + time.Duration(c.req.inputTokens-c.cached.read)*s.perInputToken, perToken: perToken, flush: flush}
+}
+
+func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	c, ok := s.prepare(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	start, named, tg, f, req, tier, usage := c.start, c.named, c.tg, c.f, c.req, c.tier, c.usage
+	modelID := tg.base
+	limit, send, stop := c.limit, c.send, c.stop
 
 	w.Header().Set("Content-Type", contentTypeEventStream)
 	w.WriteHeader(http.StatusOK)
@@ -735,10 +782,7 @@ func (s *Server) converseStream(w http.ResponseWriter, r *http.Request) {
 	// about to wait, and at the end: when paced, every event is flushed on
 	// its own, exactly when due; unpaced, a burst of due events shares one
 	// write instead of paying a syscall each.
-	// The model reads every input token it does not find in its cache
-	// (tokens it writes to the cache included) before the first token.
-	ttft, perToken := s.pace(tier)
-	p := pacer{start: start, ttft: ttft + time.Duration(req.inputTokens-cached.read)*s.perInputToken, perToken: perToken, flush: rc.Flush}
+	p := s.pacer(&c, rc.Flush)
 	defer p.stop()
 	if _, err := w.Write(s.frames.messageStart); err != nil {
 		return
