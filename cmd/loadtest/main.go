@@ -10,6 +10,7 @@
 //	go run ./cmd/loadtest quota --users 20 --duration 1m --limit 20000
 //	go run ./cmd/loadtest overhead --streams 1000 --bedrock-url http://127.0.0.1:8090
 //	go run ./cmd/loadtest rate --rate 2000 --path /v1/chat/completions --pid $(pgrep -n gateway)
+//	go run ./cmd/loadtest frontier --rates 500,1000,2000 --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest capacity --sessions 10000 --pid $(pgrep -n gateway)
 //	go run ./cmd/loadtest soak --duration 10m
 //	go run ./cmd/loadtest promptcache --turns 20 --system-tokens 3000
@@ -94,6 +95,8 @@ func (s *settings) runScenario(ctx context.Context, stderr io.Writer) (*Report, 
 		return e.overhead(ctx)
 	case "rate":
 		return e.rate(ctx)
+	case "frontier":
+		return e.frontier(ctx)
 	case "capacity":
 		return e.capacity(ctx)
 	case "soak":

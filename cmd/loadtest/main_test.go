@@ -11,7 +11,9 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -462,5 +464,83 @@ func TestOverheadSeveralCompareURLs(t *testing.T) {
 	noEnv := func(string) string { return "" }
 	if _, err := parseSettings([]string{"overhead", "--compare-url", second, "--compare-pid", "1", "--compare-pid", "2"}, noEnv, io.Discard); err == nil {
 		t.Fatal("more --compare-pid than --compare-url was accepted")
+	}
+}
+
+// token mints a dev token for user of Contoso's support assistant, as a
+// peer's header would carry one.
+func (w *world) token(user string) string {
+	w.t.Helper()
+	cmd := strings.NewReplacer("{user}", user, "{tenant}", "contoso", "{app}", "support-assistant").Replace(w.tokenCmd())
+	out, err := exec.Command("sh", "-c", cmd).Output()
+	if err != nil {
+		w.t.Fatalf("minting a token: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestFrontierClimbs: the frontier scenario drives every door and a peer
+// (here the gateway's own OpenAI door under another spelling, signed in by
+// --peer-header alone) through each rate beside the direct call, and
+// reports the rates each held within each bound.
+func TestFrontierClimbs(t *testing.T) {
+	w := newWorld(t, 1000000)
+	peer := strings.Replace(w.url, "127.0.0.1", "localhost", 1)
+	peer = strings.Replace(strings.TrimSuffix(peer, "/v1/ws"), "ws://", "http://", 1) + "/v1/chat/completions"
+	rep, err := w.loadtest(w.url, "frontier", "--rates", "10,20", "--bounds", "50,1000", "--duration", "500ms", "--ramp", "100ms",
+		"--bedrock-url", w.mockURL, "--pid", fmt.Sprint(w.gw.PID()), "--peer-url", peer, "--peer-name", "peer",
+		"--peer-model", "mock-a", "--peer-header", "Authorization: Bearer "+w.token("frontier-peer"))
+	if err != nil {
+		t.Fatalf("frontier: %v %v", err, rep.Problems)
+	}
+	f := rep.Frontier
+	if f == nil || len(f.Targets) != 4 || !slices.Equal(f.Bounds, []float64{50, 1000}) {
+		t.Fatalf("frontier result %+v", f)
+	}
+	for _, target := range f.Targets {
+		if len(target.Steps) != 2 || target.Stopped != "" {
+			t.Fatalf("%s: %+v", target.Name, target)
+		}
+		for _, s := range target.Steps {
+			if !s.Held || s.Errors != 0 || s.RPS <= 0 || s.DirectRPS <= 0 {
+				t.Fatalf("%s step %+v", target.Name, s)
+			}
+		}
+		if target.Held[1] != 20 {
+			t.Fatalf("%s held %v within %v", target.Name, target.Held, f.Bounds)
+		}
+	}
+	if f.Targets[0].CPUAt[1] <= 0 || f.Targets[3].CPUAt[1] != -1 {
+		t.Fatalf("CPU per request at the held rates: door %v, peer (no --peer-pid) %v", f.Targets[0].CPUAt, f.Targets[3].CPUAt)
+	}
+	noEnv := func(string) string { return "" }
+	for _, bad := range [][]string{{"--rates", "20,10"}, {"--bounds", "0,5"}, {"--paths", "v1/x"}, {"--paths", ""},
+		{"--peer-url", "http://x", "--peer-header", "no colon"}} {
+		if _, err := parseSettings(append([]string{"frontier"}, bad...), noEnv, io.Discard); err == nil {
+			t.Fatalf("frontier %v was accepted", bad)
+		}
+	}
+}
+
+// TestOverheadPeerDoor: --compare-door openai streams from a peer's
+// OpenAI-compatible endpoint (here the gateway's own, signed in by
+// --peer-header alone) as one more path beside the direct call and /v1/ws.
+func TestOverheadPeerDoor(t *testing.T) {
+	w := newWorld(t, 20000)
+	peer := strings.Replace(strings.TrimSuffix(w.url, "/v1/ws"), "ws://", "http://", 1) + "/v1/chat/completions"
+	rep, err := w.loadtest(w.url, "overhead", "--compare-url", peer, "--compare-door", "openai", "--peer-model", "mock-a",
+		"--peer-header", "Authorization: Bearer "+w.token("overhead-peer"), "--streams", "4", "--rounds", "3", "--warmup", "1",
+		"--ramp", "10ms", "--bedrock-url", w.mockURL)
+	if err != nil {
+		t.Fatalf("overhead: %v %v", err, rep.Problems)
+	}
+	o := rep.Overhead
+	if o.Compare == nil {
+		t.Fatalf("no peer path: %+v", o)
+	}
+	for name, p := range map[string]PathStats{"direct": o.Direct, "jetway": o.Jetway, "peer": *o.Compare} {
+		if p.Requests != 8 || p.Errors != 0 || p.TTFT.N != 8 || p.Gap.N != 8*(mockTokens-1) {
+			t.Fatalf("%s path: %+v", name, p)
+		}
 	}
 }

@@ -20,7 +20,8 @@ import (
 type openaiDoor struct {
 	url    string
 	hc     *http.Client
-	tokens func(worker int) func(context.Context) (string, error)
+	tokens func(worker int) func(context.Context) (string, error) // nil: a peer, signed in by header
+	header http.Header
 	model  string
 }
 
@@ -33,19 +34,42 @@ func newOpenAIDoor(s *settings, ts *tokenSource, users int) *openaiDoor {
 		tokens: func(w int) func(context.Context) (string, error) { return ts.forUser(s.user(w%users), w%users) }}
 }
 
+// newPeerDoor is a peer gateway's OpenAI-compatible endpoint at url
+// (--compare-door openai): no JWT, the --peer-header headers on every
+// request, the --peer-model (default --bedrock-model) in every body.
+func newPeerDoor(url string, s *settings) *openaiDoor {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(s.Streams, 2)
+	h := http.Header{}
+	for _, kv := range s.PeerHeader {
+		k, v, _ := strings.Cut(kv, ":")
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	model := s.PeerModel
+	if model == "" {
+		model = s.BedrockModel
+	}
+	return &openaiDoor{url: url, hc: &http.Client{Transport: tr}, header: h, model: model}
+}
+
 // ask streams one answer, calling t.text at each content event.
 func (d *openaiDoor) ask(ctx context.Context, worker int, prompt string, maxTokens int, t *timing) error {
-	tok, err := d.tokens(worker)(ctx)
-	if err != nil {
-		return err
-	}
 	body, _ := json.Marshal(map[string]any{"model": d.model, "messages": []map[string]string{{"role": "user", "content": prompt}},
 		"max_tokens": maxTokens, "stream": true})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+tok)
+	for k, v := range d.header {
+		req.Header[k] = v
+	}
+	if d.tokens != nil {
+		tok, err := d.tokens(worker)(ctx)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	t.start = time.Now()
 	resp, err := d.hc.Do(req)

@@ -202,8 +202,14 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 	}
 	defer closeAll(clients)
 	compares := make([][]*client.Client, len(s.CompareURL))
-	chatDoors := make([]*aisdkDoor, len(s.CompareURL)) // with --compare-door ai-sdk
+	chatDoors := make([]*aisdkDoor, len(s.CompareURL))  // with --compare-door ai-sdk
+	peerDoors := make([]*openaiDoor, len(s.CompareURL)) // with --compare-door openai
 	for i, u := range s.CompareURL {
+		if s.CompareDoor == "openai" {
+			peerDoors[i] = newPeerDoor(u, s)
+			compares[i] = clients // the peer path makes its own connections
+			continue
+		}
 		if s.CompareDoor == "ai-sdk" {
 			chatDoors[i] = newAISDKDoor(u, s, e.tokens, users)
 			defer chatDoors[i].close()
@@ -262,7 +268,11 @@ func (e *env) overhead(ctx context.Context) (*Report, error) {
 					var err error
 					if path >= 2 && len(compares) > 0 {
 						i := path - 2
-						if chatDoors[i] != nil {
+						if peerDoors[i] != nil {
+							cctx, cancel := context.WithTimeout(ctx, s.Timeout)
+							err = peerDoors[i].ask(cctx, w, s.prompt(n), maxTokens, t)
+							cancel()
+						} else if chatDoors[i] != nil {
 							cctx, cancel := context.WithTimeout(ctx, s.Timeout)
 							err = chatDoors[i].ask(cctx, w, s.prompt(n), maxTokens, t)
 							cancel()

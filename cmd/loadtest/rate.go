@@ -90,78 +90,153 @@ func (p *rateSamples) result(seconds float64) (RatePath, map[string]int64) {
 // path. The leading --ramp is sent but not measured.
 func (e *env) rate(ctx context.Context) (*Report, error) {
 	s := e.s
+	r, err := e.newRater(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := r.door(s.Path)
+	start := time.Now()
+	res, gerrs, derrs, err := r.step(ctx, t, s.Rate, s.Duration, "rate")
+	if err != nil {
+		return nil, err
+	}
+	res.Path = s.Path
+	rep := &Report{Scenario: "rate", URL: t.url, Started: start, Seconds: time.Since(start).Seconds(),
+		Params: map[string]any{"rate": s.Rate, "path": s.Path, "duration_s": s.Duration.Seconds(), "ramp_s": s.Ramp.Seconds(),
+			"inflight": s.Inflight, "users": r.users, "bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel,
+			"model": r.model, "max_tokens": r.maxTokens, "pid": s.PID},
+		Rate: &res}
+	for msg, n := range gerrs {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d door requests failed: %s", n, msg))
+	}
+	for msg, n := range derrs {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d direct requests failed: %s", n, msg))
+	}
+	if res.Skipped > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d requests not sent: their path had --inflight %d outstanding (the target rate was not met)",
+			res.Skipped, s.Inflight))
+	}
+	return rep, nil
+}
+
+// rater sends the rate and frontier scenarios' requests: one HTTP path
+// (a Jetway door, or a peer gateway) and the direct call to the mock,
+// side by side.
+type rater struct {
+	e         *env
+	direct    *router.Bedrock
+	hc        *http.Client
+	users     int
+	model     string
+	maxTokens int
+}
+
+// rateTarget is one HTTP path: its URL, the headers every request carries
+// and whether it signs in with the run's JWTs (a Jetway door) or not (a
+// peer, whose headers carry what it needs). model is the body's model.
+type rateTarget struct {
+	name   string
+	url    string
+	header http.Header
+	jwt    bool
+	model  string
+	pid    int
+}
+
+func (e *env) newRater(ctx context.Context) (*rater, error) {
+	s := e.s
 	direct, err := e.directModel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	maxTokens := s.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = 16
+	r := &rater{e: e, direct: direct, users: s.usersFor(s.Inflight), model: s.Model, maxTokens: s.MaxTokens}
+	if r.maxTokens == 0 {
+		r.maxTokens = 16
 	}
-	users := s.usersFor(s.Inflight)
-	if err := e.prefetch(ctx, users); err != nil {
+	if r.model == "" {
+		r.model = s.BedrockModel
+	}
+	if err := e.prefetch(ctx, r.users); err != nil {
 		return nil, err
 	}
-	base := strings.Replace(strings.Replace(s.URL, "wss://", "https://", 1), "ws://", "http://", 1)
-	doorURL := strings.TrimSuffix(base, "/v1/ws") + s.Path
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = s.Inflight
-	hc := &http.Client{Transport: tr, Timeout: s.Timeout}
-	model := s.Model
-	if model == "" {
-		model = s.BedrockModel
+	r.hc = &http.Client{Transport: tr, Timeout: s.Timeout}
+	return r, nil
+}
+
+// door is the Jetway door at path on --url's host.
+func (r *rater) door(path string) rateTarget {
+	s := r.e.s
+	base := strings.Replace(strings.Replace(s.URL, "wss://", "https://", 1), "ws://", "http://", 1)
+	return rateTarget{name: "jetway " + path, url: strings.TrimSuffix(base, "/v1/ws") + path, jwt: true, model: r.model, pid: s.PID,
+		header: http.Header{"Content-Type": {"application/json"}}}
+}
+
+// send makes request n on t: POST, the whole answer read.
+func (r *rater) send(ctx context.Context, t rateTarget, n int) error {
+	s := r.e.s
+	body, _ := json.Marshal(map[string]any{"model": t.model, "max_tokens": r.maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": s.prompt(n)}}})
+	if strings.HasSuffix(t.url, "/v1/responses") {
+		body, _ = json.Marshal(map[string]any{"model": t.model, "max_output_tokens": r.maxTokens, "input": s.prompt(n), "store": false})
 	}
-	door := func(ctx context.Context, n int) error {
-		tok, err := e.tokens.forUser(s.user(n%users), n%users)(ctx)
-		if err != nil {
-			return err
-		}
-		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
-			"messages": []map[string]string{{"role": "user", "content": s.prompt(n)}}})
-		if strings.HasSuffix(s.Path, "/v1/responses") {
-			body, _ = json.Marshal(map[string]any{"model": model, "max_output_tokens": maxTokens, "input": s.prompt(n), "store": false})
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, doorURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = t.header.Clone()
+	if t.jwt {
+		tok, err := r.e.tokens.forUser(s.user(n%r.users), n%r.users)(ctx)
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
 	}
-	call := func(ctx context.Context, n int) error {
-		cctx, cancel := context.WithTimeout(ctx, s.Timeout)
-		defer cancel()
-		_, err := direct.Stream(cctx, router.Call{ModelID: s.BedrockModel,
-			Messages: []router.Message{{Role: "user", Content: s.prompt(n)}}, MaxTokens: maxTokens}, func(string) {})
+	resp, err := r.hc.Do(req)
+	if err != nil {
 		return err
 	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
 
+// call makes request n straight to the mock through the Bedrock SDK.
+func (r *rater) call(ctx context.Context, n int) error {
+	s := r.e.s
+	cctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	_, err := r.direct.Stream(cctx, router.Call{ModelID: s.BedrockModel,
+		Messages: []router.Message{{Role: "user", Content: s.prompt(n)}}, MaxTokens: r.maxTokens}, func(string) {})
+	return err
+}
+
+// step sends rate requests a second on t and as many direct, interleaved
+// on one open-loop schedule, for --ramp (not measured) and then measure.
+// It returns the result and each path's errors by message.
+func (r *rater) step(ctx context.Context, t rateTarget, rate float64, measure time.Duration, what string) (RateResult, map[string]int64, map[string]int64, error) {
+	s := r.e.s
 	var probe *gatewayProbe
-	if s.PID > 0 {
-		probe = newGatewayProbe(s.PID, "")
+	if t.pid > 0 {
+		probe = newGatewayProbe(t.pid, "")
 	}
 	var d, g rateSamples
 	var skipped atomic.Int64
 	slots := [2]chan struct{}{make(chan struct{}, s.Inflight), make(chan struct{}, s.Inflight)}
-	interval := time.Duration(float64(time.Second) / (2 * s.Rate))
+	interval := time.Duration(float64(time.Second) / (2 * rate))
 	start := time.Now()
 	measureFrom := start.Add(s.Ramp)
-	end := measureFrom.Add(s.Duration)
-	bar := e.progress.bar(int64(2*s.Rate*(s.Ramp+s.Duration).Seconds()), "rate")
+	end := measureFrom.Add(measure)
+	bar := r.e.progress.bar(int64(2*rate*(s.Ramp+measure).Seconds()), what)
 	var before procSample
 	sampled := false
+	var err error
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
 		due := start.Add(time.Duration(i) * interval)
@@ -178,7 +253,7 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 		if measured && !sampled && probe != nil {
 			sampled = true
 			if before, err = probe.sample(ctx); err != nil {
-				return nil, err
+				return RateResult{}, nil, nil, err
 			}
 			measureFrom = time.Now() // the window the CPU sample covers
 		}
@@ -199,9 +274,9 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 			t0 := time.Now()
 			var err error
 			if path == 0 {
-				err = door(ctx, n)
+				err = r.send(ctx, t, n)
 			} else {
-				err = call(ctx, n)
+				err = r.call(ctx, n)
 			}
 			if measured {
 				if path == 0 {
@@ -215,10 +290,10 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 	wg.Wait()
 	bar.finish()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return RateResult{}, nil, nil, err
 	}
 	elapsed := time.Since(measureFrom).Seconds()
-	res := RateResult{Path: s.Path, TargetRate: s.Rate, Seconds: math.Round(elapsed*100) / 100,
+	res := RateResult{Path: t.url, TargetRate: rate, Seconds: math.Round(elapsed*100) / 100,
 		Skipped: skipped.Load(), GatewayCPUCores: -1, DoorRPSPerCore: -1, GatewayCPUPerReq: -1}
 	var derrs, gerrs map[string]int64
 	res.Direct, derrs = d.result(elapsed)
@@ -227,7 +302,7 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 	if probe != nil && sampled {
 		after, err := probe.sample(ctx)
 		if err != nil {
-			return nil, err
+			return RateResult{}, nil, nil, err
 		}
 		// The window ends when the last answer is in (wg.Wait above).
 		cpu := after.CPUSeconds - before.CPUSeconds
@@ -238,20 +313,5 @@ func (e *env) rate(ctx context.Context) (*Report, error) {
 			res.GatewayCPUPerReq = math.Round(cpu/float64(ok)*1e6*10) / 10
 		}
 	}
-	rep := &Report{Scenario: "rate", URL: doorURL, Started: start, Seconds: time.Since(start).Seconds(),
-		Params: map[string]any{"rate": s.Rate, "path": s.Path, "duration_s": s.Duration.Seconds(), "ramp_s": s.Ramp.Seconds(),
-			"inflight": s.Inflight, "users": users, "bedrock_url": s.BedrockURL, "bedrock_model": s.BedrockModel,
-			"model": model, "max_tokens": maxTokens, "pid": s.PID},
-		Rate: &res}
-	for msg, n := range gerrs {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%d door requests failed: %s", n, msg))
-	}
-	for msg, n := range derrs {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("%d direct requests failed: %s", n, msg))
-	}
-	if res.Skipped > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d requests not sent: their path had --inflight %d outstanding (the target rate was not met)",
-			res.Skipped, s.Inflight))
-	}
-	return rep, nil
+	return res, gerrs, derrs, nil
 }

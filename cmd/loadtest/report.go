@@ -22,6 +22,7 @@ type Report struct {
 	Quota      *QuotaResult    `json:"quota,omitempty"`
 	Overhead   *OverheadResult `json:"overhead,omitempty"`
 	Rate       *RateResult     `json:"rate,omitempty"`
+	Frontier   *FrontierResult `json:"frontier,omitempty"`
 	Capacity   *CapacityResult `json:"capacity,omitempty"`
 	Soak       *SoakResult     `json:"soak,omitempty"`
 	// PromptCache is the promptcache scenario's result.
@@ -140,6 +141,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "Gateway CPU: %.2f cores in the measured window; %.0f door requests per second per gateway core (%.1f us of gateway CPU per request).\n\n",
 				o.GatewayCPUCores, o.DoorRPSPerCore, o.GatewayCPUPerReq)
 		}
+	case r.Frontier != nil:
+		writeFrontier(&b, r.Frontier)
 	case r.Capacity != nil:
 		c := r.Capacity
 		b.WriteString("| Capacity | |\n|---|---|\n")
@@ -182,10 +185,13 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "\nDrift (last row - first): TTFT p50 %+.1f ms, latency p99 %+.1f ms, RSS %+.1f MiB, goroutines %+d.\n\n",
 			s.DriftTTFTP50, s.DriftLatencyP99, mib(s.DriftRSS), s.DriftGoroutines)
+		if s.RSSPlateau >= 0 {
+			fmt.Fprintf(&b, "RSS over the second half: plateau %.1f MiB, slope %+.2f MiB per minute.\n\n", mib(s.RSSPlateau), s.RSSSlopeMiBMin)
+		}
 	}
 
 	// Test 1's tables: every scenario on the WebSocket has them.
-	if r.Rate == nil && r.Responses == nil {
+	if r.Rate == nil && r.Frontier == nil && r.Responses == nil {
 		r.writeDelivery(&b)
 	}
 	for _, n := range r.Notes {

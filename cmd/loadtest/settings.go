@@ -57,6 +57,19 @@ type settings struct {
 	Path     string
 	Inflight int
 
+	// frontier (and rate's flags above)
+	Rates      []float64
+	RateList   string
+	Bounds     []float64
+	BoundList  string
+	Paths      []string
+	PathList   string
+	PeerURL    string
+	PeerName   string
+	PeerModel  string
+	PeerHeader stringList
+	PeerPID    int
+
 	// capacity
 	Sessions          int
 	StreamingSessions int
@@ -112,6 +125,15 @@ Scenarios (the article's tests, plus what it could not measure):
             (default 20s) after a --ramp warm-up. Reports both latencies,
             what the door adds (p50/p95/p99) and, with --pid, the door's
             requests per second per gateway core. Run the mock at 0 ms.
+  frontier  The throughput frontier: each door of --paths (default the
+            OpenAI, Anthropic and Responses doors) and the peer gateway of
+            --peer-url (an OpenAI-compatible endpoint, Portkey's for one)
+            driven through --rates in turn, each step as the rate scenario
+            (the path beside as many direct calls to the mock, --ramp then
+            --duration, default 10s). Reports, for each added-p99 bound of
+            --bounds (1, 5 and 10 ms), the highest rate each path held with
+            every request answered and sent on schedule, and its CPU per
+            request (--pid, --peer-pid). Run the mock at 0 ms.
   capacity  Ramp --sessions idle sessions and report the gateway's RSS per
             session (/proc/<--pid>/status, else process_resident_memory_bytes
             from --admin-url/metrics); then --streaming-sessions sessions
@@ -232,13 +254,21 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 	fs.StringVar(&s.BedrockModel, "bedrock-model", "mock-a", "overhead: the Bedrock model id the app's model maps to")
 	fs.StringVar(&s.Door, "door", "ws", "overhead: ws (direct vs the WebSocket), or openai (direct, the WebSocket and POST /v1/chat/completions side by side)")
 	fs.Var(&s.CompareURL, "compare-url", "overhead: another gateway's WebSocket endpoint (for example the production shape, tables in DynamoDB, or tracing on) measured in the same run as one more path (--door ws only); repeatable. responses: the WebSocket mode arm's gateway (the first one)")
-	fs.StringVar(&s.CompareDoor, "compare-door", "ws", "overhead: the door every --compare-url path speaks: ws (/v1/ws) or ai-sdk (/v1/ai-sdk at the same gateway, the WebSocketChatTransport wire)")
+	fs.StringVar(&s.CompareDoor, "compare-door", "ws", "overhead: the door every --compare-url path speaks: ws (/v1/ws), ai-sdk (/v1/ai-sdk at the same gateway, the WebSocketChatTransport wire) or openai (--compare-url is a peer gateway's chat completions URL, streamed as Server-Sent Events, signed in by --peer-header)")
 	fs.Var(&s.ComparePID, "compare-pid", "overhead: the process id of each --compare-url gateway, in the same order: its CPU per chunk; repeatable. responses: the WebSocket arm's gateway's, its CPU per turn")
 	fs.StringVar(&s.Region, "region", env("AWS_REGION", "us-east-1"), "overhead: region of the direct Bedrock client (AWS_REGION)")
 
 	fs.Float64Var(&s.Rate, "rate", 2000, "rate: requests per second on each path (door and direct)")
 	fs.StringVar(&s.Path, "path", "/v1/chat/completions", "rate: the door's path on the gateway's listener (--url's host)")
-	fs.IntVar(&s.Inflight, "inflight", 256, "rate: most requests outstanding per path; a request due past it is not sent (counted)")
+	fs.IntVar(&s.Inflight, "inflight", 256, "rate and frontier: most requests outstanding per path; a request due past it is not sent (counted)")
+	fs.StringVar(&s.RateList, "rates", "250,500,1000,1500,2000,2500,3000", "frontier: the rate steps, requests per second on each path, comma-separated, climbed in order")
+	fs.StringVar(&s.BoundList, "bounds", "1,5,10", "frontier: added-p99 bounds in ms, comma-separated: the report gives the highest rate held within each")
+	fs.StringVar(&s.PathList, "paths", "/v1/chat/completions,/v1/messages,/v1/responses", "frontier: the Jetway doors climbed, comma-separated paths on --url's host (empty: none)")
+	fs.StringVar(&s.PeerURL, "peer-url", "", "frontier: a peer gateway's OpenAI-compatible chat completions URL, climbed beside the doors (no JWT: --peer-header carries what it needs); overhead with --compare-door openai: see --compare-url")
+	fs.StringVar(&s.PeerName, "peer-name", "peer", "frontier: the peer's name in the report")
+	fs.StringVar(&s.PeerModel, "peer-model", "", "frontier and overhead: the model the peer's requests name (default --bedrock-model)")
+	fs.Var(&s.PeerHeader, "peer-header", "frontier, and overhead with --compare-door openai: a header every peer request carries, \"Name: value\"; repeatable")
+	fs.IntVar(&s.PeerPID, "peer-pid", 0, "frontier: the peer's process id, for its CPU per request")
 
 	fs.IntVar(&s.Sessions, "sessions", 10000, "capacity: idle sessions to ramp to")
 	fs.IntVar(&s.SessionsPerUser, "sessions-per-user", 8, "capacity and overhead: sessions per user (the gateway allows 16 connections and 8 requests in flight per user)")
@@ -267,9 +297,14 @@ func (s *settings) flagSet(getenv func(string) string, out io.Writer) *flag.Flag
 // defaults fills the per-scenario defaults and checks the flags.
 func (s *settings) defaults() error {
 	switch s.Scenario {
-	case "delivery", "quota", "overhead", "rate", "capacity", "soak", "promptcache", "responses":
+	case "delivery", "quota", "overhead", "rate", "frontier", "capacity", "soak", "promptcache", "responses":
 	default:
-		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, capacity, soak, promptcache or responses)", s.Scenario)
+		return fmt.Errorf("unknown scenario %q (want delivery, quota, overhead, rate, frontier, capacity, soak, promptcache or responses)", s.Scenario)
+	}
+	if s.Scenario == "frontier" {
+		if err := s.frontierDefaults(); err != nil {
+			return err
+		}
 	}
 	if s.Scenario == "responses" {
 		if err := s.responsesDefaults(); err != nil {
@@ -320,6 +355,8 @@ func (s *settings) defaults() error {
 			s.Duration = 5 * time.Minute
 		case "rate":
 			s.Duration = 20 * time.Second
+		case "frontier":
+			s.Duration = 10 * time.Second
 		default:
 			s.Duration = time.Minute
 		}
@@ -345,8 +382,8 @@ func (s *settings) defaults() error {
 	if len(s.CompareURL) > 0 && s.Door != "ws" {
 		return fmt.Errorf("--compare-url needs --door ws")
 	}
-	if s.CompareDoor != "ws" && s.CompareDoor != "ai-sdk" {
-		return fmt.Errorf("--compare-door %q: want ws or ai-sdk", s.CompareDoor)
+	if s.CompareDoor != "ws" && s.CompareDoor != "ai-sdk" && s.CompareDoor != "openai" {
+		return fmt.Errorf("--compare-door %q: want ws, ai-sdk or openai", s.CompareDoor)
 	}
 	if len(s.ComparePID) > len(s.CompareURL) {
 		return fmt.Errorf("--compare-pid: %d given for %d --compare-url", len(s.ComparePID), len(s.CompareURL))
@@ -366,6 +403,52 @@ func (s *settings) defaults() error {
 		s.TokenConcurrency = 1
 	}
 	return nil
+}
+
+// frontierDefaults parses the frontier's lists: rates and bounds
+// positive and ascending, paths starting with /, something to climb.
+func (s *settings) frontierDefaults() error {
+	var err error
+	if s.Rates, err = ascending("--rates", s.RateList); err != nil {
+		return err
+	}
+	if s.Bounds, err = ascending("--bounds", s.BoundList); err != nil {
+		return err
+	}
+	for _, p := range strings.Split(s.PathList, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("--paths: %q does not start with /", p)
+		}
+		s.Paths = append(s.Paths, p)
+	}
+	if len(s.Paths) == 0 && s.PeerURL == "" {
+		return fmt.Errorf("frontier: nothing to climb (--paths empty and no --peer-url)")
+	}
+	for _, h := range s.PeerHeader {
+		if k, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("--peer-header %q: want \"Name: value\"", h)
+		}
+	}
+	if s.Inflight <= 0 {
+		return fmt.Errorf("frontier: --inflight must be positive")
+	}
+	return nil
+}
+
+// ascending parses a comma-separated list of positive, ascending numbers.
+func ascending(flag, list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 || len(out) > 0 && v <= out[len(out)-1] {
+			return nil, fmt.Errorf("%s %q: want positive numbers in ascending order, comma-separated", flag, list)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // usersFor is how many distinct users carry n sessions.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -32,6 +33,35 @@ type SoakResult struct {
 	DriftLatencyP99 float64 `json:"drift_latency_p99_ms"`
 	DriftRSS        int64   `json:"drift_rss_bytes"`
 	DriftGoroutines int64   `json:"drift_goroutines"`
+	// The second half of the run's rows: the mean RSS (the plateau) and
+	// its least-squares slope (the leak rate), MiB per minute; -1 unknown.
+	RSSPlateau     int64   `json:"rss_plateau_bytes"`
+	RSSSlopeMiBMin float64 `json:"rss_slope_mib_per_min"`
+}
+
+// rssTrend is the mean and the least-squares slope (MiB per minute) of the
+// second half of rows' RSS; -1, -1 when fewer than two rows have one.
+func rssTrend(rows []SoakInterval) (int64, float64) {
+	var xs, ys []float64
+	for _, r := range rows[len(rows)/2:] {
+		if r.RSS >= 0 {
+			xs, ys = append(xs, r.EndS/60), append(ys, float64(r.RSS)/(1<<20))
+		}
+	}
+	if len(xs) < 2 {
+		return -1, -1
+	}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	return int64(my * (1 << 20)), math.Round(sxy/sxx*100) / 100
 }
 
 // soak runs a steady mix with reconnection on, cutting a random session's
@@ -140,7 +170,9 @@ func (e *env) soak(ctx context.Context) (*Report, error) {
 			Errors: errs, Lost: a.ChunksLost, Never: a.NeverFinished, TTFT: lat.ClientTTFT, Latency: lat.Latency,
 			RSS: samples[i].RSS, Goroutines: samples[i].Goroutines})
 	}
+	res.RSSPlateau, res.RSSSlopeMiBMin = -1, -1
 	if n := len(res.Intervals); n > 1 {
+		res.RSSPlateau, res.RSSSlopeMiBMin = rssTrend(res.Intervals)
 		first, last := res.Intervals[0], res.Intervals[n-1]
 		res.DriftTTFTP50 = last.TTFT.P50 - first.TTFT.P50
 		res.DriftLatencyP99 = last.Latency.P99 - first.Latency.P99
