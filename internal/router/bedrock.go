@@ -219,7 +219,7 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 }
 
 // eventBuffers are the buffers of one stream's reading: the read buffer
-// under the decoder and the payload buffer it reuses. Every model call
+// under the decoder and the message buffer it reuses. Every model call
 // needs them for its length only, so they are pooled.
 type eventBuffers struct {
 	r       *bufio.Reader
@@ -231,15 +231,14 @@ var eventBufferPool = sync.Pool{New: func() any {
 }}
 
 // eventReadBuffer is the read buffer under the event-stream decoder, which
-// reads each message in several small pieces (prelude, headers, payload,
-// CRC): one read of the body fills it with whole messages. A few deltas
+// reads each message in two pieces (its prelude, then the rest): one read
+// of the body fills it with whole messages. A few deltas
 // fit in 4 KiB.
 const eventReadBuffer = 4 << 10
 
-// eventPayloadBuffer is the payload buffer the decoder reuses: a delta's
-// JSON is far smaller, and the decoder's bytes.Buffer grows in 512-byte
-// steps, so 2 KiB holds any usual event without reallocating. A larger
-// event's buffer is kept, up to maxKeptPayload.
+// eventPayloadBuffer is the message buffer the decoder reuses: a delta's
+// message is far smaller, so 2 KiB holds any usual event without
+// reallocating. A larger event's buffer is kept, up to maxKeptPayload.
 const (
 	eventPayloadBuffer = 2 << 10
 	maxKeptPayload     = 64 << 10
@@ -250,9 +249,13 @@ const (
 var errNoBody = errors.New("bedrock event stream body not captured")
 
 // readEvents decodes a ConverseStream body on the calling goroutine with
-// the SDK's event-stream decoder (smithy-go/eventstream: framing, CRCs,
-// headers) and encoding/json for the three events the gateway uses
-// (contentBlockDelta, messageStop, metadata), reusing one payload buffer.
+// decodeEvent (the event-stream framing, CRCs and headers, as
+// smithy-go/eventstream checks them, with no allocation per message:
+// smithy-go's decoder made a string per header name and value, a map
+// entry per header and a CRC hash, readers and buffers per message, 30
+// allocations per token) and encoding/json for the three events the
+// gateway uses (contentBlockDelta, messageStop, metadata), reusing one
+// message buffer.
 // The SDK's reader would hand every event through two goroutines and two
 // channels (its EventStreamReader and the ConverseStream pipe), and its
 // schema-driven deserializer allocates a new payload buffer and a stack of
@@ -266,13 +269,15 @@ var errNoBody = errors.New("bedrock event stream body not captured")
 // With onBlock set (block mode), contentBlockStart and every kind of
 // delta go to it instead (see Call.OnBlock).
 func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta func(text string), onBlock func(BlockDelta)) (Result, error) {
-	dec := eventstream.NewDecoder()
-	body, payload := bufs.r, bufs.payload
+	body, buf := bufs.r, bufs.payload
 	var res Result
 	streamed, stopped := false, false
 	var delta deltaEvent
 	for {
-		msg, err := dec.Decode(body, payload[:0])
+		msg, grown, err := decodeEvent(body, buf)
+		if c := cap(grown); c > cap(buf) && c <= maxKeptPayload {
+			buf, bufs.payload = grown, grown
+		}
 		if err != nil {
 			if (err == io.EOF || err == io.ErrUnexpectedEOF) && ctx.Err() == nil {
 				if !stopped {
@@ -282,16 +287,14 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 			}
 			return res, classify(ctx, model, streamed, fmt.Errorf("decode event: %w", err))
 		}
-		if c := cap(msg.Payload); c > cap(payload) && c <= maxKeptPayload {
-			payload, bufs.payload = msg.Payload, msg.Payload
-		}
-		if header(msg.Headers, eventstream.MessageTypeHeader) != eventstream.EventMessageType {
+		if string(msg.messageType) != eventstream.EventMessageType {
 			return res, classify(ctx, model, streamed, sdkError(msg))
 		}
-		switch header(msg.Headers, eventstream.EventTypeHeader) {
+		payload := msg.payload
+		switch string(msg.eventType) {
 		case "contentBlockDelta":
 			if onBlock != nil {
-				d, ok, err := decodeBlockDelta(msg.Payload)
+				d, ok, err := decodeBlockDelta(payload)
 				if err != nil {
 					return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
 				}
@@ -302,7 +305,7 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 				continue
 			}
 			delta.Delta.Text = ""
-			if err := json.Unmarshal(msg.Payload, &delta); err != nil {
+			if err := json.Unmarshal(payload, &delta); err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
 			}
 			if delta.Delta.Text != "" {
@@ -313,7 +316,7 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 			if onBlock == nil {
 				continue
 			}
-			d, ok, err := decodeBlockStart(msg.Payload)
+			d, ok, err := decodeBlockStart(payload)
 			if err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockStart: %w", err))
 			}
@@ -325,7 +328,7 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 			var stop struct {
 				StopReason string `json:"stopReason"`
 			}
-			if err := json.Unmarshal(msg.Payload, &stop); err != nil {
+			if err := json.Unmarshal(payload, &stop); err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event messageStop: %w", err))
 			}
 			stopped = true
@@ -342,7 +345,7 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 					Type string `json:"type"`
 				} `json:"serviceTier"`
 			}
-			if err := json.Unmarshal(msg.Payload, &meta); err != nil {
+			if err := json.Unmarshal(payload, &meta); err != nil {
 				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event metadata: %w", err))
 			}
 			if u := meta.Usage; u != nil {
@@ -365,24 +368,14 @@ type deltaEvent struct {
 	} `json:"delta"`
 }
 
-// header returns a string header's value, or "".
-func header(hs eventstream.Headers, name string) string {
-	v, _ := hs.Get(name).(eventstream.StringValue)
-	return string(v)
-}
-
 // sdkError turns an exception or error message into the error the SDK's
-// own reader reports for it: the message is encoded again and read by the
-// SDK's codec with the Bedrock schemas and type registry.
-func sdkError(msg eventstream.Message) error {
-	var buf bytes.Buffer
-	if err := eventstream.NewEncoder().Encode(&buf, msg); err != nil {
-		return fmt.Errorf("re-encode %s message: %w", header(msg.Headers, eventstream.MessageTypeHeader), err)
-	}
+// own reader reports for it: the message's bytes are read by the SDK's
+// codec with the Bedrock schemas and type registry.
+func sdkError(msg rawEvent) error {
 	_, err := restjson1.New(schemas.AmazonBedrockFrontendService).DeserializeEventMessage(
-		schemas.ConverseStreamOutput, bedrockruntime.TypeRegistry, &buf)
+		schemas.ConverseStreamOutput, bedrockruntime.TypeRegistry, bytes.NewReader(msg.raw))
 	if err == nil {
-		err = fmt.Errorf("bedrock %s message the SDK read as an event", header(msg.Headers, eventstream.MessageTypeHeader))
+		err = fmt.Errorf("bedrock %s message the SDK read as an event", msg.messageType)
 	}
 	return err
 }

@@ -71,3 +71,44 @@ func eventStream(tb testing.TB, events [][3]string) []byte {
 	}
 	return buf.Bytes()
 }
+
+// BenchmarkStreamAnswer is the model call's own work for a usual
+// non-streaming request: the adapter's input, the SDK's serialization,
+// middleware and SigV4 signature, and the reading of a 16-token answer
+// (messageStart, 16 text deltas, contentBlockStop, messageStop,
+// metadata, as the mock sends them). The endpoint answers from memory;
+// there is no network.
+func BenchmarkStreamAnswer(b *testing.B) {
+	events := [][3]string{{"event", "messageStart", `{"role":"assistant"}`}}
+	for i := range 16 {
+		text := " flight"
+		if i == 0 {
+			text = "Flight"
+		}
+		events = append(events, [3]string{"event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"` + text + `"}}`})
+	}
+	events = append(events, [3]string{"event", "contentBlockStop", `{"contentBlockIndex":0}`},
+		[3]string{"event", "messageStop", `{"stopReason":"max_tokens"}`},
+		[3]string{"event", "metadata", `{"usage":{"inputTokens":12,"outputTokens":16,"totalTokens":28},"metrics":{"latencyMs":1}}`})
+	answer := eventStream(b, events)
+	bedrock := router.NewBedrock(bedrockruntime.New(bedrockruntime.Options{Region: "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("bench", "bench", ""),
+		BaseEndpoint: aws.String("http://bedrock.invalid"), RetryMaxAttempts: 1,
+		HTTPClient: doFunc(func(r *http.Request) (*http.Response, error) {
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}},
+				Body:   io.NopCloser(bytes.NewReader(answer))}, nil
+		})}))
+	c := router.Call{ModelID: "mock-a", MaxTokens: 16, Messages: []router.Message{{Role: "user", Content: "Tell me about flight 7"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		var n int
+		res, err := bedrock.Stream(b.Context(), c, func(string) { n++ })
+		if err != nil || n != 16 || res.Usage.OutputTokens != 16 {
+			b.Fatal(n, res, err)
+		}
+	}
+}
