@@ -9,7 +9,7 @@
 #      OpenAI door's (loadtest overhead);
 #   3. idle sessions: RSS per session at 10,000 on gateway S, heartbeats on (loadtest capacity);
 #   4. the soak: 200 streaming sessions (reconnects on, a cut every 5 s) and 200 non-streaming requests a second on
-#      gateway S for SOAK (default 10m): RSS by interval, its slope, lost and never finished (loadtest soak + rate).
+#      gateway R (in memory, paced mock) for SOAK (default 10m): RSS by interval, its slope, lost and never finished (loadtest soak + rate).
 # Settings: OUT (/tmp/jetway-bench), RATES (frontier steps), STEP (10s measured per step), SOAK (10m), PEER
 # (portkey|none), PHASES (any of frontier,stream,idle,soak; default all).
 cd "$(dirname "$0")/.."
@@ -43,12 +43,13 @@ start() {
   local name=$1 listen=$2 admin=$3 mock=$4; shift 4
   env $COMMON "$@" AWS_ENDPOINT_URL_BEDROCK_RUNTIME=http://$mock JETWAY_LISTEN=$listen JETWAY_ADMIN_LISTEN=$admin $BIN > $OUT/$name.log 2>&1 &
   PIDS+=($!); printf -v "$name" %s $!
-  for i in $(seq 100); do grep -q listening $OUT/$name.log && return 0; sleep 0.2; done
+  for i in $(seq 300); do grep -q listening $OUT/$name.log && return 0; sleep 0.2; done
   echo "gateway $name did not start: $OUT/$name.log"; exit 1
 }
 start P 127.0.0.1:18815 127.0.0.1:19815 127.0.0.1:18790 $TABLES
 start M 127.0.0.1:18816 127.0.0.1:19816 127.0.0.1:18790
 start S 127.0.0.1:18817 127.0.0.1:19817 127.0.0.1:18791 $TABLES
+has soak && start R 127.0.0.1:18818 127.0.0.1:19818 127.0.0.1:18791
 PEER_ARGS=(); PEER_STREAM=()
 if [ "$PEER" = portkey ]; then
   PORTKEY_PORT=18787 scripts/peer-portkey.sh > $OUT/portkey.log 2>&1 & PK=$!; PIDS+=($PK) # the script execs node: $! is Portkey
@@ -62,35 +63,37 @@ if [ "$PEER" = portkey ]; then
       --peer-header "x-portkey-custom-host: http://127.0.0.1:18791" "${PH[@]}")
 fi
 TOKENS="$BIN token --sub {user} --tenant {tenant} --app {app} --config $CONFIG --dev-key-file $OUT/dev-key.pem"
-LT="$OUT/loadtest --progress off --token-cmd"
+lt() { local scenario=$1; shift; $OUT/loadtest $scenario --progress off --token-cmd "$TOKENS" "$@"; }
 echo "# bench-frontier at $(git rev-parse --short HEAD) $(git status --porcelain | grep -q . && echo '(with uncommitted changes)'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 if has frontier; then
   echo; echo "## frontier: gateway P's doors (production shape)$( [ "$PEER" = portkey ] && echo ' and Portkey')"
-  $LT "$TOKENS" frontier --url ws://127.0.0.1:18815/v1/ws --admin-url http://127.0.0.1:19815 --pid $P \
+  lt frontier --url ws://127.0.0.1:18815/v1/ws --admin-url http://127.0.0.1:19815 --pid $P \
     --bedrock-url http://127.0.0.1:18790 --rates $RATES --duration $STEP --users 128 "${PEER_ARGS[@]}"
   echo; echo "## frontier: gateway M's OpenAI door (in memory)"
-  $LT "$TOKENS" frontier --url ws://127.0.0.1:18816/v1/ws --admin-url http://127.0.0.1:19816 --pid $M \
+  lt frontier --url ws://127.0.0.1:18816/v1/ws --admin-url http://127.0.0.1:19816 --pid $M \
     --bedrock-url http://127.0.0.1:18790 --rates $RATES --duration $STEP --users 128 --paths /v1/chat/completions
 fi
 if has stream; then
   echo; echo "## 100 paced streams: /v1/ws on gateway S beside the direct call$( [ "$PEER" = portkey ] && echo ' and Portkey (SSE)')"
-  $LT "$TOKENS" overhead --streams 100 --rounds 4 --warmup 1 --url ws://127.0.0.1:18817/v1/ws --admin-url http://127.0.0.1:19817 \
+  lt overhead --streams 100 --rounds 4 --warmup 1 --url ws://127.0.0.1:18817/v1/ws --admin-url http://127.0.0.1:19817 \
     --pid $S --bedrock-url http://127.0.0.1:18791 "${PEER_STREAM[@]}"
   echo; echo "## 100 paced streams: the OpenAI door (SSE) on gateway S beside /v1/ws and the direct call"
-  $LT "$TOKENS" overhead --streams 100 --rounds 4 --warmup 1 --door openai --url ws://127.0.0.1:18817/v1/ws \
+  lt overhead --streams 100 --rounds 4 --warmup 1 --door openai --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S --bedrock-url http://127.0.0.1:18791
 fi
 if has idle; then
   echo; echo "## 10,000 idle sessions on gateway S (heartbeats on)"
-  $LT "$TOKENS" capacity --sessions 10000 --streaming-sessions 0 --url ws://127.0.0.1:18817/v1/ws \
+  lt capacity --sessions 10000 --streaming-sessions 0 --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S
 fi
 if has soak; then
-  echo; echo "## soak: 200 streaming sessions and 200 requests/s on gateway S for $SOAK"
-  $LT "$TOKENS" rate --rate 200 --ramp 0s --duration $SOAK --inflight 512 --users 64 --user-prefix soak-http \
-    --url ws://127.0.0.1:18817/v1/ws --admin-url http://127.0.0.1:19817 --bedrock-url http://127.0.0.1:18791 --max-tokens 16 \
+  # In memory: dynalite (one Node.js process) is not DynamoDB, and at this rate on this machine its queue, not the
+  # gateway, would be what the soak measures (requests refused busy: the quota store's calls past their deadline).
+  echo; echo "## soak: 200 streaming sessions and 200 requests/s on gateway R (in memory) for $SOAK"
+  lt rate --rate 200 --ramp 0s --duration $SOAK --inflight 512 --users 64 --user-prefix soak-http \
+    --url ws://127.0.0.1:18818/v1/ws --admin-url http://127.0.0.1:19818 --bedrock-url http://127.0.0.1:18791 --max-tokens 16 \
     > $OUT/soak-rate.md 2>&1 & RATE=$!
-  $LT "$TOKENS" soak --duration $SOAK --drop-every 5s --users 200 --url ws://127.0.0.1:18817/v1/ws \
-    --admin-url http://127.0.0.1:19817 --pid $S
+  lt soak --duration $SOAK --drop-every 5s --users 200 --url ws://127.0.0.1:18818/v1/ws \
+    --admin-url http://127.0.0.1:19818 --pid $R
   wait $RATE; echo; echo "### the 200 requests/s beside it"; cat $OUT/soak-rate.md
 fi
