@@ -255,7 +255,8 @@ var errNoBody = errors.New("bedrock event stream body not captured")
 // entry per header and a CRC hash, readers and buffers per message, 30
 // allocations per token) and encoding/json for the three events the
 // gateway uses (contentBlockDelta, messageStop, metadata), reusing one
-// message buffer.
+// message buffer; a text delta in the usual form is read by deltaText
+// instead (one allocation, its text, where encoding/json made seven).
 // The SDK's reader would hand every event through two goroutines and two
 // channels (its EventStreamReader and the ConverseStream pipe), and its
 // schema-driven deserializer allocates a new payload buffer and a stack of
@@ -304,13 +305,17 @@ func readEvents(ctx context.Context, model string, bufs *eventBuffers, onDelta f
 				}
 				continue
 			}
-			delta.Delta.Text = ""
-			if err := json.Unmarshal(payload, &delta); err != nil {
-				return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
+			text, ok := deltaText(payload)
+			if !ok {
+				delta.Delta.Text = ""
+				if err := json.Unmarshal(payload, &delta); err != nil {
+					return res, classify(ctx, model, streamed, fmt.Errorf("deserialize event contentBlockDelta: %w", err))
+				}
+				text = delta.Delta.Text
 			}
-			if delta.Delta.Text != "" {
+			if text != "" {
 				streamed = true
-				onDelta(delta.Delta.Text)
+				onDelta(text)
 			}
 		case "contentBlockStart":
 			if onBlock == nil {

@@ -1,11 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"unicode/utf8"
 
 	"github.com/aws/smithy-go/eventstream"
 )
@@ -138,4 +140,67 @@ func (ev *rawEvent) readHeaders(hs []byte) error {
 		hs = hs[size:]
 	}
 	return nil
+}
+
+// deltaText reads the text of a contentBlockDelta payload in the form
+// Bedrock and the mock send: {"contentBlockIndex":N,"delta":{"text":"..."}}
+// with, optionally, a "p" padding string last. ok is false for any other
+// form, or a text with an escape, a control character or invalid UTF-8
+// (which encoding/json would unescape, refuse or replace): the caller then
+// reads the payload with encoding/json, which gives the same text for
+// every payload this accepts. The text is a copy (one allocation).
+func deltaText(p []byte) (text string, ok bool) {
+	const head = `{"contentBlockIndex":`
+	if !bytes.HasPrefix(p, []byte(head)) {
+		return "", false
+	}
+	p = p[len(head):]
+	n := 0
+	for n < len(p) && p[n] >= '0' && p[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 9 || (n > 1 && p[0] == '0') {
+		return "", false
+	}
+	p = p[n:]
+	const delta = `,"delta":{"text":"`
+	if !bytes.HasPrefix(p, []byte(delta)) {
+		return "", false
+	}
+	p = p[len(delta):]
+	s, rest, ok := plainString(p)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case string(rest) == `}}`:
+	case bytes.HasPrefix(rest, []byte(`},"p":"`)):
+		_, rest, ok = plainString(rest[len(`},"p":"`):])
+		if !ok || string(rest) != `}` {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	return string(s), true
+}
+
+// plainString splits p, just past a string's opening quote, at its
+// closing quote: ok only when the string has no escape or control
+// character and is valid UTF-8, so that its bytes are its value.
+func plainString(p []byte) (s, rest []byte, ok bool) {
+	i := bytes.IndexByte(p, '"')
+	if i < 0 {
+		return nil, nil, false
+	}
+	s = p[:i]
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return nil, nil, false
+		}
+	}
+	if !utf8.Valid(s) {
+		return nil, nil, false
+	}
+	return s, p[i+1:], true
 }

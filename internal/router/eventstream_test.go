@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -157,4 +158,55 @@ func TestDecodeEventAllocations(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per message", allocs)
 	}
+}
+
+// TestDeltaTextMatchesJSON: whatever deltaText accepts, encoding/json
+// reads to the same text (and what it refuses, encoding/json reads).
+func TestDeltaTextMatchesJSON(t *testing.T) {
+	for _, p := range []string{
+		`{"contentBlockIndex":0,"delta":{"text":"Hello"}}`,
+		`{"contentBlockIndex":12,"delta":{"text":" world, ünïcode ✈"},"p":"abcdefghijkl"}`,
+		`{"contentBlockIndex":0,"delta":{"text":""}}`,
+		`{"contentBlockIndex":0,"delta":{"text":"a\nb"}}`,
+		`{"contentBlockIndex":0,"delta":{"text":"a\u00e9"}}`,
+		`{"contentBlockIndex":0,"delta":{"text":"tab	here"}}`,
+		"{\"contentBlockIndex\":0,\"delta\":{\"text\":\"bad \xff utf8\"}}",
+		`{"contentBlockIndex":0,"delta":{"text":"x"},"delta":{"text":"y"}}`,
+		`{"contentBlockIndex":0,"delta":{"text":"x"},"p":"a\"b"}`,
+		`{"contentBlockIndex":0,"delta":{"text":"x","more":1}}`,
+		`{"contentBlockIndex":01,"delta":{"text":"x"}}`,
+		`{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{}"}}}`,
+		`{"contentBlockIndex":0,"delta":{"text":"x"}} `,
+		`{"contentBlockIndex":0, "delta":{"text":"x"}}`,
+	} {
+		checkDeltaText(t, []byte(p))
+	}
+	// The usual forms take the fast path.
+	for _, p := range []string{`{"contentBlockIndex":0,"delta":{"text":"Hello"}}`,
+		`{"contentBlockIndex":12,"delta":{"text":" world"},"p":"abcdefghijkl"}`} {
+		if _, ok := deltaText([]byte(p)); !ok {
+			t.Errorf("%s: not read by deltaText", p)
+		}
+	}
+}
+
+func checkDeltaText(t *testing.T, p []byte) {
+	t.Helper()
+	text, ok := deltaText(p)
+	if !ok {
+		return
+	}
+	var want deltaEvent
+	if err := json.Unmarshal(p, &want); err != nil {
+		t.Fatalf("%q: deltaText read %q, encoding/json fails: %v", p, text, err)
+	}
+	if text != want.Delta.Text {
+		t.Fatalf("%q: deltaText read %q, encoding/json %q", p, text, want.Delta.Text)
+	}
+}
+
+func FuzzDeltaText(f *testing.F) {
+	f.Add([]byte(`{"contentBlockIndex":0,"delta":{"text":"Hello"},"p":"abc"}`))
+	f.Add([]byte(`{"contentBlockIndex":3,"delta":{"text":"a\"b"}}`))
+	f.Fuzz(func(t *testing.T, p []byte) { checkDeltaText(t, p) })
 }
