@@ -5,7 +5,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // maxBatchBytes bounds the bytes a batch collects before they are written:
@@ -24,6 +27,12 @@ var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); ret
 // are not delayed past the batch's end.
 type batchConn struct {
 	net.Conn
+
+	// br is gorilla's reader of the connection (see batchingWriter): only
+	// the session's reader uses it, so its buffer can be given back while
+	// the session is idle (see await).
+	br  *bufio.Reader
+	raw syscall.RawConn // the TCP connection's, for await; nil: await reads
 
 	mu       sync.Mutex
 	open     bool
@@ -112,7 +121,72 @@ func (w batchingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &batchConn{Conn: conn}, brw, nil
+	c := &batchConn{Conn: conn}
+	if brw.Reader.Buffered() > 0 {
+		return c, brw, nil // gorilla refuses it: the client sent data before the handshake's end
+	}
+	// Gorilla reads through this reader (its ReadBufferSize is 0, and the
+	// reader's buffer is past 256 bytes): the session knows then whether a
+	// frame is buffered, and can let the buffer go while idle.
+	c.br = bufio.NewReaderSize(c, idleReadBuffer)
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil && canPeek {
+			c.raw = raw
+		}
+	}
+	return c, bufio.NewReadWriter(c.br, brw.Writer), nil
+}
+
+// idleReaders holds read buffers idle sessions gave back: an idle session
+// holds none.
+var idleReaders sync.Pool
+
+// idle reports whether every byte read from the connection was consumed
+// and await can wait for the next: the session's reader may then park.
+func (c *batchConn) idle() bool { return c.raw != nil && c.br.Buffered() == 0 }
+
+// await waits until the connection has bytes to read, or a read would
+// fail (its deadline passed, it closed, the peer closed), without reading
+// them: the reads that follow, gorilla's, find them. Meanwhile the read
+// buffer is given back to idleReaders. It is the idle session's reader's
+// only frame, on a goroutine of its own: its stack stays at the smallest
+// size, where a reader parked inside gorilla's read holds several KB.
+// Only when idle. Then it reads what arrived into the buffer, and reports
+// whether that read went through (false: the read failed, and the next
+// one, gorilla's, reports why).
+func (c *batchConn) await() (filled bool) {
+	r := new(bufio.Reader)
+	*r, *c.br = *c.br, bufio.Reader{}
+	idleReaders.Put(r)
+	_ = c.raw.Read(readable) // its error is the next read's too
+	r, _ = idleReaders.Get().(*bufio.Reader)
+	if r == nil {
+		r = bufio.NewReaderSize(c, idleReadBuffer)
+	}
+	r.Reset(c)
+	*c.br = *r
+	_, err := c.br.Peek(1)
+	return err == nil
+}
+
+// takePong consumes a pong frame buffered whole at the buffer's start, as
+// gorilla reads one from a client (final, no reserved bits, masked, at
+// most 125 bytes of payload, which the session's pong handler ignores),
+// and reports whether it did. Only between messages, at a frame's start.
+func (c *batchConn) takePong() bool {
+	if c.br == nil || c.br.Buffered() < 6 {
+		return false
+	}
+	h, _ := c.br.Peek(2)
+	if h[0] != 0x80|websocket.PongMessage || h[1]&0x80 == 0 || h[1]&0x7f > 125 {
+		return false
+	}
+	n := 6 + int(h[1]&0x7f)
+	if c.br.Buffered() < n {
+		return false
+	}
+	_, _ = c.br.Discard(n)
+	return true
 }
 
 // tcpConn is the TCP connection under conn, if any.

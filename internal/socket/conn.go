@@ -48,6 +48,10 @@ type Conn struct {
 	closing   bool
 	slow      bool          // closed as a slow consumer
 	idle      chan struct{} // closed when draining and no follower is left
+
+	// The reader's, which runs on one goroutine at a time (see read).
+	frameDue time.Time // while a frame is read: when it must have arrived whole
+	over     bool      // unregistered
 }
 
 // Logger adds the socket's identity to each line when it is written,
@@ -126,17 +130,9 @@ func (s *Conn) Heartbeat() time.Duration { return s.hub.opts.Heartbeat }
 // PlainBound is the bound of a frame with no attachment (MaxFrameBytes).
 func (s *Conn) PlainBound() int64 { return s.hub.opts.MaxFrameBytes }
 
-// run opens the handler, then reads until the connection ends.
+// run opens the handler, then reads until the connection ends (see read).
 func (s *Conn) run() {
-	defer s.cancel()
-	defer func() {
-		// A bug must not leave a socket open and silent: close it with 1011
-		// so the client reconnects and resumes.
-		if v := recover(); v != nil {
-			s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
-			s.CloseNow(DisconnectInternal)
-		}
-	}()
+	defer s.recovered()
 	opts := s.hub.opts
 	s.logger.Info("session_opened")
 	s.mu.Lock()
@@ -146,8 +142,39 @@ func (s *Conn) run() {
 	s.mu.Unlock()
 	s.handler.Opened()
 
-	s.readLoop()
+	// The frame reader enforces the bounds itself (see frames.go), so it
+	// can tell which bound a frame passed.
+	s.conn.SetReadLimit(0)
+	_ = s.conn.SetReadDeadline(s.readDeadline())
+	// Called on the reader, from inside its reads (and see quiet).
+	s.conn.SetPongHandler(s.pong)
+	s.read(false)
+}
 
+// recovered ends a socket whose reader panicked: a bug must not leave a
+// socket open and silent, so it closes with 1011 and the client
+// reconnects and resumes.
+func (s *Conn) recovered() {
+	if v := recover(); v != nil {
+		s.logger.Error("session_panic", zap.Any("panic", v), zap.Stack("stack"))
+		s.CloseNow(DisconnectInternal)
+		s.cancel()
+		s.unregister()
+	}
+}
+
+// read runs the socket's reader on this goroutine (mustRead: its first
+// look at the connection is a read, see readLoop). It handles frames
+// until the connection ends, then ends the session; or until the client
+// is quiet and nothing it sent is left unread: then a new goroutine
+// waits for the next bytes in park, and this one returns, its stack (the
+// reads, the handler's work, several KB) with it.
+func (s *Conn) read(mustRead bool) {
+	defer s.recovered()
+	if s.readLoop(mustRead) {
+		go s.park()
+		return
+	}
 	s.mu.Lock()
 	s.expiry.Stop()
 	s.pinger.Stop()
@@ -159,29 +186,63 @@ func (s *Conn) run() {
 	s.queue.shutAndWait()
 	_ = s.conn.Close()
 	s.logger.Info("session_closed")
+	s.unregister()
 }
 
-// readLoop handles inbound frames until the connection fails or closes.
-// Between frames the read deadline is the heartbeat's, moved on by every
-// pong; from a frame's first byte it is also at most FrameReadTimeout
-// away, which pongs do not move: a frame that takes longer closes the
-// socket (DisconnectFrameTimeout) and gives its bytes back.
-func (s *Conn) readLoop() {
-	opts := s.hub.opts
-	var frameDue time.Time // while a frame is read: when it must have arrived whole
-	deadline := func() time.Time {
-		d := time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2)
-		if !frameDue.IsZero() && frameDue.Before(d) {
-			return frameDue
-		}
-		return d
+// park is an idle session's reader: a goroutine waiting for the client's
+// next bytes in one small frame (batchConn.await), whose stack stays at
+// the smallest size, with no read buffer held; then the reader again.
+func (s *Conn) park() {
+	filled := s.out.await()
+	s.read(!filled)
+}
+
+// unregister takes the ended session off the hub, once.
+func (s *Conn) unregister() {
+	if s.over {
+		return
 	}
-	// The frame reader enforces the bounds itself (see frames.go), so it
-	// can tell which bound a frame passed.
-	s.conn.SetReadLimit(0)
-	_ = s.conn.SetReadDeadline(deadline())
-	// Called on this goroutine, from inside the reads below.
-	s.conn.SetPongHandler(func(string) error { return s.conn.SetReadDeadline(deadline()) })
+	s.over = true
+	s.hub.unregister(s.Principal(), s)
+}
+
+// readDeadline is the reader's deadline: between frames the heartbeat's,
+// moved on by every pong; from a frame's first byte also at most
+// FrameReadTimeout away (frameDue), which pongs do not move.
+func (s *Conn) readDeadline() time.Time {
+	opts := &s.hub.opts
+	d := time.Now().Add(2*opts.Heartbeat + opts.Heartbeat/2)
+	if !s.frameDue.IsZero() && s.frameDue.Before(d) {
+		return s.frameDue
+	}
+	return d
+}
+
+// pong hears a pong: the heartbeat's deadline moves on.
+func (s *Conn) pong(string) error { return s.conn.SetReadDeadline(s.readDeadline()) }
+
+// quiet reports, between messages, whether the client's bytes are all
+// read: the reader may then park. The pongs the buffer holds whole are
+// taken first, as gorilla would (batchConn.takePong): a heartbeat's
+// answer does not leave the reader inside gorilla's read.
+func (s *Conn) quiet() bool {
+	if s.out == nil {
+		return false
+	}
+	for s.out.takePong() {
+		_ = s.pong("")
+	}
+	return s.out.idle()
+}
+
+// readLoop handles inbound frames until the connection fails or closes
+// (false), or until the client is quiet (true: the caller parks the
+// reader; with mustRead, not before a first read, which reports what
+// stopped the wait). A frame that takes longer than FrameReadTimeout from
+// its first byte closes the socket (DisconnectFrameTimeout) and gives its
+// bytes back; see readDeadline.
+func (s *Conn) readLoop(mustRead bool) bool {
+	opts := s.hub.opts
 	// From a frame's first byte to its handling the frame is pending (see
 	// admitting): a move decided meanwhile does not take the session, so
 	// the frame is answered here, never cut off by the move's close.
@@ -191,23 +252,26 @@ func (s *Conn) readLoop() {
 			s.Admitting(false)
 		}
 	}()
-	for {
+	for first := true; ; first = false {
 		if reading {
 			reading = false
 			s.Admitting(false)
 		}
+		if (!first || !mustRead) && s.quiet() {
+			return true
+		}
 		mt, r, err := s.conn.NextReader()
 		if err != nil {
 			s.readFailed(err, false)
-			return
+			return false
 		}
 		s.heard()
 		reading = true
-		frameDue = time.Now().Add(opts.FrameReadTimeout)
-		_ = s.conn.SetReadDeadline(deadline())
+		s.frameDue = time.Now().Add(opts.FrameReadTimeout)
+		_ = s.conn.SetReadDeadline(s.readDeadline())
 		data, held, err := s.hub.frames.read(r, s.share)
-		late := !time.Now().Before(frameDue)
-		frameDue = time.Time{}
+		late := !time.Now().Before(s.frameDue)
+		s.frameDue = time.Time{}
 		var spent *budgetSpentError
 		switch {
 		case errors.As(err, &spent):
@@ -226,19 +290,19 @@ func (s *Conn) readLoop() {
 				refusal = s.MoveIfBusy(fmt.Errorf("%w: attachment frames at this server's budget of %d bytes", gateway.ErrAtCapacity, opts.AttachmentBytesInFlight))
 			}
 			s.handler.Refused(spent.First, refusal)
-			_ = s.conn.SetReadDeadline(deadline())
+			_ = s.conn.SetReadDeadline(s.readDeadline())
 			continue
 		case errors.Is(err, errFrameTooBig):
 			s.logger.Info("frame_too_big", zap.Int64("limit", s.hub.frames.largest))
 			s.CloseNow(DisconnectFrameTooBig)
-			return
+			return false
 		case err != nil:
 			s.readFailed(err, late)
-			return
+			return false
 		}
-		_ = s.conn.SetReadDeadline(deadline())
+		_ = s.conn.SetReadDeadline(s.readDeadline())
 		if !s.handleFrame(mt, data, opts.Now(), held) {
-			return
+			return false
 		}
 	}
 }

@@ -187,11 +187,11 @@ func NewHub(v door.Verifier, metrics *telemetry.Metrics, logger *zap.Logger, o O
 			perUser: o.AttachmentBytesPerUser}}
 }
 
-// idleReadBuffer is a socket's read buffer: what an idle session holds
-// while it waits for a frame (the hijacked connection's 4 KiB reader is
-// let go). A frame larger than it is read straight into the message,
-// past the buffer, so only small frames (pings, pongs, short requests)
-// go through it.
+// idleReadBuffer is a socket's read buffer (the hijacked connection's
+// 4 KiB reader is let go), held only while the session reads: an idle
+// session gives it back (see batchConn.await). A frame larger than it is
+// read straight into the message, past the buffer, so only small frames
+// (pings, pongs, short requests) go through it.
 const idleReadBuffer = 1024
 
 // writeBuffers are every socket's write buffers, pooled: an idle socket holds none.
@@ -202,8 +202,10 @@ var writeBuffers = &sync.Pool{}
 func (h *Hub) Handler(d Dialect, doorName string) http.Handler {
 	return &endpoint{hub: h, dialect: d, signIn: &door.SignIn{Verifier: h.verifier, Door: doorName, Metrics: h.metrics},
 		upgrader: websocket.Upgrader{
-			Subprotocols:      []string{d.Subprotocol()},
-			ReadBufferSize:    idleReadBuffer,
+			Subprotocols: []string{d.Subprotocol()},
+			// 0: gorilla reads through the reader batchingWriter hands it,
+			// of idleReadBuffer bytes.
+			ReadBufferSize:    0,
 			WriteBufferPool:   writeBuffers,
 			HandshakeTimeout:  10 * time.Second,
 			EnableCompression: false,
@@ -277,11 +279,8 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.track(s)
 	// The socket runs on its own goroutine so net/http's handler goroutine,
 	// with its request, headers and buffers, is released: an idle session
-	// then holds only what it needs.
-	go func() {
-		s.run()
-		h.unregister(p, s)
-	}()
+	// then holds only what it needs. It unregisters when it ends.
+	go s.run()
 }
 
 // admit does everything before the upgrade: drain, origin, subprotocol,
