@@ -6,7 +6,7 @@
 #      each beside as many direct calls to the mock (loadtest frontier);
 #   2. streaming at 100 paced streams (250 ms + 8 ms per token, 300 tokens): added TTFT, added per-chunk gap and
 #      CPU per chunk of /v1/ws on gateway S (production shape) beside the direct call and the peer's SSE, then the
-#      OpenAI door's (loadtest overhead);
+#      OpenAI door's (loadtest overhead); 100 paced streams back to back: CPU per chunk frame, RSS at the end (capacity);
 #   3. idle sessions: RSS per session at 10,000 on gateway S, heartbeats on (loadtest capacity);
 #   4. the soak: 200 streaming sessions (reconnects on, a cut every 5 s) and 200 non-streaming requests a second on
 #      gateway R (in memory, paced mock) for SOAK (default 10m): RSS by interval, its slope, lost and never finished (loadtest soak + rate).
@@ -77,6 +77,9 @@ if has stream; then
   echo; echo "## 100 paced streams: /v1/ws on gateway S beside the direct call$( [ "$PEER" = portkey ] && echo ' and Portkey (SSE)')"
   lt overhead --streams 100 --rounds 4 --warmup 1 --url ws://127.0.0.1:18817/v1/ws --admin-url http://127.0.0.1:19817 \
     --pid $S --bedrock-url http://127.0.0.1:18791 "${PEER_STREAM[@]}"
+  echo; echo "## 100 paced streams on /v1/ws of gateway S, back to back for 15 s: CPU per chunk frame, RSS at the end"
+  lt capacity --sessions 0 --streaming-sessions 100 --stream-inflight 1 --stream-duration 15s --url ws://127.0.0.1:18817/v1/ws \
+    --admin-url http://127.0.0.1:19817 --pid $S
   echo; echo "## 100 paced streams: the OpenAI door (SSE) on gateway S beside /v1/ws and the direct call"
   lt overhead --streams 100 --rounds 4 --warmup 1 --door openai --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S --bedrock-url http://127.0.0.1:18791

@@ -9,11 +9,14 @@ import (
 
 // CapacityResult is what one gateway holds and moves.
 type CapacityResult struct {
-	Source            string  `json:"source"` // proc or metrics
-	IdleSessions      int64   `json:"idle_sessions"`
-	GatewaySessions   int64   `json:"gateway_sessions"` // from /readyz, -1 unknown
-	RSSBefore         int64   `json:"rss_before_bytes"`
-	RSSAfter          int64   `json:"rss_after_bytes"`
+	Source          string `json:"source"` // proc or metrics
+	IdleSessions    int64  `json:"idle_sessions"`
+	GatewaySessions int64  `json:"gateway_sessions"` // from /readyz, -1 unknown
+	RSSBefore       int64  `json:"rss_before_bytes"`
+	RSSAfter        int64  `json:"rss_after_bytes"`
+	// With --pid: RSSAfter's anonymous and file-backed parts (-1 unknown).
+	RSSAfterAnon      int64   `json:"rss_after_anon_bytes"`
+	RSSAfterFile      int64   `json:"rss_after_file_bytes"`
 	RSSPerSession     float64 `json:"rss_per_session_bytes"`
 	HeapPerSession    float64 `json:"heap_inuse_per_session_bytes"` // -1 unknown
 	GoroutinesBefore  int64   `json:"goroutines_before"`
@@ -31,6 +34,11 @@ type CapacityResult struct {
 	// one delta per frame it is the CPU per streamed token.
 	GatewayCPUPerFrameUS float64 `json:"gateway_cpu_per_chunk_frame_us"`
 	ToolCPUCores         float64 `json:"loadtest_cpu_cores"`
+	// The gateway's RSS at the end of the streaming phase, and its
+	// anonymous and file-backed parts (--pid; -1 unknown).
+	StreamRSS     int64 `json:"stream_rss_bytes"`
+	StreamRSSAnon int64 `json:"stream_rss_anon_bytes"`
+	StreamRSSFile int64 `json:"stream_rss_file_bytes"`
 }
 
 // capacity ramps idle sessions and reads the gateway's memory, then
@@ -43,7 +51,8 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	res := CapacityResult{Source: base.Source, RSSBefore: base.RSS, GoroutinesBefore: base.Goroutines, HeapPerSession: -1,
-		GatewaySessions: -1, GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1}
+		GatewaySessions: -1, GatewayCPUCores: -1, GatewayCPUPerFrameUS: -1, RSSAfterAnon: -1, RSSAfterFile: -1,
+		StreamRSS: -1, StreamRSSAnon: -1, StreamRSSFile: -1}
 	l := newLedger(s.MockText)
 	start := time.Now()
 	var notes []string
@@ -72,6 +81,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		res.RSSAfter, res.GoroutinesAfter, res.GatewaySessions = after.RSS, after.Goroutines, after.Sessions
+		res.RSSAfterAnon, res.RSSAfterFile = after.RSSAnon, after.RSSFile
 		if n := float64(len(idle)); n > 0 {
 			res.RSSPerSession = float64(after.RSS-base.RSS) / n
 			if after.HeapInuse >= 0 && base.HeapInuse >= 0 {
@@ -136,6 +146,7 @@ func (e *env) capacity(ctx context.Context) (*Report, error) {
 		}
 		a, _ := l.snapshot()
 		res.StreamSeconds = elapsed.Seconds()
+		res.StreamRSS, res.StreamRSSAnon, res.StreamRSSFile = after.RSS, after.RSSAnon, after.RSSFile
 		res.ChunkFrames = a.ChunkFrames
 		res.ChunkFramesPerSec = float64(a.ChunkFrames) / elapsed.Seconds()
 		res.RequestsPerSec = float64(n) / elapsed.Seconds()

@@ -21,13 +21,16 @@ const clockTicks = 100
 // procSample is a process's resources at one moment: from /proc when a pid
 // is given, else from the gateway's Prometheus metrics.
 type procSample struct {
-	At         time.Time
-	RSS        int64   // bytes
-	CPUSeconds float64 // user + system
-	Goroutines int64   // metrics only (-1 unknown)
-	HeapInuse  int64   // metrics only (-1 unknown)
-	Sessions   int64   // /readyz only (-1 unknown)
-	Source     string
+	At  time.Time
+	RSS int64 // bytes
+	// RSSAnon and RSSFile split RSS (/proc only; -1 unknown): the
+	// process's own memory, and the pages of its binary and other files.
+	RSSAnon, RSSFile int64
+	CPUSeconds       float64 // user + system
+	Goroutines       int64   // metrics only (-1 unknown)
+	HeapInuse        int64   // metrics only (-1 unknown)
+	Sessions         int64   // /readyz only (-1 unknown)
+	Source           string
 }
 
 // gatewayProbe reads the gateway's resources.
@@ -43,7 +46,7 @@ func newGatewayProbe(pid int, admin string) *gatewayProbe {
 
 // sample reads what it can; an error only when no source answered.
 func (g *gatewayProbe) sample(ctx context.Context) (procSample, error) {
-	p := procSample{At: time.Now(), RSS: -1, CPUSeconds: -1, Goroutines: -1, HeapInuse: -1, Sessions: -1}
+	p := procSample{At: time.Now(), RSS: -1, RSSAnon: -1, RSSFile: -1, CPUSeconds: -1, Goroutines: -1, HeapInuse: -1, Sessions: -1}
 	var errs []string
 	if g.admin != "" {
 		m, err := g.metrics(ctx)
@@ -63,11 +66,11 @@ func (g *gatewayProbe) sample(ctx context.Context) (procSample, error) {
 		}
 	}
 	if g.pid > 0 {
-		rss, cpu, err := procStat(g.pid)
+		st, err := procStat(g.pid)
 		if err != nil {
 			errs = append(errs, err.Error())
 		} else {
-			p.RSS, p.CPUSeconds, p.Source = rss, cpu, "proc"
+			p.RSS, p.RSSAnon, p.RSSFile, p.CPUSeconds, p.Source = st.rss, st.anon, st.file, st.cpu, "proc"
 		}
 	}
 	if p.Source == "" {
@@ -133,35 +136,45 @@ func (g *gatewayProbe) readySessions(ctx context.Context) (int64, error) {
 	return *body.Sessions, nil
 }
 
-// procStat reads VmRSS from /proc/<pid>/status and utime+stime from /proc/<pid>/stat.
-func procStat(pid int) (rss int64, cpu float64, err error) {
+// procStats are one read of /proc/<pid>: RSS and its anonymous and
+// file-backed parts (bytes, -1 unknown) and utime+stime (seconds).
+type procStats struct {
+	rss, anon, file int64
+	cpu             float64
+}
+
+// procStat reads VmRSS, RssAnon and RssFile from /proc/<pid>/status and
+// utime+stime from /proc/<pid>/stat.
+func procStat(pid int) (procStats, error) {
+	st := procStats{rss: -1, anon: -1, file: -1}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return st, err
 	}
-	rss = -1
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) >= 1 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				rss = kb * 1024
+		for key, into := range map[string]*int64{"VmRSS:": &st.rss, "RssAnon:": &st.anon, "RssFile:": &st.file} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				if f := strings.Fields(v); len(f) >= 1 {
+					kb, _ := strconv.ParseInt(f[0], 10, 64)
+					*into = kb * 1024
+				}
 			}
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return st, err
 	}
 	// The command name (field 2) may hold spaces: count fields after its ')'.
 	s := string(stat)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: short", pid)
+		return st, fmt.Errorf("/proc/%d/stat: short", pid)
 	}
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
-	return rss, (utime + stime) / clockTicks, nil
+	st.cpu = (utime + stime) / clockTicks
+	return st, nil
 }
 
 // selfCPU is this process's user + system CPU seconds.

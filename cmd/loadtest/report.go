@@ -149,6 +149,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		if c.IdleSessions > 0 {
 			row(&b, "Idle sessions opened", fmt.Sprintf("%d in %.1f s (gateway reports %d)", c.IdleSessions, c.RampSeconds, c.GatewaySessions))
 			row(&b, "Gateway RSS before / after", fmt.Sprintf("%.1f MiB / %.1f MiB (%s)", mib(c.RSSBefore), mib(c.RSSAfter), c.Source))
+			if c.RSSAfterAnon >= 0 && c.RSSAfterFile >= 0 {
+				row(&b, "Gateway RSS after: anonymous / file-backed", fmt.Sprintf("%.1f MiB / %.1f MiB", mib(c.RSSAfterAnon), mib(c.RSSAfterFile)))
+			}
 			row(&b, "RSS per idle session", fmt.Sprintf("%.1f KB", c.RSSPerSession/1000))
 			if c.HeapPerSession >= 0 {
 				row(&b, "Go heap in use per idle session", fmt.Sprintf("%.1f KB", c.HeapPerSession/1000))
@@ -168,6 +171,13 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 				row(&b, "Gateway CPU per chunk frame", fmt.Sprintf("%.1f us", c.GatewayCPUPerFrameUS))
 			}
 			row(&b, "Load tool CPU (same machine)", fmt.Sprintf("%.2f cores", c.ToolCPUCores))
+			if c.StreamRSS >= 0 {
+				split := ""
+				if c.StreamRSSAnon >= 0 && c.StreamRSSFile >= 0 {
+					split = fmt.Sprintf(" (anonymous %.1f MiB, file-backed %.1f MiB)", mib(c.StreamRSSAnon), mib(c.StreamRSSFile))
+				}
+				row(&b, "Gateway RSS at the end of streaming", fmt.Sprintf("%.1f MiB%s", mib(c.StreamRSS), split))
+			}
 		}
 		b.WriteString("\n")
 	case r.PromptCache != nil:
