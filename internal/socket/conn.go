@@ -43,7 +43,7 @@ type Conn struct {
 	activeAt  time.Time          // when a request was last delivered, or the session opened
 	openedAt  time.Time          // when the session opened
 	heardAt   time.Time          // when the client's last frame began to arrive (or the session opened)
-	follows   map[string]*follow // follow key (a request id) -> the follower delivering it
+	follows   map[string]*follow // follow key (a request id) -> the follower delivering it (nil until the first)
 	pending   int                // requests and resumes read and not yet followed or refused (see admitting)
 	closing   bool
 	slow      bool          // closed as a slow consumer
@@ -92,8 +92,7 @@ func newConn(h *Hub, conn *websocket.Conn, p auth.Principal, id string, share *u
 	out, _ := conn.NetConn().(*batchConn)
 	s := &Conn{
 		hub: h, conn: conn, out: out, id: id, principal: p, ctx: ctx, cancel: cancel, share: share,
-		logger:  Logger{h.logger, id, p.Subject, p.Tenant, p.App},
-		follows: map[string]*follow{},
+		logger: Logger{h.logger, id, p.Subject, p.Tenant, p.App},
 	}
 	s.activeAt = h.opts.Now()
 	s.openedAt, s.heardAt = s.activeAt, s.activeAt
@@ -385,6 +384,9 @@ func (s *Conn) Follow(key string, log *stream.Log, after int, withAccepted bool,
 	if old != nil {
 		old.cancel()
 	}
+	if s.follows == nil {
+		s.follows = map[string]*follow{}
+	}
 	s.follows[key] = f
 	s.activeAt = s.hub.opts.Now()
 	s.mu.Unlock()
@@ -511,7 +513,7 @@ func (s *Conn) Send(frame []byte) bool { return s.push(s.ctx, item{frame: frame}
 func (s *Conn) deliverItem(ctx context.Context, it item) bool { return s.push(ctx, it, true) }
 
 func (s *Conn) push(ctx context.Context, it item, inline bool) bool {
-	err := s.queue.push(it, s.hub.opts.WriteTimeout, ctx.Done(), inline)
+	err := s.queue.push(it, s.hub.opts.WriteTimeout, ctx, inline)
 	if errors.Is(err, errQueueFull) {
 		s.slowConsumer()
 		return false
@@ -655,7 +657,7 @@ func (s *Conn) CloseAfterQueue(d Disconnect) {
 	}
 	s.closing = true
 	s.mu.Unlock()
-	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx.Done(), false); err != nil {
+	if err := s.queue.push(item{close: &d}, s.hub.opts.WriteTimeout, s.ctx, false); err != nil {
 		s.CloseNow(d)
 	}
 }

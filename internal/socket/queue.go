@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -68,7 +69,7 @@ type sendQueue struct {
 	bytes    int
 	closed   bool
 	writerOn bool
-	room     chan struct{} // closed and replaced when items leave, if a push waits on it
+	room     chan struct{} // made when a push waits for room, closed when items leave
 	roomWait bool          // a push waits on room
 	writers  sync.WaitGroup
 
@@ -78,14 +79,16 @@ type sendQueue struct {
 }
 
 func newSendQueue(maxFrames, maxBytes int, write func(*sendQueue)) *sendQueue {
-	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, write: write, room: make(chan struct{})}
+	return &sendQueue{maxFrames: maxFrames, maxBytes: maxBytes, write: write}
 }
 
-// push queues an item, waiting up to timeout for room. An item larger than
-// the bounds is still accepted into an empty queue. When the push finds
-// no writer running it starts one: on the calling goroutine if inline (push
-// returns once the queue is drained), else on a new one.
-func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, inline bool) error {
+// push queues an item, waiting up to timeout for room, or until ctx (nil:
+// none) ends. An item larger than the bounds is still accepted into an
+// empty queue. When the push finds no writer running it starts one: on
+// the calling goroutine if inline (push returns once the queue is
+// drained), else on a new one. ctx is asked for its Done channel only
+// when the push waits: an idle session's context never makes one.
+func (q *sendQueue) push(it item, timeout time.Duration, ctx context.Context, inline bool) error {
 	var timer *time.Timer
 	for {
 		q.mu.Lock()
@@ -116,11 +119,18 @@ func (q *sendQueue) push(it item, timeout time.Duration, done <-chan struct{}, i
 			}
 			return nil
 		}
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
 		room := q.room
 		q.roomWait = true
 		q.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(timeout)
+		}
+		var done <-chan struct{}
+		if ctx != nil {
+			done = ctx.Done()
 		}
 		select {
 		case <-room:
@@ -157,7 +167,7 @@ func (q *sendQueue) take(dst []item) []item {
 	q.bytes, q.frames = 0, 0
 	if q.roomWait {
 		close(q.room)
-		q.room = make(chan struct{})
+		q.room = nil
 		q.roomWait = false
 	}
 	return dst

@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
 		}
 	})
 	defer func() { close(release); q.shutAndWait() }()
-	never := make(chan struct{})
+	never := context.Background()
 	push := func(n int) error { return q.push(item{frame: make([]byte, n)}, 20*time.Millisecond, never, false) }
 	if err := push(4); err != nil {
 		t.Fatalf("first frame: %v", err)
@@ -37,8 +38,8 @@ func TestSendQueueBoundsFramesAndBytes(t *testing.T) {
 	if err := q.push(item{close: &DisconnectSlow}, time.Millisecond, never, false); err != nil {
 		t.Fatalf("a close always fits: %v", err)
 	}
-	done := make(chan struct{})
-	close(done)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
 	if err := q.push(item{frame: []byte("x")}, time.Hour, done, false); !errors.Is(err, errQueueClosed) {
 		t.Fatalf("push after its context ended: %v, want errQueueClosed", err)
 	}
