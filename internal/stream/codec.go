@@ -47,6 +47,10 @@ type Encoder interface {
 // (an SSE event of an HTTP door is several times a WebSocket frame).
 const chunkRoom = 56
 
+// maxRunGrowth bounds the room a new run of chunks takes beyond the
+// chunks it is made for (see appendChunks).
+const maxRunGrowth = 4 << 10
+
 // prepared is a log's events in one codec's bytes.
 type prepared struct {
 	codec Codec
@@ -140,6 +144,13 @@ func (l *Log) prepare(c Codec) *prepared {
 	p := &prepared{codec: c, users: 1}
 	l.prepared = append(l.prepared, p)
 	return p
+}
+
+// shared reports whether p has followers other than the caller.
+func (l *Log) shared(p *prepared) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return p.users > 1
 }
 
 // release ends a follower's use of p. The last follower of a finished
@@ -268,9 +279,11 @@ func (p *prepared) fill(l *Log, b *Batch) int64 {
 			// A finished log's chunks are final: every follower sees this count.
 			p.terminal, p.hasTerminal = p.enc.Terminal(b.Terminal, len(l.Pieces())), true
 			p.bytes += int64(len(p.terminal))
-			if p.chunks.len() == len(l.Pieces()) {
-				// Kept for the resume window from now on: in one buffer of
-				// its exact size, not the runs live following made.
+			if p.chunks.len() == len(l.Pieces()) && l.shared(p) {
+				// Kept while another follower delivers it (the last one
+				// lets it go, see release): in one buffer of its exact
+				// size, not the runs live following made. A follower alone
+				// lets it go next, so copying it would be waste.
 				p.compact()
 				if len(b.Pieces) > 0 {
 					b.Chunks = p.chunks.view(b.First-1, b.Last())
@@ -346,9 +359,24 @@ func (p *prepared) appendChunks(pieces []string, idLen int) {
 	for _, piece := range pieces {
 		size += len(piece) + room
 	}
-	c.runs = append(c.runs, run{buf: make([]byte, size), first: c.len()})
-	p.addChunkBytes(size)
-	tail, base := c.runs[len(c.runs)-1].buf[:0], 0
+	// The chunks go on in the last run while its buffer has room for
+	// them: a follower of a paced answer encodes one chunk a batch, and
+	// those share buffers instead of a buffer each. Bytes past the last
+	// chunk's end are in no view, so writing them changes none.
+	last := &c.runs[len(c.runs)-1]
+	used := 0
+	if c.len() > last.first {
+		used = int(c.ends[c.len()-1])
+	}
+	tail, base := last.buf[:used], 0
+	if len(last.buf)-used < size {
+		// A new run, twice the last one (up to maxRunGrowth) when that
+		// holds more than these chunks.
+		size = max(size, min(2*len(last.buf), maxRunGrowth))
+		c.runs = append(c.runs, run{buf: make([]byte, size), first: c.len()})
+		p.addChunkBytes(size)
+		tail = c.runs[len(c.runs)-1].buf[:0]
+	}
 	for _, piece := range pieces {
 		start, room := len(tail), cap(tail)
 		tail = p.enc.AppendChunk(tail, c.len()+1, call.Decode(piece))
