@@ -109,8 +109,15 @@ type Bedrock struct {
 	roles  func(roleARN string) aws.CredentialsProvider
 
 	mu      sync.Mutex
-	clients map[clientKey]*bedrockruntime.Client
+	clients map[clientKey]modelClient
 	creds   map[string]aws.CredentialsProvider // by role ARN, shared by its regions
+}
+
+// modelClient is one region's and role's client and, when its calls
+// need nothing of the SDK's stack, the same calls prepared (see direct).
+type modelClient struct {
+	sdk    *bedrockruntime.Client
+	direct *direct
 }
 
 // clientKey names a client: a region and a role ("" for the defaults).
@@ -126,8 +133,10 @@ type clientKey struct{ region, role string }
 // slow first token, which is exactly the hidden queue the gateway exists to
 // remove. With one attempt a throttled model fails at once with ErrThrottled
 // and the router falls back to the next model, or tells the client.
+// At one attempt a client's calls skip the SDK's middleware stack (see
+// direct): the same request, signature and errors, prepared once.
 func NewBedrock(client *bedrockruntime.Client) *Bedrock {
-	return &Bedrock{client: client, clients: map[clientKey]*bedrockruntime.Client{{}: client},
+	return &Bedrock{client: client, clients: map[clientKey]modelClient{{}: {client, newDirect(client.Options())}},
 		creds: map[string]aws.CredentialsProvider{}}
 }
 
@@ -141,7 +150,7 @@ func (b *Bedrock) AssumeRoles(f func(roleARN string) aws.CredentialsProvider) { 
 var errNoRoles = errors.New("no role credentials: the gateway cannot assume roles")
 
 // clientFor is the client of a region and role, made once.
-func (b *Bedrock) clientFor(region, role string) (*bedrockruntime.Client, error) {
+func (b *Bedrock) clientFor(region, role string) (modelClient, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := clientKey{region, role}
@@ -154,7 +163,7 @@ func (b *Bedrock) clientFor(region, role string) (*bedrockruntime.Client, error)
 	}
 	if role != "" {
 		if b.roles == nil {
-			return nil, errNoRoles
+			return modelClient{}, errNoRoles
 		}
 		cp, ok := b.creds[role]
 		if !ok {
@@ -164,8 +173,9 @@ func (b *Bedrock) clientFor(region, role string) (*bedrockruntime.Client, error)
 		o.Credentials = cp
 	}
 	c := bedrockruntime.New(o)
-	b.clients[k] = c
-	return c, nil
+	mc := modelClient{c, newDirect(c.Options())}
+	b.clients[k] = mc
+	return mc, nil
 }
 
 // errNoStop is the error of a stream that ended without a messageStop event:
@@ -193,20 +203,28 @@ func (b *Bedrock) Stream(ctx context.Context, c Call, onDelta func(text string))
 	if err != nil {
 		return Result{}, &ModelError{Kind: KindAccessDenied, Model: c.ModelID, Err: fmt.Errorf("%w: %w", ErrAccessDenied, err)}
 	}
-	tap := &bodyTap{}
-	out, err := client.ConverseStream(ctx, in, sdkWorkarounds, tap.install)
-	if err != nil {
-		return Result{}, classify(ctx, c.ModelID, false, err)
+	var body io.ReadCloser
+	if client.direct != nil {
+		if body, err = client.direct.call(ctx, in); err != nil {
+			return Result{}, classify(ctx, c.ModelID, false, err)
+		}
+	} else {
+		tap := &bodyTap{}
+		out, err := client.sdk.ConverseStream(ctx, in, sdkWorkarounds, tap.install)
+		if err != nil {
+			return Result{}, classify(ctx, c.ModelID, false, err)
+		}
+		// The SDK's own reader got an empty body and ends at once; the
+		// events are read below from the real one.
+		_ = out.GetStream().Close()
+		if tap.body == nil {
+			return Result{}, classify(ctx, c.ModelID, false, errNoBody)
+		}
+		body = tap.body
 	}
-	// The SDK's own reader got an empty body and ends at once; the events
-	// are read below from the real one.
-	_ = out.GetStream().Close()
-	if tap.body == nil {
-		return Result{}, classify(ctx, c.ModelID, false, errNoBody)
-	}
-	defer tap.body.Close()
+	defer body.Close()
 	bufs := eventBufferPool.Get().(*eventBuffers)
-	bufs.r.Reset(tap.body)
+	bufs.r.Reset(body)
 	res, err := readEvents(ctx, c.ModelID, bufs, onDelta, c.OnBlock)
 	bufs.r.Reset(nil)
 	if err == nil {
