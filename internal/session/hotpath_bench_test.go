@@ -36,16 +36,30 @@ import (
 // loopback, which reads and discards. One op is one token; answers are
 // 300 tokens, unpaced. allocs/op counts the whole process (the client's
 // reads included).
-func BenchmarkHotPath(b *testing.B) {
+func BenchmarkHotPath(b *testing.B) { hotPath(b, false) }
+
+// BenchmarkHotPathPaced is BenchmarkHotPath with each token arriving
+// only once the client has read the one before, as at 100 paced streams
+// (one token each 8 ms, less the wait): every token is its own batch, its
+// own follower wake-up and its own socket write.
+func BenchmarkHotPathPaced(b *testing.B) { hotPath(b, true) }
+
+func hotPath(b *testing.B, paced bool) {
 	const answer = 300
 	body := eventStreamBody(b, answer)
+	events := eventStreamEvents(b, answer)
+	var next chan struct{} // paced: a token for each delta after the first, from the client
 	br := bedrockruntime.New(bedrockruntime.Options{
 		Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", ""),
 		BaseEndpoint: aws.String("http://bedrock.invalid"), RetryMaxAttempts: 1,
 		HTTPClient: httpClientFunc(func(*http.Request) (*http.Response, error) {
+			var r io.Reader = bytes.NewReader(body)
+			if paced {
+				r = &pacedBody{events: events, next: next}
+			}
 			return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 				Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}},
-				Body:   io.NopCloser(bytes.NewReader(body))}, nil
+				Body:   io.NopCloser(r)}, nil
 		}),
 	})
 	model := router.NewBedrock(br)
@@ -89,6 +103,8 @@ func BenchmarkHotPath(b *testing.B) {
 	b.ResetTimer()
 	chunks := 0
 	for r := 0; chunks < b.N; r++ {
+		next = make(chan struct{}, 1)
+		inAnswer := 0
 		req := fmt.Sprintf(`{"type":"request","request_id":"bench_%08d","messages":[{"role":"user","content":"hi"}]}`, r)
 		if err := conn.WriteMessage(websocket.TextMessage, []byte(req)); err != nil {
 			b.Fatal(err)
@@ -97,6 +113,9 @@ func BenchmarkHotPath(b *testing.B) {
 			f := read()
 			if bytes.HasPrefix(f, []byte(`{"type":"chunk"`)) {
 				chunks++
+				if inAnswer++; paced && inAnswer < answer {
+					next <- struct{}{}
+				}
 				continue
 			}
 			if bytes.HasPrefix(f, []byte(`{"type":"done"`)) {
@@ -136,6 +155,45 @@ func eventStreamBody(tb testing.TB, n int) []byte {
 	event("messageStop", `{"stopReason":"end_turn"}`)
 	event("metadata", fmt.Sprintf(`{"usage":{"inputTokens":3,"outputTokens":%d,"totalTokens":%d},"metrics":{"latencyMs":1}}`, n, n+3))
 	return out.Bytes()
+}
+
+// eventStreamEvents is eventStreamBody's events, each encoded alone.
+func eventStreamEvents(tb testing.TB, n int) [][]byte {
+	tb.Helper()
+	body := eventStreamBody(tb, n)
+	var events [][]byte
+	for len(body) > 0 {
+		size := int(body[0])<<24 | int(body[1])<<16 | int(body[2])<<8 | int(body[3]) // the prelude's total length
+		events = append(events, body[:size])
+		body = body[size:]
+	}
+	return events
+}
+
+// pacedBody serves events one at a time: each contentBlockDelta after the
+// first waits for a token on next.
+type pacedBody struct {
+	events [][]byte
+	next   chan struct{}
+	i      int // the event being served
+	off    int
+	deltas int
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	if p.i == len(p.events) {
+		return 0, io.EOF
+	}
+	if p.off == 0 && bytes.Contains(p.events[p.i], []byte("contentBlockDelta")) {
+		if p.deltas++; p.deltas > 1 {
+			<-p.next
+		}
+	}
+	n := copy(b, p.events[p.i][p.off:])
+	if p.off += n; p.off == len(p.events[p.i]) {
+		p.i, p.off = p.i+1, 0
+	}
+	return n, nil
 }
 
 type httpClientFunc func(*http.Request) (*http.Response, error)

@@ -422,8 +422,12 @@ func (s *Conn) deliver(ctx context.Context, f *follow) {
 	if deliver == nil {
 		deliver = eachAsFrame
 	}
+	// One batch for the follow, not one per batch: the delivery takes its
+	// address, so each would be a heap allocation, a paced token's.
+	var cur stream.Batch
 	for b := range f.log.Follow(ctx, f.codec, f.from) {
-		if !deliver(&b, out) {
+		cur = b
+		if !deliver(&cur, out) {
 			return
 		}
 	}
