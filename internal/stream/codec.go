@@ -205,9 +205,10 @@ func (l *Log) Follow(ctx context.Context, c Codec, after int) iter.Seq[Batch] {
 	return func(yield func(Batch) bool) {
 		p := l.prepare(c)
 		defer l.release(p)
+		changed := make(chan struct{}, 1)
 		cursor, sentAccepted := after, false
 		for {
-			snap := l.Read(cursor)
+			snap := l.readFor(cursor, changed)
 			b := Batch{First: snap.First, Pieces: snap.Chunks, Terminal: snap.Terminal}
 			if !sentAccepted && snap.Accepted != nil {
 				b.Accepted = snap.Accepted
@@ -224,7 +225,7 @@ func (l *Log) Follow(ctx context.Context, c Codec, after int) iter.Seq[Batch] {
 				return
 			}
 			select {
-			case <-snap.Changed:
+			case <-changed:
 			case <-ctx.Done():
 				return
 			}

@@ -6,6 +6,7 @@ package stream
 
 import (
 	"container/list"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,8 @@ type Log struct {
 	ended    time.Time
 	rejected bool
 	wake     chan struct{}
-	taken    bool // a follower holds wake: the next change must close it
+	taken    bool            // a reader holds wake: the next change must close it
+	waiters  []chan struct{} // Follow's followers waiting for the next change (see readFor)
 	cancel   func()
 
 	prepared      []*prepared  // the events in each door's codec (see Follow)
@@ -55,6 +57,14 @@ func NewLog(owner, requestID, bodyHash string, created time.Time) *Log {
 // Only a channel a follower took is replaced, so a producer with no one
 // waiting allocates nothing per chunk. Callers hold mu.
 func (l *Log) broadcast() {
+	for i, w := range l.waiters {
+		select {
+		case w <- struct{}{}:
+		default: // it has one already
+		}
+		l.waiters[i] = nil
+	}
+	l.waiters = l.waiters[:0]
 	if !l.taken {
 		return
 	}
@@ -189,6 +199,23 @@ func (l *Log) Read(after int) Snapshot {
 	l.taken = true
 	if after < len(l.chunks) {
 		s.Chunks = l.chunks[after:len(l.chunks):len(l.chunks)]
+	}
+	return s
+}
+
+// readFor is Read for a follower of Follow: instead of the wake channel,
+// which a change closes and replaces (an allocation per chunk of a paced
+// answer), the follower's own channel w, of one, is signalled at the next
+// change. Snapshot.Changed is nil.
+func (l *Log) readFor(after int, w chan struct{}) Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{Accepted: l.accepted, First: after + 1, Terminal: l.terminal}
+	if after < len(l.chunks) {
+		s.Chunks = l.chunks[after:len(l.chunks):len(l.chunks)]
+	}
+	if !slices.Contains(l.waiters, w) {
+		l.waiters = append(l.waiters, w)
 	}
 	return s
 }
