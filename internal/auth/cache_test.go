@@ -194,3 +194,36 @@ func BenchmarkVerify(b *testing.B) {
 		})
 	}
 }
+
+// Cached answers only a token Verify has verified, as Verify would (a
+// hit), and never one past its expiry.
+func TestCachedAnswersOnlyVerifiedTokens(t *testing.T) {
+	iss := authtest.NewIssuer(t)
+	var l lookups
+	now := time.Now()
+	v := newVerifier(t, iss, func(c *auth.Config) {
+		c.CacheLookup = l.observe
+		c.Now = func() time.Time { return now }
+	})
+	tok := iss.Token(t, authtest.Claims{Subject: "u-1", Tenant: "contoso"})
+	if p, ok := v.Cached(tok); ok {
+		t.Fatalf("an unverified token is cached: %+v", p)
+	}
+	l.want(t, 0, 0)
+	first, err := v.Verify(t.Context(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := v.Cached(tok)
+	if !ok || !reflect.DeepEqual(p, first) {
+		t.Fatalf("Cached %+v, %v; want %+v", p, ok, first)
+	}
+	l.want(t, 1, 1)
+	if _, ok := v.Cached(tok[:len(tok)-1]); ok {
+		t.Fatal("another token is cached")
+	}
+	now = first.ExpiresAt.Add(time.Hour)
+	if _, ok := v.Cached(tok); ok {
+		t.Fatal("an expired token is cached")
+	}
+}

@@ -269,12 +269,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	}
 	key := sha256.Sum256([]byte(token))
 	ring := v.keys.Load() // before verifying: a refresh meanwhile ends the entry
-	if t, ok := v.verified.Get(key); ok {
-		if t.ring == ring && v.cfg.Now().Before(t.p.ExpiresAt.Add(v.cfg.Leeway)) {
-			v.cfg.CacheLookup(true)
-			return t.p, nil
-		}
-		v.verified.Remove(key)
+	if p, ok := v.cached(key, ring); ok {
+		return p, nil
 	}
 	v.cfg.CacheLookup(false)
 	p, err := v.verify(ctx, token)
@@ -282,6 +278,32 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 		v.verified.Add(key, verifiedToken{p: p, ring: ring})
 	}
 	return p, err
+}
+
+// Cached is Verify for a token whose verification is cached (and still
+// good): ok is false for any other, which Verify must check. It does no
+// I/O, so it needs no context: a door tries it before it sets the
+// verification's timeout.
+func (v *Verifier) Cached(token string) (p Principal, ok bool) {
+	if v.verified == nil || token == "" || len(token) > MaxTokenBytes {
+		return Principal{}, false
+	}
+	return v.cached(sha256.Sum256([]byte(token)), v.keys.Load())
+}
+
+// cached is the cache's entry for key under ring, counted as a hit, or
+// ok false (an entry of another ring or past its expiry is removed).
+func (v *Verifier) cached(key [sha256.Size]byte, ring *keyring) (Principal, bool) {
+	t, ok := v.verified.Get(key)
+	if !ok {
+		return Principal{}, false
+	}
+	if t.ring == ring && v.cfg.Now().Before(t.p.ExpiresAt.Add(v.cfg.Leeway)) {
+		v.cfg.CacheLookup(true)
+		return t.p, true
+	}
+	v.verified.Remove(key)
+	return Principal{}, false
 }
 
 // VerifyAdmin checks token as Verify does, except that it needs no app:

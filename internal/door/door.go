@@ -77,17 +77,28 @@ func (s *SignIn) Caller(r *http.Request, also ...Source) (auth.Principal, *Refus
 	return p, ref
 }
 
+// cachedVerifier is a Verifier with a cache of verified tokens
+// (*auth.Verifier): Cached answers for a token in it, with no I/O.
+type cachedVerifier interface {
+	Cached(token string) (auth.Principal, bool)
+}
+
 func (s *SignIn) caller(r *http.Request, also []Source) (auth.Principal, *Refusal) {
-	where := `"Authorization: Bearer <JWT>"`
-	for _, src := range also {
-		where += " or " + src.Describe
+	where := func() string {
+		w := `"Authorization: Bearer <JWT>"`
+		for _, src := range also {
+			w += " or " + src.Describe
+		}
+		return w
 	}
 	// Names are compared case-insensitively: ?X-Api-Key= is the same leak.
-	for name := range r.URL.Query() {
-		for _, k := range queryTokens {
-			if strings.EqualFold(name, k) {
-				return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
-					Message: "tokens in the query string are refused: send " + where}
+	if r.URL.RawQuery != "" {
+		for name := range r.URL.Query() {
+			for _, k := range queryTokens {
+				if strings.EqualFold(name, k) {
+					return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
+						Message: "tokens in the query string are refused: send " + where()}
+				}
 			}
 		}
 	}
@@ -108,7 +119,14 @@ func (s *SignIn) caller(r *http.Request, also []Source) (auth.Principal, *Refusa
 	}
 	if token == "" {
 		return auth.Principal{}, &Refusal{Status: http.StatusUnauthorized, Code: protocol.CodeUnauthorized,
-			Message: "missing credentials: send " + where + " (the JWT is the API key)"}
+			Message: "missing credentials: send " + where() + " (the JWT is the API key)"}
+	}
+	// A token verified before is answered from the verifier's cache, with
+	// no I/O and so no timeout to set.
+	if c, ok := s.Verifier.(cachedVerifier); ok {
+		if p, ok := c.Cached(token); ok {
+			return p, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), VerifyTimeout)
 	defer cancel()
