@@ -40,6 +40,13 @@ import (
 // credentials (not a bearer token or anonymous), no API options,
 // interceptors or wire logging, and an endpoint with no headers or
 // signing overrides of its own. Any other client calls through the SDK.
+//
+// What it leaves out of the stack: the SDK's tracing spans and metrics
+// (no-op providers here), the per-call user agent features, and the
+// correction of the signing time by a clock skew the SDK learns from
+// earlier answers (a clock more than 5 minutes off fails every call with
+// InvalidSignatureException, where the SDK would fail one and correct the
+// next: the task's clock is kept by the platform's time sync).
 type direct struct {
 	client  bedrockruntime.HTTPClient
 	signer  bedrockruntime.HTTPSignerV4
