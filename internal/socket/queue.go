@@ -112,9 +112,9 @@ func (q *sendQueue) push(it item, timeout time.Duration, ctx context.Context, in
 			}
 			if start {
 				if inline {
-					q.runWriter()
+					q.runWriter(true)
 				} else {
-					go q.runWriter()
+					go q.runWriter(false)
 				}
 			}
 			return nil
@@ -143,9 +143,24 @@ func (q *sendQueue) push(it item, timeout time.Duration, ctx context.Context, in
 	}
 }
 
-func (q *sendQueue) runWriter() {
+func (q *sendQueue) runWriter(inline bool) {
 	defer q.writers.Done()
 	q.write(q)
+	if !inline {
+		q.trim()
+	}
+}
+
+// trim lets the queue's buffers go when no writer runs and nothing is
+// queued, after a writer of its own goroutine (a reply, a notice: rare):
+// an idle session then holds none. A follower writing inline (a paced
+// token's writer) keeps them for the next token.
+func (q *sendQueue) trim() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.writerOn && len(q.items) == 0 {
+		q.items, q.batch = nil, nil
+	}
 }
 
 // take removes every queued item into dst. When there is none it returns
