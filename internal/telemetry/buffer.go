@@ -72,7 +72,7 @@ func encodeLine(r UsageRecord) ([]byte, error) {
 	if r.RecordID == "" {
 		r.RecordID = NewRecordID()
 	}
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(r.line())
 	if err != nil {
 		return nil, err
 	}

@@ -121,11 +121,22 @@ const usageTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // MarshalJSON writes the record with ts as RFC 3339 with milliseconds, UTC.
 // The field order is ts first, then the struct's order.
 func (r UsageRecord) MarshalJSON() ([]byte, error) {
-	type plain UsageRecord // no methods: avoids recursion
-	return json.Marshal(struct {
-		TS string `json:"ts"`
-		plain
-	}{TS: r.TS.UTC().Format(usageTimeLayout), plain: plain(r)})
+	return json.Marshal(r.line())
+}
+
+// usageLine is a record as its JSON line has it (see MarshalJSON).
+type usageLine struct {
+	TS string `json:"ts"`
+	plainUsage
+}
+
+type plainUsage UsageRecord // no methods: avoids recursion
+
+// line is r in its line's shape: json.Marshal(r.line()) is
+// json.Marshal(r) without the second pass encoding/json makes over a
+// MarshalJSON's output (its check and compaction).
+func (r UsageRecord) line() usageLine {
+	return usageLine{TS: r.TS.UTC().Format(usageTimeLayout), plainUsage: plainUsage(r)}
 }
 
 // PartitionPath is the record's partition, from TS in UTC, zero padded:

@@ -234,3 +234,41 @@ func TestAnalyticsDocMatchesColumns(t *testing.T) {
 		}
 	}
 }
+
+// encodeLine writes what json.Marshal writes of a record (through its
+// MarshalJSON), byte for byte, escapes included, then a newline.
+func TestEncodeLineIsMarshal(t *testing.T) {
+	odd := sampleRecord()
+	odd.Tenant, odd.App, odd.User = `a<b>&"c"`, "ünï\u2028code", "tab\there"
+	odd.TS = time.Date(2026, 12, 6, 21, 0, 0, 123456789, time.FixedZone("x", 3600))
+	for _, r := range []UsageRecord{sampleRecord(), odd, {}} {
+		r.RecordID = "fixed"
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeLine(r)
+		if err != nil || string(got) != string(want)+"\n" {
+			t.Fatalf("encodeLine %s (%v), json.Marshal %s", got, err, want)
+		}
+	}
+}
+
+// BenchmarkEncodeLine is a usage record's line (line), beside what it
+// was (json.Marshal of the record, through MarshalJSON: marshal).
+func BenchmarkEncodeLine(b *testing.B) {
+	r := sampleRecord()
+	b.Run("line", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = encodeLine(r)
+		}
+	})
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l, _ := json.Marshal(r)
+			_ = append(l, '\n')
+		}
+	})
+}
