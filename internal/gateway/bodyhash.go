@@ -37,20 +37,12 @@ func bodyHash(in Request) string {
 }
 
 // hashMessage is a message as the frame wrote it: content a string, or a
-// list when it has blocks.
-type hashMessage call.Message
-
-func (m hashMessage) MarshalJSON() ([]byte, error) {
-	if m.Blocks != nil {
-		return json.Marshal(struct {
-			Role    string      `json:"role"`
-			Content []hashBlock `json:"content"`
-		}{m.Role, hashBlocks(m.Blocks)})
-	}
-	return json.Marshal(struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}{m.Role, m.Content})
+// list ([]hashBlock) when it has blocks. It has no MarshalJSON: encoding/json
+// would check and compact again every byte a MarshalJSON returns, the
+// whole conversation here.
+type hashMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
 }
 
 func hashMessages(ms []call.Message) []hashMessage {
@@ -59,7 +51,10 @@ func hashMessages(ms []call.Message) []hashMessage {
 	}
 	out := make([]hashMessage, len(ms))
 	for i, m := range ms {
-		out[i] = hashMessage(m)
+		out[i] = hashMessage{Role: m.Role, Content: m.Content}
+		if m.Blocks != nil {
+			out[i].Content = hashBlocks(m.Blocks)
+		}
 	}
 	return out
 }

@@ -54,3 +54,17 @@ func TestBodyHashIsPinned(t *testing.T) {
 
 // pngBase64 is a 1x1 PNG.
 const pngBase64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+// BenchmarkBodyHash is a usual request's hash: three turns of text.
+func BenchmarkBodyHash(b *testing.B) {
+	in, err := protocol.Decode([]byte(`{"type":"request","request_id":"req-0001","model":"mock-a","max_tokens":16,"system":"You are a helpful assistant for Contoso's flights.",` +
+		`"messages":[{"role":"user","content":"Tell me about flight 7 and whether it leaves on time today."},{"role":"assistant","content":"Flight 7 leaves at 9:40 from gate B12; it is on time."},{"role":"user","content":"And the <return> flight & its gate?"}]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := Request{Request: in.Call(), RequestID: in.RequestID, IsRequest: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = bodyHash(req)
+	}
+}
