@@ -128,7 +128,8 @@ func (w batchingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Gorilla reads through this reader (its ReadBufferSize is 0, and the
 	// reader's buffer is past 256 bytes): the session knows then whether a
 	// frame is buffered, and can let the buffer go while idle.
-	c.br = bufio.NewReaderSize(c, idleReadBuffer)
+	c.br = new(bufio.Reader)
+	c.lend()
 	if sc, ok := conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil && canPeek {
 			c.raw = raw
@@ -137,9 +138,36 @@ func (w batchingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, bufio.NewReadWriter(c.br, brw.Writer), nil
 }
 
-// idleReaders holds read buffers idle sessions gave back: an idle session
-// holds none.
-var idleReaders sync.Pool
+// Read buffers go from session to session as the contents of a
+// bufio.Reader (gorilla keeps a pointer to the session's reader, whose
+// struct is swapped with a pooled one): readBuffers holds readers with a
+// buffer that idle sessions gave back, emptyReaders the structs those
+// swaps left empty. A session opening or waking takes a buffer an idle
+// one gave back, and a heartbeat's wake allocates nothing.
+var readBuffers, emptyReaders sync.Pool
+
+// lend gives the session's reader a buffer, reading from c.
+func (c *batchConn) lend() {
+	full, _ := readBuffers.Get().(*bufio.Reader)
+	if full == nil {
+		full = bufio.NewReaderSize(c, idleReadBuffer)
+	}
+	full.Reset(c)
+	*c.br, *full = *full, bufio.Reader{}
+	emptyReaders.Put(full)
+}
+
+// giveBack takes the buffer from the session's reader, which holds none
+// then: only when it is empty (idle), and nothing reads it until lend.
+func (c *batchConn) giveBack() {
+	e, _ := emptyReaders.Get().(*bufio.Reader)
+	if e == nil {
+		e = new(bufio.Reader)
+	}
+	*e, *c.br = *c.br, bufio.Reader{}
+	e.Reset(nil) // the pooled buffer does not hold the connection
+	readBuffers.Put(e)
+}
 
 // idle reports whether every byte read from the connection was consumed
 // and await can wait for the next: the session's reader may then park.
@@ -148,23 +176,16 @@ func (c *batchConn) idle() bool { return c.raw != nil && c.br.Buffered() == 0 }
 // await waits until the connection has bytes to read, or a read would
 // fail (its deadline passed, it closed, the peer closed), without reading
 // them: the reads that follow, gorilla's, find them. Meanwhile the read
-// buffer is given back to idleReaders. It is the idle session's reader's
-// only frame, on a goroutine of its own: its stack stays at the smallest
-// size, where a reader parked inside gorilla's read holds several KB.
-// Only when idle. Then it reads what arrived into the buffer, and reports
-// whether that read went through (false: the read failed, and the next
-// one, gorilla's, reports why).
+// buffer is given back. It is the idle session's reader's only frame, on
+// a goroutine of its own: its stack stays at the smallest size, where a
+// reader parked inside gorilla's read holds several KB. Only when idle.
+// Then it reads what arrived into the buffer, and reports whether that
+// read went through (false: the read failed, and the next one, gorilla's,
+// reports why).
 func (c *batchConn) await() (filled bool) {
-	r := new(bufio.Reader)
-	*r, *c.br = *c.br, bufio.Reader{}
-	idleReaders.Put(r)
+	c.giveBack()
 	_ = c.raw.Read(readable) // its error is the next read's too
-	r, _ = idleReaders.Get().(*bufio.Reader)
-	if r == nil {
-		r = bufio.NewReaderSize(c, idleReadBuffer)
-	}
-	r.Reset(c)
-	*c.br = *r
+	c.lend()
 	_, err := c.br.Peek(1)
 	return err == nil
 }
