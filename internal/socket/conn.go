@@ -192,6 +192,7 @@ func (s *Conn) read(mustRead bool) {
 // next bytes in one small frame (batchConn.await), whose stack stays at
 // the smallest size, with no read buffer held; then the reader again.
 func (s *Conn) park() {
+	defer s.recovered()
 	filled := s.out.await()
 	s.read(!filled)
 }
