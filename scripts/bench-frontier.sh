@@ -7,7 +7,8 @@
 #   2. streaming at 100 paced streams (250 ms + 8 ms per token, 300 tokens): added TTFT, added per-chunk gap and
 #      CPU per chunk of /v1/ws on gateway S (production shape) beside the direct call and the peer's SSE, then the
 #      OpenAI door's (loadtest overhead); 100 paced streams back to back: CPU per chunk frame, RSS at the end (capacity);
-#   3. idle sessions: RSS per session at 10,000 on gateway S, heartbeats on (loadtest capacity);
+#   3. idle sessions: RSS per session at 10,000 on gateway S, heartbeats on, and at the open-file limit less 1,000
+#      on gateway R (in memory) (loadtest capacity);
 #   4. the soak: 200 streaming sessions (reconnects on, a cut every 5 s) and 200 non-streaming requests a second on
 #      gateway R (in memory, paced mock) for SOAK (default 10m): RSS by interval, its slope, lost and never finished (loadtest soak + rate).
 # Settings: OUT (/tmp/jetway-bench), RATES (frontier steps), STEP (10s measured per step), SOAK (10m), PEER
@@ -49,7 +50,7 @@ start() {
 start P 127.0.0.1:18815 127.0.0.1:19815 127.0.0.1:18790 $TABLES
 start M 127.0.0.1:18816 127.0.0.1:19816 127.0.0.1:18790
 start S 127.0.0.1:18817 127.0.0.1:19817 127.0.0.1:18791 $TABLES
-has soak && start R 127.0.0.1:18818 127.0.0.1:19818 127.0.0.1:18791
+start R 127.0.0.1:18818 127.0.0.1:19818 127.0.0.1:18791
 PEER_ARGS=(); PEER_STREAM=()
 if [ "$PEER" = portkey ]; then
   PORTKEY_PORT=18787 scripts/peer-portkey.sh > $OUT/portkey.log 2>&1 & PK=$!; PIDS+=($PK) # the script execs node: $! is Portkey
@@ -80,6 +81,9 @@ if has stream; then
   echo; echo "## 100 paced streams on /v1/ws of gateway S, back to back for 15 s: CPU per chunk frame, RSS at the end"
   lt capacity --sessions 0 --streaming-sessions 100 --stream-inflight 1 --stream-duration 15s --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S
+  echo; echo "## the same on gateway R (in memory)"
+  lt capacity --sessions 0 --streaming-sessions 100 --stream-inflight 1 --stream-duration 15s --url ws://127.0.0.1:18818/v1/ws \
+    --admin-url http://127.0.0.1:19818 --pid $R
   echo; echo "## 100 paced streams: the OpenAI door (SSE) on gateway S beside /v1/ws and the direct call"
   lt overhead --streams 100 --rounds 4 --warmup 1 --door openai --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S --bedrock-url http://127.0.0.1:18791
@@ -88,6 +92,10 @@ if has idle; then
   echo; echo "## 10,000 idle sessions on gateway S (heartbeats on)"
   lt capacity --sessions 10000 --streaming-sessions 0 --url ws://127.0.0.1:18817/v1/ws \
     --admin-url http://127.0.0.1:19817 --pid $S
+  # 50,000 cannot be opened here: the open-file hard limit is 20,000 for the load tool and the gateway alike.
+  n=$(( $(ulimit -Hn) - 1000 ))
+  echo; echo "## $n idle sessions on gateway R (in memory; the most this machine's open-file limit allows)"
+  lt capacity --sessions $n --streaming-sessions 0 --url ws://127.0.0.1:18818/v1/ws --admin-url http://127.0.0.1:19818 --pid $R
 fi
 if has soak; then
   # In memory: dynalite (one Node.js process) is not DynamoDB, and at this rate on this machine its queue, not the
