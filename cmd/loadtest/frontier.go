@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -70,16 +69,9 @@ func (e *env) frontier(ctx context.Context) (*Report, error) {
 		targets = append(targets, r.door(p))
 	}
 	if s.PeerURL != "" {
-		h := http.Header{"Content-Type": {"application/json"}}
-		for _, kv := range s.PeerHeader {
-			k, v, _ := strings.Cut(kv, ":")
-			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-		}
-		model := s.PeerModel
-		if model == "" {
-			model = s.BedrockModel
-		}
-		targets = append(targets, rateTarget{name: s.PeerName, url: s.PeerURL, header: h, model: model, pid: s.PeerPID})
+		h := s.peerHeader()
+		h.Set("Content-Type", "application/json")
+		targets = append(targets, rateTarget{name: s.PeerName, url: s.PeerURL, header: h, model: s.peerModel(), pid: s.PeerPID})
 	}
 	res := FrontierResult{Rates: s.Rates, Bounds: s.Bounds, Seconds: s.Duration.Seconds(), Targets: make([]FrontierTarget, len(targets))}
 	for i, t := range targets {

@@ -40,16 +40,25 @@ func newOpenAIDoor(s *settings, ts *tokenSource, users int) *openaiDoor {
 func newPeerDoor(url string, s *settings) *openaiDoor {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = max(s.Streams, 2)
+	return &openaiDoor{url: url, hc: &http.Client{Transport: tr}, header: s.peerHeader(), model: s.peerModel()}
+}
+
+// peerHeader is the --peer-header headers.
+func (s *settings) peerHeader() http.Header {
 	h := http.Header{}
 	for _, kv := range s.PeerHeader {
 		k, v, _ := strings.Cut(kv, ":")
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	model := s.PeerModel
-	if model == "" {
-		model = s.BedrockModel
+	return h
+}
+
+// peerModel is the model a peer's requests name: --peer-model, else --bedrock-model.
+func (s *settings) peerModel() string {
+	if s.PeerModel != "" {
+		return s.PeerModel
 	}
-	return &openaiDoor{url: url, hc: &http.Client{Transport: tr}, header: h, model: model}
+	return s.BedrockModel
 }
 
 // ask streams one answer, calling t.text at each content event.
