@@ -52,10 +52,6 @@ const (
 // latency: 1 ms to 60 s.
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
 
-// DurationBuckets returns the histogram buckets (seconds) used for every
-// duration metric: 1 ms to 60 s.
-func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets...) }
-
 // Metrics are Jetway's Prometheus metrics (namespace "jetway"). Every method
 // is safe for concurrent use, never blocks, and is a no-op on a nil
 // *Metrics, so callers may pass nil to switch metrics off. When an EMF
